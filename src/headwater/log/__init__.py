@@ -1,0 +1,12 @@
+"""Storage engine: partitioned append-only logs of Kafka record batches on disk.
+
+A topic-partition is a ``Log`` (partition.py): segments (segment.py) of batches with sparse
+offset and time indexes (index.py), recovered after a crash. ``LogManager`` (manager.py)
+is the data directory's topic catalog; ``LogConfig`` (config.py) the per-topic settings.
+"""
+from .config import LogConfig
+from .manager import InvalidTopicError, LogManager, Topic, TopicExistsError, UnknownTopicError
+from .partition import Log, OffsetOutOfRangeError
+
+__all__ = ["InvalidTopicError", "Log", "LogConfig", "LogManager", "OffsetOutOfRangeError", "Topic",
+           "TopicExistsError", "UnknownTopicError"]

@@ -1,0 +1,143 @@
+"""The data directory: the topic catalog and the logs of every partition.
+
+Layout::
+
+    <data_dir>/catalog.json            {"topics": {name: {"partitions": n, "configs": {overrides}}},
+                                        "deleting": {name: n}}
+    <data_dir>/<topic>-<partition>/    one Log per partition (see partition.py)
+    <data_dir>/<hex>.deleted/          a partition directory on its way out
+
+The catalog is one small file replaced atomically (temp file, fsync, rename, fsync of the
+directory), so topic names of any legal length fit. A topic exists once the catalog lists
+it. Deleting a topic moves it to ``deleting`` in the catalog (the commit point), renames
+and removes its partition directories, then drops it from ``deleting``; a restart finishes
+any deletion it finds there. Partition directories left without a catalog entry by a
+crash inside create_topic are wiped when a topic of that name is created again.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import LogConfig
+from .partition import Log, fsync_directory
+
+CATALOG = "catalog.json"
+LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+class TopicExistsError(Exception):
+    pass
+
+
+class UnknownTopicError(Exception):
+    pass
+
+
+class InvalidTopicError(Exception):
+    pass
+
+
+@dataclass
+class Topic:
+    name: str
+    partitions: list[Log]
+    configs: dict[str, str] = field(default_factory=dict)   # the overrides, as given
+    config: LogConfig = field(default_factory=LogConfig)     # effective: defaults + overrides
+
+
+def validate_topic_name(name: str) -> None:
+    if not isinstance(name, str) or not LEGAL_TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+        raise InvalidTopicError(f"illegal topic name {name!r}: use 1-249 of [a-zA-Z0-9._-], not '.' or '..'")
+
+
+class LogManager:
+    def __init__(self, data_dir: Path, defaults: LogConfig = LogConfig()):
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.defaults = defaults
+        self.topics: dict[str, Topic] = {}
+        try:
+            catalog = json.loads((self.data_dir / CATALOG).read_text())
+        except FileNotFoundError:
+            catalog = {"topics": {}, "deleting": {}}
+        self._deleting: dict[str, int] = catalog["deleting"]
+        for name, partitions in list(self._deleting.items()):
+            self._remove_partitions(name, partitions)
+        for doomed in self.data_dir.glob("*.deleted"):
+            shutil.rmtree(doomed, ignore_errors=True)
+        for name, meta in catalog["topics"].items():
+            config = LogConfig.from_topic_configs(meta["configs"], defaults)
+            logs = [Log.open(self._partition_dir(name, p), config) for p in range(meta["partitions"])]
+            self.topics[name] = Topic(name, logs, meta["configs"], config)
+        if self._deleting:
+            self._deleting.clear()
+            self._write_catalog()
+
+    def _partition_dir(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def _write_catalog(self) -> None:
+        catalog = {"topics": {t.name: {"partitions": len(t.partitions), "configs": t.configs}
+                              for t in self.topics.values()},
+                   "deleting": self._deleting}
+        path = self.data_dir / CATALOG
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w") as f:
+            json.dump(catalog, f, sort_keys=True, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_directory(self.data_dir)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        if not isinstance(partitions, int) or partitions < 1:
+            raise ValueError(f"number of partitions must be at least 1, got {partitions!r}")
+        configs = {k: str(v) for k, v in (configs or {}).items()}
+        config = LogConfig.from_topic_configs(configs, self.defaults)
+        logs = []
+        for p in range(partitions):
+            directory = self._partition_dir(name, p)
+            shutil.rmtree(directory, ignore_errors=True)  # leftovers of a create that crashed
+            logs.append(Log.open(directory, config))
+        topic = self.topics[name] = Topic(name, logs, configs, config)
+        self._write_catalog()
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        topic = self.topics.pop(name, None)
+        if topic is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        self._deleting[name] = len(topic.partitions)
+        self._write_catalog()
+        for log in topic.partitions:
+            log.delete()
+        del self._deleting[name]
+        self._write_catalog()
+
+    def _remove_partitions(self, name: str, partitions: int) -> None:
+        for p in range(partitions):
+            shutil.rmtree(self._partition_dir(name, p), ignore_errors=True)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < len(t.partitions):
+            return None
+        return t.partitions[partition]
+
+    def flush_all(self) -> None:
+        for topic in self.topics.values():
+            for log in topic.partitions:
+                log.flush()
+
+    def close(self) -> None:
+        for topic in self.topics.values():
+            for log in topic.partitions:
+                log.close()

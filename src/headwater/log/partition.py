@@ -1,0 +1,228 @@
+"""The log of one topic-partition: an ordered list of segments in one directory.
+
+Files in the directory besides the segments:
+- ``recovery-point``   the offset below which everything was fsynced (text, replaced atomically);
+- ``log-start-offset`` the first offset still readable, once retention or DeleteRecords moved it;
+- ``.clean-shutdown``  written by ``close()`` after the last fsync, removed at open: its absence
+                       at open means a crash, so the segments from the recovery point on are
+                       validated batch by batch and truncated at the first bad one.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from bisect import bisect_right
+from pathlib import Path
+
+from headwater.records import CorruptRecordError, read_header, set_base_offset, set_log_append_time
+
+from .config import LogConfig
+from .segment import MAX_RELATIVE_OFFSET, BatchInfo, Segment, delete_segment_files
+
+CLEAN_SHUTDOWN = ".clean-shutdown"
+RECOVERY_POINT = "recovery-point"
+LOG_START_OFFSET = "log-start-offset"
+
+
+class OffsetOutOfRangeError(Exception):
+    """A read below the log start offset or past the log end offset."""
+
+
+def read_offset_file(path: Path, default: int) -> int:
+    try:
+        return int(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return default
+
+
+def write_offset_file(path: Path, value: int) -> None:
+    """Replace atomically; not fsynced: losing an update only means an older (safe) value."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(str(value))
+    os.replace(tmp, path)
+
+
+def fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Log:
+    def __init__(self, directory: Path, config: LogConfig, segments: list[Segment], log_start_offset: int,
+                 recovery_point: int):
+        self.directory = directory
+        self.config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self._unflushed_messages = 0
+        self._last_flush = time.monotonic()
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig) -> Log:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        marker = directory / CLEAN_SHUTDOWN
+        clean = marker.exists()
+        if clean:
+            marker.unlink()
+            fsync_directory(directory)
+        for tmp in directory.glob("*.tmp"):
+            tmp.unlink()
+        recovery_point = read_offset_file(directory / RECOVERY_POINT, 0)
+        bases = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
+        segments: list[Segment] = []
+        for i, base in enumerate(bases):
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            validate = not clean and (next_base is None or next_base > recovery_point)
+            segment, truncated = Segment.open(directory, base, config.index_interval_bytes, validate)
+            segments.append(segment)
+            if truncated:
+                # Whatever followed a torn batch was never acknowledged as part of a whole log.
+                for later in bases[i + 1:]:
+                    delete_segment_files(directory, later)
+                break
+        log_start_offset = read_offset_file(directory / LOG_START_OFFSET, 0)
+        if not segments:
+            segments.append(Segment.create(directory, log_start_offset, config.index_interval_bytes))
+        log_start_offset = max(log_start_offset, segments[0].base_offset)
+        log = cls(directory, config, segments, log_start_offset, min(recovery_point, segments[-1].next_offset))
+        if not clean:
+            log.flush()  # the rebuilt indexes and truncations are the new durable state
+        return log
+
+    # --- offsets and sizes -----------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> list[Segment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def active_segment_base_offset(self) -> int:
+        """Where the active segment's readable batches begin."""
+        return max(self._segments[-1].base_offset, self.log_start_offset)
+
+    # --- appending -------------------------------------------------------------------------
+
+    def append(self, batches: bytearray, now_ms: int | None = None) -> tuple[int, int]:
+        """Stamp offsets (and LogAppendTime) into ``batches`` and write them; returns (first, last) offset."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        log_append_time = self.config.log_append_time
+        first = offset = self.log_end_offset
+        infos, pos, total = [], 0, len(batches)
+        while pos < total:
+            header = read_header(batches, pos)
+            if header.batch_length < 49 or pos + header.size > total:
+                raise CorruptRecordError(f"batch at byte {pos} does not fit the {total} bytes appended")
+            set_base_offset(batches, pos, offset)
+            max_timestamp = header.max_timestamp
+            if log_append_time:
+                set_log_append_time(batches, pos, now)
+                max_timestamp = now
+            last = offset + header.last_offset_delta
+            infos.append(BatchInfo(pos, offset, last, max_timestamp, header.size))
+            offset = last + 1
+            pos += header.size
+        if not infos:
+            raise CorruptRecordError("no record batch to append")
+        if self._should_roll(total, offset - 1, now):
+            self.roll()
+        self.active_segment.append(batches, infos)
+        self._unflushed_messages += offset - first
+        self._apply_flush_policy()
+        return first, offset - 1
+
+    def _should_roll(self, size: int, last_offset: int, now: int) -> bool:
+        active = self.active_segment
+        if active.size == 0:
+            return False
+        return (active.size + size > self.config.segment_bytes
+                or now - active.rolling_ms >= self.config.segment_ms
+                or last_offset - active.base_offset > MAX_RELATIVE_OFFSET)
+
+    def roll(self) -> Segment:
+        """Close the active segment for appends and start a new one at the log end offset."""
+        active = self.active_segment
+        if active.size == 0:
+            return active
+        active.seal()
+        segment = Segment.create(self.directory, self.log_end_offset, self.config.index_interval_bytes)
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+        return segment
+
+    def _apply_flush_policy(self) -> None:
+        cfg = self.config
+        if ((cfg.flush_messages is not None and self._unflushed_messages >= cfg.flush_messages)
+                or (cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms)):
+            self.flush()
+
+    def flush(self) -> None:
+        """fsync everything appended so far and move the recovery point to the log end."""
+        end = self.log_end_offset
+        first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
+        for segment in self._segments[first:]:
+            segment.flush()
+        if end != self.recovery_point or not (self.directory / RECOVERY_POINT).exists():
+            write_offset_file(self.directory / RECOVERY_POINT, end)
+            self.recovery_point = end
+        self._unflushed_messages = 0
+        self._last_flush = time.monotonic()
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes`` (at least one batch)."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside the log [{self.log_start_offset}, {self.log_end_offset}]")
+        first = bisect_right(self._bases, offset) - 1
+        for segment in self._segments[max(first, 0):]:
+            data = segment.read(offset, max_bytes)
+            if data:
+                return data
+        return b""
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp >= ``timestamp``, or None."""
+        first = max(bisect_right(self._bases, self.log_start_offset) - 1, 0)
+        for segment in self._segments[first:]:
+            found = segment.find_timestamp(timestamp, self.log_start_offset)
+            if found:
+                return found
+        return None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.active_segment.seal()
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+        (self.directory / CLEAN_SHUTDOWN).touch()
+
+    def delete(self) -> None:
+        """Close and remove the directory (renamed first, so a crash never leaves a half-deleted log)."""
+        for segment in self._segments:
+            segment.close()
+        doomed = self.directory.with_name(f"{uuid.uuid4().hex}.deleted")  # short: any topic name fits
+        os.replace(self.directory, doomed)
+        shutil.rmtree(doomed)

@@ -1,0 +1,279 @@
+"""A log segment: one ``<20-digit base offset>.log`` file of record batches plus its two indexes.
+
+Batches are stored exactly as the producer sent them (base offset stamped in). The file
+descriptor stays open for the segment's life: appends go through ``os.write`` on an
+O_APPEND descriptor, reads through ``os.pread``.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from headwater.records import (ATTR_LOG_APPEND_TIME, HEADER_SIZE, BatchHeader, CorruptRecordError, decode_records,
+                               read_header, validate_batch)
+
+from .index import OffsetIndex, TimeIndex
+
+SCAN_CHUNK = 64 * 1024          # read-ahead when walking batch headers
+RECOVERY_CHUNK = 8 * 1024 * 1024  # read-ahead when validating whole batches
+MAX_RELATIVE_OFFSET = 0xFFFFFFFF  # the offset index stores offsets relative to the base as u32
+NO_TIMESTAMP = -1
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def delete_segment_files(directory: Path, base_offset: int) -> None:
+    for suffix in (".log", ".index", ".timeindex"):
+        (directory / segment_name(base_offset, suffix)).unlink(missing_ok=True)
+
+
+@dataclass(slots=True)
+class BatchInfo:
+    """What the log needs to know about one batch it writes: no record is opened."""
+    position: int      # within the buffer being appended, then within the segment
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    size: int
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int):
+        self.directory = directory
+        self.base_offset = base_offset
+        self.path = directory / segment_name(base_offset, ".log")
+        self.index_interval_bytes = index_interval_bytes
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.rolling_ms: int | None = None   # when the segment's age starts counting (segment.ms)
+        self.offset_index: OffsetIndex
+        self.time_index: TimeIndex
+        self._bytes_since_index = 0
+        self._dirty = False
+
+    # --- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
+        segment = cls(directory, base_offset, index_interval_bytes)
+        segment.offset_index = OffsetIndex.create(segment.index_path)
+        segment.time_index = TimeIndex.create(segment.time_index_path)
+        return segment
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int, validate: bool) -> tuple[Segment, int]:
+        """Open an existing segment; returns it and how many bytes recovery truncated.
+
+        ``validate`` checks every batch (CRC, lengths, offsets), truncates at the first bad
+        one and rebuilds both indexes; without it the stored indexes are trusted (and
+        rebuilt the same way when missing or corrupt) and only the tail after the last
+        index entry is walked to find the end.
+        """
+        segment = cls(directory, base_offset, index_interval_bytes)
+        if not validate:
+            offset_index = OffsetIndex.load(segment.index_path, segment.size)
+            time_index = TimeIndex.load(segment.time_index_path, segment.size)
+            if offset_index is not None and time_index is not None:
+                segment.offset_index, segment.time_index = offset_index, time_index
+                if segment._load_tail():
+                    segment.rolling_ms = int(time.time() * 1000) if segment.size else None
+                    return segment, 0
+            for index in (offset_index, time_index):
+                if index is not None:
+                    index.close()
+        truncated = segment.recover()
+        segment.rolling_ms = int(time.time() * 1000) if segment.size else None
+        return segment, truncated
+
+    @property
+    def index_path(self) -> Path:
+        return self.directory / segment_name(self.base_offset, ".index")
+
+    @property
+    def time_index_path(self) -> Path:
+        return self.directory / segment_name(self.base_offset, ".timeindex")
+
+    def _load_tail(self) -> bool:
+        """Find the end offset and max timestamp from the last index entries; False if the tail is torn."""
+        if self.time_index.max_timestamp is not None:
+            self.max_timestamp = self.time_index.max_timestamp
+            self.offset_of_max_timestamp = self.base_offset + self.time_index.values[-1]
+        start = self.offset_index.values[-1] if len(self.offset_index) else 0
+        end = start
+        for position, header in self._headers(start):
+            if header.magic != 2 or header.base_offset < self.next_offset:
+                return False
+            self._track(header.base_offset, header.last_offset, header.max_timestamp)
+            end = position + header.size
+        self._bytes_since_index = end - start
+        return end == self.size
+
+    def recover(self) -> int:
+        """Validate every batch, truncate after the last good one, rebuild both indexes."""
+        self.offset_index = OffsetIndex.create(self.index_path)
+        self.time_index = TimeIndex.create(self.time_index_path)
+        self.next_offset = self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
+        self._bytes_since_index = 0
+        end = 0
+        for header in self._valid_batches():
+            self._index(BatchInfo(end, header.base_offset, header.last_offset, header.max_timestamp, header.size))
+            end += header.size
+        self._maybe_index_time()  # the final max timestamp, as seal() leaves it
+        truncated = self.size - end
+        if truncated:
+            os.ftruncate(self._fd, end)
+            self.size = end
+        self._dirty = True
+        return truncated
+
+    def _valid_batches(self):
+        """Yield the headers of the valid prefix of the file, in order."""
+        pos, chunk, chunk_start = 0, b"", 0
+        while pos < self.size:
+            at = pos - chunk_start
+            if len(chunk) - at < HEADER_SIZE or len(chunk) - at < read_header(chunk, at).size:
+                chunk, chunk_start, at = os.pread(self._fd, RECOVERY_CHUNK, pos), pos, 0
+                if len(chunk) < HEADER_SIZE:
+                    return
+                size = read_header(chunk).size
+                if size > self.size - pos:
+                    return
+                if size > len(chunk):
+                    chunk = os.pread(self._fd, size, pos)
+            try:
+                header = validate_batch(chunk, at)
+            except CorruptRecordError:
+                return
+            if header.base_offset < self.next_offset or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                return
+            self.next_offset = header.last_offset + 1
+            yield header
+            pos += header.size
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def append(self, data, batches: list[BatchInfo]) -> None:
+        """Write ``data`` (whole batches, offsets stamped) and index it; ``batches`` positions are within ``data``."""
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.write(self._fd, view[written:])
+        start = self.size
+        if self.rolling_ms is None:
+            self.rolling_ms = int(time.time() * 1000)
+        for batch in batches:
+            batch.position += start
+            self._index(batch)
+        self.size = start + len(data)
+        self._dirty = True
+
+    def _index(self, batch: BatchInfo) -> None:
+        self._track(batch.base_offset, batch.last_offset, batch.max_timestamp)
+        if self._bytes_since_index >= self.index_interval_bytes and batch.position > 0:
+            self.offset_index.append(batch.base_offset - self.base_offset, batch.position)
+            self._maybe_index_time()
+            self._bytes_since_index = 0
+        self._bytes_since_index += batch.size
+
+    def _track(self, base_offset: int, last_offset: int, max_timestamp: int) -> None:
+        self.next_offset = last_offset + 1
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, base_offset
+
+    def _maybe_index_time(self) -> None:
+        latest = self.time_index.max_timestamp
+        if self.max_timestamp != NO_TIMESTAMP and (latest is None or self.max_timestamp > latest):
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
+
+    def seal(self) -> None:
+        """The segment stops being active: record its final max timestamp in the time index."""
+        self._maybe_index_time()
+
+    def flush(self) -> None:
+        if self._dirty:
+            os.fsync(self._fd)
+            self._dirty = False
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        delete_segment_files(self.directory, self.base_offset)
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def _headers(self, position: int):
+        """Yield (position, header) of the whole batches from ``position`` to the end of the file."""
+        window, window_start = b"", position
+        while position + HEADER_SIZE <= self.size:
+            at = position - window_start
+            if at + HEADER_SIZE > len(window):
+                window, window_start, at = os.pread(self._fd, SCAN_CHUNK, position), position, 0
+            header = read_header(window, at)
+            if header.batch_length < HEADER_SIZE - 12 or position + header.size > self.size:
+                return
+            yield position, header
+            position += header.size
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one containing ``offset`` (or the first after it), within
+        ``max_bytes`` but at least one batch; b"" if no batch here reaches ``offset``."""
+        start = None
+        for position, header in self._headers(self.offset_index.position_for(offset - self.base_offset)):
+            if header.last_offset >= offset:
+                start, end = position, position + header.size
+                break
+        if start is None:
+            return b""
+        limit = start + max(max_bytes, 0)
+        if limit >= self.size:
+            end = self.size
+        else:
+            # Every indexed position is a batch boundary: jump to the last one within the limit.
+            end = max(end, self.offset_index.boundary_at_or_before(limit))
+            for position, header in self._headers(end):
+                if position + header.size > limit:
+                    break
+                end = position + header.size
+        return os.pread(self._fd, end - start, start)
+
+    def batch_at(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def find_timestamp(self, timestamp: int, from_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at/after ``from_offset`` with timestamp >= ``timestamp``."""
+        if self.max_timestamp < timestamp:
+            return None
+        start_offset = max(self.base_offset + self.time_index.offset_before(timestamp), from_offset)
+        for position, header in self._headers(self.offset_index.position_for(start_offset - self.base_offset)):
+            if header.max_timestamp < timestamp or header.last_offset < from_offset:
+                continue
+            found = _first_record_at_or_after(header, self.batch_at(position, header.size), timestamp, from_offset)
+            if found:
+                return found
+        return None
+
+
+def _first_record_at_or_after(header: BatchHeader, batch: bytes, timestamp: int, from_offset: int):
+    _, records = decode_records(batch)
+    for record in records:
+        # LogAppendTime batches: every record carries the batch's (broker) timestamp.
+        record_ts = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else record.timestamp
+        if record.offset >= from_offset and record_ts >= timestamp:
+            return record.offset, record_ts
+    return None

@@ -1,0 +1,379 @@
+"""Storage engine: appends, reads, segments, indexes, timestamps, recovery, the topic catalog.
+
+Batches are built with kafka-python's DefaultRecordBatchBuilder (an independent encoder)
+and checked against plain-Python bookkeeping of what was appended.
+"""
+import json
+import os
+import random
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, OffsetOutOfRangeError, TopicExistsError,
+                           UnknownTopicError)
+from headwater.records import decode_records, iter_batches, read_header
+
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def build_batch(records, codec=0):
+    """records: [(key, value, timestamp)] -> one v2 batch (offsets relative, base offset 0)."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 24)
+    for i, (key, value, ts) in enumerate(records):
+        builder.append(i, ts, key, value, [])
+    return bytearray(builder.build())
+
+
+def fill(log, batches, rng, now_ms=None):
+    """Append ``batches`` random-sized batches; return the expected [(offset, key, value, ts)]."""
+    expected = []
+    for _ in range(batches):
+        n = rng.randint(1, 20)
+        records = [(b"k%d" % rng.randint(0, 50), rng.randbytes(rng.randint(0, 120)), rng.randint(1000, 5000))
+                   for _ in range(n)]
+        end = log.log_end_offset
+        first, last = log.append(build_batch(records), now_ms=now_ms)
+        assert first == end
+        assert last - first + 1 == n
+        expected += [(first + i, k, v, ts) for i, (k, v, ts) in enumerate(records)]
+    return expected
+
+
+def read_all(log, start=0, max_bytes=1 << 20):
+    """Every record from ``start`` to the end, read the way a consumer does."""
+    out, offset = [], start
+    while offset < log.log_end_offset:
+        data = log.read(offset, max_bytes)
+        assert data, f"no data at {offset} below the end {log.log_end_offset}"
+        for pos, header in iter_batches(data):
+            assert header.last_offset >= offset
+            for r in decode_records(data, pos)[1]:
+                if r.offset >= offset:
+                    out.append((r.offset, r.key, r.value, r.timestamp))
+            offset = header.last_offset + 1
+    return out
+
+
+def test_append_read_round_trip_contiguous_offsets(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(index_interval_bytes=256))
+    expected = fill(log, 200, random.Random(1))
+    assert [e[0] for e in expected] == list(range(len(expected)))
+    assert log.log_end_offset == len(expected)
+    assert read_all(log) == expected
+    assert read_all(log, max_bytes=1) == expected  # one batch at a time
+    assert log.read(log.log_end_offset, 1000) == b""
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(log.log_end_offset + 1, 1000)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(-1, 1000)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_compressed_batches_stored_as_sent(tmp_path, codec):
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    batch = build_batch([(b"k", b"value %d" % i * 10, 1000 + i) for i in range(100)], CODECS[codec])
+    log.append(build_batch([(None, b"first", 1)]))
+    sent = bytes(batch)
+    log.append(batch)
+    data = log.read(1, 1 << 20)
+    assert data[8:] == sent[8:]  # everything but the stamped base offset
+    assert read_header(data).base_offset == 1
+    assert [r.value for r in decode_records(data)[1]] == [b"value %d" % i * 10 for i in range(100)]
+
+
+def test_read_from_middle_of_batch_returns_containing_batch(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(index_interval_bytes=0))
+    for i in range(10):
+        log.append(build_batch([(None, b"%d-%d" % (i, j), 1) for j in range(5)]))
+    for offset in range(50):
+        data = log.read(offset, 1)
+        headers = [h for _, h in iter_batches(data)]
+        assert len(headers) == 1
+        assert headers[0].base_offset == offset - offset % 5
+
+
+def test_read_respects_max_bytes_with_whole_batches(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(index_interval_bytes=100))
+    sizes = []
+    for i in range(40):
+        batch = build_batch([(None, bytes(random.Random(i).randint(10, 300)), 1)])
+        sizes.append(len(batch))
+        log.append(batch)
+    for start in (0, 7, 20):
+        for max_bytes in (1, 500, 1000, 4000):
+            data = log.read(start, max_bytes)
+            # ground truth: the longest run of whole batches within max_bytes, at least one
+            n, total = 0, 0
+            while start + n < 40 and (n == 0 or total + sizes[start + n] <= max_bytes):
+                total += sizes[start + n]
+                n += 1
+            assert len(data) == total
+            assert len(list(iter_batches(data))) == n
+
+
+def test_segments_roll_by_size(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=2000, index_interval_bytes=300))
+    expected = fill(log, 120, random.Random(2))
+    assert len(log.segments) > 5
+    assert all(segment.size <= 2000 for segment in log.segments)
+    names = sorted(p.name for p in (tmp_path / "t-0").glob("*.log"))
+    assert names == [f"{s.base_offset:020d}.log" for s in log.segments]
+    assert all((tmp_path / "t-0" / n.replace(".log", ".index")).exists() for n in names)
+    assert read_all(log) == expected
+    # every offset is found through the index of the right segment
+    rng = random.Random(3)
+    for offset in rng.sample(range(len(expected)), 200):
+        data = log.read(offset, 1)
+        header = read_header(data)
+        assert header.base_offset <= offset <= header.last_offset
+
+
+def test_segments_roll_by_age(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_ms=1000))
+    t0 = 1_700_000_000_000
+    log.append(build_batch([(None, b"a", t0)]), now_ms=t0)
+    log.segments[0].rolling_ms = t0
+    log.append(build_batch([(None, b"b", t0)]), now_ms=t0 + 999)
+    assert len(log.segments) == 1
+    log.append(build_batch([(None, b"c", t0)]), now_ms=t0 + 1000)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    assert [r[2] for r in read_all(log)] == [b"a", b"b", b"c"]
+
+
+def test_offset_for_timestamp_matches_a_scan(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=3000, index_interval_bytes=200))
+    expected = fill(log, 150, random.Random(4))
+    assert len(log.segments) > 3
+    for target in list(range(900, 5200, 37)) + [1000, 5000, 5001]:
+        truth = next(((o, ts) for o, _, _, ts in expected if ts >= target), None)
+        assert log.offset_for_timestamp(target) == truth, target
+
+
+def test_log_append_time_stamps_batches(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(message_timestamp_type="LogAppendTime"))
+    log.append(build_batch([(None, b"a", 5), (None, b"b", 6)]), now_ms=10_000)
+    log.append(build_batch([(None, b"c", 7)]), now_ms=20_000)
+    headers = [h for _, h in iter_batches(log.read(0, 1 << 20))]  # iter_batches checks the re-sealed CRC
+    assert [h.max_timestamp for h in headers] == [10_000, 20_000]
+    assert log.offset_for_timestamp(10_001) == (2, 20_000)
+    assert log.offset_for_timestamp(0) == (0, 10_000)
+
+
+def test_flush_policy_advances_recovery_point(tmp_path):
+    log = Log.open(tmp_path / "t-0", LogConfig(flush_messages=3))
+    log.append(build_batch([(None, b"a", 1)] * 2))
+    assert log.recovery_point == 0
+    log.append(build_batch([(None, b"a", 1)]))
+    assert log.recovery_point == 3
+    assert (tmp_path / "t-0" / "recovery-point").read_text() == "3"
+
+
+def crash(log):
+    """Stop using ``log`` as a SIGKILL would: no close, no marker (descriptors just dropped)."""
+    for segment in log.segments:
+        segment.close()
+
+
+def test_clean_shutdown_marker(tmp_path):
+    d = tmp_path / "t-0"
+    log = Log.open(d, LogConfig())
+    expected = fill(log, 10, random.Random(5))
+    log.close()
+    assert (d / ".clean-shutdown").exists()
+    # A clean shutdown skips validation: a flipped byte inside a batch goes unnoticed ...
+    path = d / f"{0:020d}.log"
+    data = bytearray(path.read_bytes())
+    data[read_header(data).size - 1] ^= 0xFF
+    path.write_bytes(data)
+    log = Log.open(d, LogConfig())
+    assert not (d / ".clean-shutdown").exists()
+    assert log.log_end_offset == len(expected)
+    crash(log)
+    # ... while after a crash the segment is validated and cut before the corrupt batch.
+    log = Log.open(d, LogConfig())
+    assert log.log_end_offset < len(expected)
+
+
+def test_recovery_truncates_torn_tail_and_appends_continue(tmp_path):
+    d = tmp_path / "t-0"
+    log = Log.open(d, LogConfig(segment_bytes=4000, index_interval_bytes=200))
+    expected = fill(log, 60, random.Random(6))
+    last_batch = read_header(log.read(log.log_end_offset - 1, 1))
+    active = log.active_segment.path
+    crash(log)
+    os.truncate(active, os.path.getsize(active) - 3)  # mid-batch
+    log = Log.open(d, LogConfig(segment_bytes=4000, index_interval_bytes=200))
+    assert log.log_end_offset == last_batch.base_offset
+    kept = [e for e in expected if e[0] < last_batch.base_offset]
+    assert read_all(log) == kept
+    first, _ = log.append(build_batch([(b"new", b"value", 9)]))
+    assert first == last_batch.base_offset
+    assert read_all(log)[-1] == (first, b"new", b"value", 9)
+
+
+def test_recovery_drops_batch_with_flipped_byte(tmp_path):
+    d = tmp_path / "t-0"
+    log = Log.open(d, LogConfig())
+    expected = fill(log, 20, random.Random(7))
+    last = read_header(log.read(log.log_end_offset - 1, 1))
+    path = log.active_segment.path
+    crash(log)
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 0x01
+    path.write_bytes(data)
+    log = Log.open(d, LogConfig())
+    assert log.log_end_offset == last.base_offset
+    assert read_all(log) == [e for e in expected if e[0] < last.base_offset]
+    assert os.path.getsize(path) == len(data) - last.size
+
+
+def test_recovery_starts_at_recovery_point(tmp_path):
+    d = tmp_path / "t-0"
+    cfg = LogConfig(segment_bytes=2000)
+    log = Log.open(d, cfg)
+    fill(log, 40, random.Random(8))
+    log.flush()
+    first_segment = log.segments[0].path
+    end = log.log_end_offset
+    crash(log)
+    # Below the recovery point nothing is validated (a flipped payload byte there stays).
+    data = bytearray(first_segment.read_bytes())
+    data[read_header(data).size - 1] ^= 0xFF  # last byte of the first batch: its records, not a header
+    first_segment.write_bytes(data)
+    log = Log.open(d, cfg)
+    assert log.log_end_offset == end
+
+
+def test_torn_tail_in_older_segment_removes_later_segments(tmp_path):
+    d = tmp_path / "t-0"
+    cfg = LogConfig(segment_bytes=2000)
+    log = Log.open(d, cfg)
+    fill(log, 40, random.Random(9))
+    second = log.segments[1]
+    cut_at = read_header(second.read(second.base_offset, 1)).last_offset + 1  # keep its first batch
+    crash(log)
+    os.truncate(second.path, read_header(second.path.read_bytes()).size + 10)
+    log = Log.open(d, cfg)
+    assert [s.base_offset for s in log.segments] == [0, second.base_offset]
+    assert log.log_end_offset == cut_at
+    assert sorted(p.name for p in d.glob("*.log")) == [f"{0:020d}.log", f"{second.base_offset:020d}.log"]
+
+
+def test_missing_or_corrupt_indexes_are_rebuilt(tmp_path):
+    d = tmp_path / "t-0"
+    cfg = LogConfig(segment_bytes=3000, index_interval_bytes=150)
+    log = Log.open(d, cfg)
+    expected = fill(log, 80, random.Random(10))
+    log.close()
+    indexes = {p.name: p.read_bytes() for p in sorted(d.glob("*index"))}
+    assert any(indexes.values())
+    victims = sorted(d.glob("*.index"))
+    victims[0].unlink()
+    sorted(d.glob("*.timeindex"))[1].unlink()
+    victims[2].write_bytes(b"\x00" * 7)  # not a whole entry
+    log = Log.open(d, cfg)
+    assert read_all(log) == expected
+    assert all(len(segment.offset_index) > 0 for segment in log.segments[:3])
+    log.close()
+    # rebuilt from the log, the indexes hold what the appends wrote
+    assert {p.name: p.read_bytes() for p in sorted(d.glob("*index"))} == indexes
+
+
+def test_reopen_after_clean_close_keeps_everything(tmp_path):
+    d = tmp_path / "t-0"
+    cfg = LogConfig(segment_bytes=5000, index_interval_bytes=500)
+    log = Log.open(d, cfg)
+    rng = random.Random(11)
+    expected = fill(log, 50, rng)
+    log.close()
+    log = Log.open(d, cfg)
+    assert read_all(log) == expected
+    expected += fill(log, 50, rng)
+    assert read_all(log) == expected
+    for target in (1000, 2500, 4999):
+        assert log.offset_for_timestamp(target) == next(((o, ts) for o, _, _, ts in expected if ts >= target), None)
+
+
+# --- the topic catalog -----------------------------------------------------------------------
+
+def test_topics_persist_with_their_configs(tmp_path):
+    defaults = LogConfig(segment_bytes=10_000)
+    manager = LogManager(tmp_path, defaults)
+    topic = manager.create_topic("orders", 3, {"segment.bytes": "2000", "message.timestamp.type": "LogAppendTime"})
+    assert topic.config.segment_bytes == 2000 and topic.config.log_append_time
+    assert len(topic.partitions) == 3
+    manager.create_topic("plain", 1)
+    manager.get_log("orders", 2).append(build_batch([(b"k", b"v", 1)]))
+    assert manager.get_log("orders", 3) is None and manager.get_log("nope", 0) is None
+    manager.close()
+
+    manager = LogManager(tmp_path, defaults)
+    assert sorted(manager.topics) == ["orders", "plain"]
+    orders = manager.topics["orders"]
+    assert orders.configs == {"segment.bytes": "2000", "message.timestamp.type": "LogAppendTime"}
+    assert orders.config.segment_bytes == 2000 and manager.topics["plain"].config.segment_bytes == 10_000
+    assert [p.log_end_offset for p in orders.partitions] == [0, 0, 1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.json", "orders-0", "orders-1", "orders-2",
+                                                          "plain-0"]
+
+    manager.delete_topic("orders")
+    assert "orders" not in manager.topics and not (tmp_path / "orders-2").exists()
+    with pytest.raises(UnknownTopicError):
+        manager.delete_topic("orders")
+    manager.close()
+    manager = LogManager(tmp_path, defaults)
+    assert sorted(manager.topics) == ["plain"]
+    again = manager.create_topic("orders", 1)
+    assert again.partitions[0].log_end_offset == 0 and again.configs == {}
+
+
+def test_interrupted_delete_finishes_at_load(tmp_path):
+    manager = LogManager(tmp_path)
+    manager.create_topic("gone", 2)
+    manager.get_log("gone", 0).append(build_batch([(b"k", b"v", 1)]))
+    manager.close()
+    # a crash right after the commit point of delete_topic
+    catalog = json.loads((tmp_path / "catalog.json").read_text())
+    catalog["deleting"] = {"gone": catalog["topics"].pop("gone")["partitions"]}
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog))
+    manager = LogManager(tmp_path)
+    assert manager.topics == {}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.json"]
+    assert json.loads((tmp_path / "catalog.json").read_text())["deleting"] == {}
+
+
+def test_topic_create_rejects_bad_input(tmp_path):
+    manager = LogManager(tmp_path)
+    manager.create_topic("a.b_c-D9", 1)
+    for name in ("", ".", "..", "has space", "x/y", "é", "a" * 250):
+        with pytest.raises(InvalidTopicError):
+            manager.create_topic(name, 1)
+    manager.create_topic("a" * 249, 1)
+    with pytest.raises(TopicExistsError):
+        manager.create_topic("a.b_c-D9", 1)
+    with pytest.raises(ValueError, match="partitions"):
+        manager.create_topic("zero", 0)
+    with pytest.raises(ValueError, match="no.such"):
+        manager.create_topic("bad", 1, {"no.such": "1"})
+    with pytest.raises(ValueError, match="segment.bytes"):
+        manager.create_topic("bad", 1, {"segment.bytes": "lots"})
+    with pytest.raises(ValueError, match="message.timestamp.type"):
+        manager.create_topic("bad", 1, {"message.timestamp.type": "Whenever"})
+    assert sorted(manager.topics) == sorted(["a" * 249, "a.b_c-D9"])
+    assert not list(tmp_path.glob("bad-*")) and not list(tmp_path.glob("zero-*"))
+
+
+def test_config_from_kafka_names():
+    defaults = LogConfig()
+    cfg = LogConfig.from_topic_configs({"segment.ms": "60000", "flush.messages": "1", "cleanup.policy": "delete,compact",
+                                        "min.cleanable.dirty.ratio": "0.25"}, defaults)
+    assert (cfg.segment_ms, cfg.flush_messages, cfg.cleanup_policy, cfg.min_cleanable_dirty_ratio) == \
+        (60000, 1, "compact,delete", 0.25)
+    assert cfg.compact and cfg.delete and defaults.segment_ms == 7 * 24 * 3600 * 1000
+    assert LogConfig.from_topic_configs(cfg.to_topic_configs(), LogConfig()) == cfg
+    for bad in ({"flush.messages": "0"}, {"retention.ms": "-2"}, {"cleanup.policy": "forever"},
+                {"min.cleanable.dirty.ratio": "1.5"}, {"segment.bytes": "1e9"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            LogConfig.from_topic_configs(bad, defaults)
