@@ -1,0 +1,5 @@
+"""Change data capture: PostgreSQL (logical decoding, pgoutput) and SQLite (triggers)."""
+
+
+class CdcError(Exception):
+    """A problem the user must fix (bad DSN, missing table, wal_level...): one line, no traceback."""

@@ -1,0 +1,79 @@
+"""Debezium-shaped change events: key = primary key as JSON, value = the change envelope.
+
+value = {"before", "after", "source": {connector, db, schema, table, lsn, txId, ts_ms,
+snapshot}, "op": c|u|d|r|t, "ts_ms"}. A delete is followed by a tombstone (same key, null
+value) so log compaction can drop the key. An update that changes the primary key becomes a
+delete (+ tombstone) of the old key and a create of the new one, so each key's history
+stays on its own partition and compaction stays right.
+"""
+from dataclasses import dataclass
+import json
+import time
+
+# What an unchanged TOASTed column holds in `after`: PostgreSQL did not send the value and we
+# never invent one. Consumers keep the value they already have for this column.
+UNAVAILABLE = "__headwater_unavailable_value"
+
+
+@dataclass
+class Source:
+    connector: str  # "postgresql" | "sqlite"
+    db: str
+    schema: str
+    table: str
+    lsn: int | None
+    tx_id: int | None
+    ts_ms: int | None  # commit time of the change in the source database
+    snapshot: str = "false"  # "true" for snapshot reads, "last" on the snapshot's last row
+
+    def as_json(self):
+        return {"connector": self.connector, "db": self.db, "schema": self.schema,
+                "table": self.table, "lsn": self.lsn, "txId": self.tx_id,
+                "ts_ms": self.ts_ms, "snapshot": self.snapshot}
+
+
+@dataclass
+class ChangeEvent:
+    topic: str
+    key: bytes | None
+    value: bytes | None  # None = tombstone
+
+
+def topic_name(prefix, schema, table):
+    return f"{prefix}.{schema}.{table}"
+
+
+def _dumps(obj):
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _key(key_columns, row):
+    if not key_columns or row is None:
+        return None
+    return _dumps({name: row.get(name) for name in key_columns})
+
+
+def _value(op, before, after, source):
+    return _dumps({"before": before, "after": after, "source": source.as_json(), "op": op,
+                   "ts_ms": int(time.time() * 1000)})
+
+
+def row_events(topic, key_columns, op, before, after, source):
+    """The events for one row change; op is c, u, d or r."""
+    if op == "d":
+        key = _key(key_columns, before)
+        return [ChangeEvent(topic, key, _value("d", before, None, source)),
+                ChangeEvent(topic, key, None)]
+    key = _key(key_columns, after)
+    if op == "u" and before is not None:
+        old_key = _key(key_columns, before)
+        if old_key != key:
+            return [ChangeEvent(topic, old_key, _value("d", before, None, source)),
+                    ChangeEvent(topic, old_key, None),
+                    ChangeEvent(topic, key, _value("c", None, after, source))]
+    return [ChangeEvent(topic, key, _value(op, before, after, source))]
+
+
+def truncate_event(topic, source):
+    """A truncate has no row and so no key."""
+    return ChangeEvent(topic, None, _value("t", None, None, source))

@@ -1,0 +1,217 @@
+"""Sans-IO decoder for PostgreSQL's `pgoutput` logical replication protocol (version 1).
+
+Bytes of one replication message in, one message object out. Message layouts are those of
+the PostgreSQL docs, "Logical Replication Message Formats". LSNs are integers.
+"""
+from dataclasses import dataclass
+import struct
+
+# Column values in TupleData: the kind byte says what follows.
+NULL, UNCHANGED_TOAST, TEXT, BINARY = "n", "u", "t", "b"
+
+
+class UnchangedToast:
+    """A TOASTed value the update did not touch: PostgreSQL does not send it."""
+
+    def __repr__(self):
+        return "UNCHANGED_TOAST"
+
+
+UNCHANGED = UnchangedToast()
+
+
+@dataclass
+class Begin:
+    final_lsn: int
+    commit_ts_us: int  # microseconds since 2000-01-01 UTC (PostgreSQL epoch)
+    xid: int
+
+
+@dataclass
+class Commit:
+    flags: int
+    commit_lsn: int
+    end_lsn: int
+    commit_ts_us: int
+
+
+@dataclass
+class Origin:
+    lsn: int
+    name: str
+
+
+@dataclass
+class Column:
+    name: str
+    type_oid: int
+    type_modifier: int
+    is_key: bool
+
+
+@dataclass
+class Relation:
+    relid: int
+    schema: str
+    table: str
+    replica_identity: str  # d(efault), n(othing), f(ull), i(ndex)
+    columns: list
+
+
+@dataclass
+class Type:
+    oid: int
+    schema: str
+    name: str
+
+
+@dataclass
+class Insert:
+    relid: int
+    new: list  # one value per column: None, UNCHANGED, str (text) or bytes (binary)
+
+
+@dataclass
+class Update:
+    relid: int
+    old: list | None  # the old key ('K') or, with REPLICA IDENTITY FULL, the old row ('O')
+    old_kind: str | None
+    new: list
+
+
+@dataclass
+class Delete:
+    relid: int
+    old: list
+    old_kind: str
+
+
+@dataclass
+class Truncate:
+    relids: list
+    cascade: bool
+    restart_identity: bool
+
+
+@dataclass
+class LogicalMessage:
+    transactional: bool
+    lsn: int
+    prefix: str
+    content: bytes
+
+
+class DecodeError(ValueError):
+    pass
+
+
+class _Reader:
+    def __init__(self, data):
+        self.data = bytes(data)
+        self.pos = 0
+
+    def take(self, fmt):
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.data):
+            raise DecodeError("message truncated")
+        value = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += size
+        return value[0] if len(value) == 1 else value
+
+    def raw(self, n):
+        if self.pos + n > len(self.data):
+            raise DecodeError("message truncated")
+        chunk = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return chunk
+
+    def cstring(self):
+        end = self.data.find(b"\0", self.pos)
+        if end < 0:
+            raise DecodeError("unterminated string")
+        text = self.data[self.pos:end].decode()
+        self.pos = end + 1
+        return text
+
+    def tuple_data(self):
+        values = []
+        for _ in range(self.take("!h")):
+            kind = chr(self.take("!B"))
+            if kind == NULL:
+                values.append(None)
+            elif kind == UNCHANGED_TOAST:
+                values.append(UNCHANGED)
+            elif kind == TEXT:
+                values.append(self.raw(self.take("!i")).decode())
+            elif kind == BINARY:
+                values.append(self.raw(self.take("!i")))
+            else:
+                raise DecodeError(f"unknown tuple data kind {kind!r}")
+        return values
+
+
+def decode(payload):
+    """Decode one pgoutput message."""
+    r = _Reader(payload)
+    tag = chr(r.take("!B"))
+    if tag == "B":
+        return Begin(*r.take("!qqI"))
+    if tag == "C":
+        return Commit(*r.take("!bqqq"))
+    if tag == "O":
+        return Origin(r.take("!q"), r.cstring())
+    if tag == "R":
+        relid, schema, table = r.take("!I"), r.cstring(), r.cstring()
+        identity = chr(r.take("!B"))
+        columns = []
+        for _ in range(r.take("!h")):
+            flags, name = r.take("!B"), r.cstring()
+            oid, typmod = r.take("!Ii")
+            columns.append(Column(name, oid, typmod, bool(flags & 1)))
+        return Relation(relid, schema, table, identity, columns)
+    if tag == "Y":
+        return Type(r.take("!I"), r.cstring(), r.cstring())
+    if tag == "I":
+        relid = r.take("!I")
+        _expect(r, "N")
+        return Insert(relid, r.tuple_data())
+    if tag == "U":
+        relid = r.take("!I")
+        kind = chr(r.take("!B"))
+        old = None
+        old_kind = None
+        if kind in "KO":
+            old, old_kind = r.tuple_data(), kind
+            kind = chr(r.take("!B"))
+        if kind != "N":
+            raise DecodeError(f"update: expected 'N', got {kind!r}")
+        return Update(relid, old, old_kind, r.tuple_data())
+    if tag == "D":
+        relid = r.take("!I")
+        kind = chr(r.take("!B"))
+        if kind not in "KO":
+            raise DecodeError(f"delete: expected 'K' or 'O', got {kind!r}")
+        return Delete(relid, r.tuple_data(), kind)
+    if tag == "T":
+        count, options = r.take("!iB")
+        relids = [r.take("!I") for _ in range(count)]
+        return Truncate(relids, bool(options & 1), bool(options & 2))
+    if tag == "M":
+        flags, lsn, prefix = r.take("!B"), r.take("!q"), r.cstring()
+        return LogicalMessage(bool(flags & 1), lsn, prefix, r.raw(r.take("!i")))
+    raise DecodeError(f"unknown pgoutput message {tag!r}")
+
+
+def _expect(r, want):
+    got = chr(r.take("!B"))
+    if got != want:
+        raise DecodeError(f"expected {want!r}, got {got!r}")
+
+
+def format_lsn(lsn):
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+def parse_lsn(text):
+    high, low = text.split("/")
+    return (int(high, 16) << 32) | int(low, 16)

@@ -1,0 +1,160 @@
+"""Produce change events and learn which source position the broker holds durably.
+
+Both connectors hand events to a `Shipper` grouped into *batches* (a PostgreSQL
+transaction, a run of SQLite changelog rows, a snapshot). A batch gets its source position
+when it is closed. The durable position is the position of the last batch such that it and
+every batch before it were acknowledged by the broker (acks=all, idempotent producer):
+only that position may be confirmed to the source (flush LSN, changelog trim).
+"""
+from collections import deque
+import json
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+
+def producer_config(bootstrap):
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 5,
+        "message.timeout.ms": 0,  # infinite: while the broker is down we wait, never drop
+        "partitioner": "murmur2_random",  # the Java client's choice: same key, same partition
+    }
+
+
+class Batch:
+    __slots__ = ("pending", "position")
+
+    def __init__(self):
+        self.pending = 0
+        self.position = None  # set on close
+
+
+class AckTracker:
+    """Batches in send order; `advance()` returns the new durable position, if it moved."""
+
+    def __init__(self):
+        self._batches = deque()
+        self.durable = None
+
+    def open(self):
+        batch = Batch()
+        self._batches.append(batch)
+        return batch
+
+    def close(self, batch, position):
+        batch.position = position
+
+    def mark(self, position):
+        """A position with nothing to deliver (an empty transaction, a heartbeat)."""
+        self.close(self.open(), position)
+
+    def idle(self):
+        return not self._batches
+
+    def advance(self):
+        moved = False
+        while self._batches and self._batches[0].pending == 0 and self._batches[0].position is not None:
+            self.durable = self._batches.popleft().position
+            moved = True
+        return self.durable if moved else None
+
+
+class DeliveryFailed(Exception):
+    pass
+
+
+class Shipper:
+    """A confluent-kafka Producer plus acknowledged-position tracking.
+
+    `producer` has the confluent_kafka.Producer interface. `on_wait` is called while the
+    local queue is full (broker down or slow), so the caller can keep its source alive.
+    """
+
+    def __init__(self, producer, on_wait=lambda: None):
+        self.producer = producer
+        self.tracker = AckTracker()
+        self.on_wait = on_wait
+        self.delivered = 0
+        self._error = None
+
+    def send(self, event, batch):
+        batch.pending += 1
+
+        def acked():
+            batch.pending -= 1
+            self.delivered += 1
+
+        self.produce(event.topic, event.key, event.value, acked)
+
+    def produce(self, topic, key, value, on_acked, partition=None):
+        """Produce one record; `on_acked()` runs from `poll` once the broker acknowledged it."""
+
+        def delivered(err, _msg):
+            if err is not None:
+                self._error = err
+            else:
+                on_acked()
+
+        extra = {} if partition is None else {"partition": partition}
+        while True:
+            try:
+                self.producer.produce(topic, value=value, key=key, on_delivery=delivered, **extra)
+                return
+            except BufferError:
+                self.poll(0.1)
+                self.on_wait()
+
+    def poll(self, timeout=0):
+        self.producer.poll(timeout)
+        if self._error is not None:
+            raise DeliveryFailed(f"broker refused a change event: {self._error}")
+        return self.tracker.advance()
+
+    def flush(self, timeout):
+        self.producer.flush(timeout)
+        return self.poll(0)
+
+
+class PositionStore:
+    """The connector's own position, kept as the last record with its key in a topic."""
+
+    def __init__(self, bootstrap, topic, name):
+        self.bootstrap, self.topic, self.key = bootstrap, topic, name.encode()
+
+    def load(self, wait_log=print, timeout=None):
+        """The stored position dict, or None. Waits (and says so) while the broker is down."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "headwater-cdc",
+                             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                try:
+                    consumer.list_topics(self.topic, timeout=5)  # creates it on first use
+                    low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=5)
+                    break
+                except KafkaException as exc:
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise
+                    wait_log(f"waiting for the broker at {self.bootstrap}: {exc.args[0].str()}")
+                    time.sleep(1)
+            found = None
+            if high > low:
+                consumer.assign([TopicPartition(self.topic, 0, low)])
+                offset = low
+                while offset < high:
+                    msg = consumer.poll(1.0)
+                    if msg is None or msg.error():
+                        continue
+                    offset = msg.offset() + 1
+                    if msg.key() == self.key:
+                        found = json.loads(msg.value()) if msg.value() is not None else None
+            return found
+        finally:
+            consumer.close()
+
+    def save(self, shipper, position, on_stored):
+        """Write `position`; `on_stored()` runs once the broker acknowledged it."""
+        shipper.produce(self.topic, self.key, json.dumps(position).encode(), on_stored, partition=0)

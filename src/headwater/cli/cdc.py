@@ -1,0 +1,131 @@
+"""`headwater cdc postgres|sqlite`: run a change data capture connector with a status line."""
+import os
+import signal
+import sys
+import time
+
+import psycopg2
+from confluent_kafka import KafkaException
+
+from headwater.cdc import CdcError
+from headwater.cdc.shipper import DeliveryFailed
+
+# Failures that pass: the broker or the database went away for a while.
+TRANSIENT = (psycopg2.OperationalError, psycopg2.InterfaceError, KafkaException, DeliveryFailed)
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def add_parser(subparsers) -> None:
+    cdc = subparsers.add_parser("cdc", help="capture database changes into topics (Debezium-shaped events)")
+    sources = cdc.add_subparsers(dest="cdc_source", required=True)
+
+    pg = sources.add_parser("postgres", help="PostgreSQL via logical decoding (pgoutput)")
+    pg.add_argument("--dsn", required=True, help="libpq connection string of the source database")
+    _common(pg, prefix_required=True)
+    pg.add_argument("--slot", default="headwater", help="replication slot name (default: %(default)s)")
+    pg.add_argument("--publication", default="headwater", help="publication name (default: %(default)s)")
+    pg.add_argument("--snapshot-mode", choices=("initial", "never", "when_needed"), default="initial",
+                    help="initial: snapshot on first start; when_needed: also when the slot is gone; never")
+    pg.add_argument("--heartbeat-interval", type=float, default=5.0,
+                    help="seconds between position confirmations on an idle stream (default: %(default)s)")
+    pg.set_defaults(func=run_postgres)
+
+    lite = sources.add_parser("sqlite", help="SQLite via triggers and a changelog table")
+    lite.add_argument("--db", required=True, help="SQLite database file")
+    _common(lite, prefix_required=False)
+    action = lite.add_mutually_exclusive_group()
+    action.add_argument("--install-triggers", action="store_true", help="install the capture triggers and exit")
+    action.add_argument("--remove-triggers", action="store_true", help="remove the capture triggers and exit")
+    lite.set_defaults(func=run_sqlite)
+
+
+def _common(parser, prefix_required):
+    parser.add_argument("--tables", required=True, help="comma-separated table names")
+    parser.add_argument("--topic-prefix", required=prefix_required,
+                        help="topics are <prefix>.<schema>.<table>" + ("" if prefix_required else
+                                                                       " (default: the database file's name)"))
+    parser.add_argument("--bootstrap-server", default=os.environ.get("HEADWATER_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+                        help="broker address HOST:PORT (default: $HEADWATER_BOOTSTRAP, then %(default)s)")
+    parser.add_argument("--positions-topic", default="headwater-cdc-positions",
+                        help="topic where the connector keeps its position (default: %(default)s)")
+    parser.add_argument("--status-interval", type=float, default=2.0, help="seconds between status lines")
+
+
+def _tables(args):
+    return [t.strip() for t in args.tables.split(",") if t.strip()]
+
+
+def _status_printer():
+    tty = sys.stderr.isatty()
+
+    def show(line):
+        sys.stderr.write(("\r" + line + "\033[K") if tty else line + "\n")
+        sys.stderr.flush()
+    return show
+
+
+def _log(line):
+    print(f"headwater cdc: {line}", file=sys.stderr, flush=True)
+
+
+def _supervise(make_connector, args):
+    """Run until SIGINT/SIGTERM; transient failures (broker or database gone) restart the
+    connector, which resumes from its last acknowledged position."""
+    stopping = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopping.append(True))
+    while not stopping:
+        try:
+            make_connector().run(should_stop=lambda: bool(stopping), status_interval=args.status_interval,
+                                 on_status=_status_printer())
+        except CdcError as exc:
+            print(f"headwater: error: {exc}", file=sys.stderr)
+            return 1
+        except TRANSIENT as exc:
+            if stopping:
+                break
+            _log(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}; "
+                 "restarting from the last acknowledged position")
+            time.sleep(1)
+    return 0
+
+
+def run_postgres(args) -> int:
+    from headwater.cdc.postgres import PostgresConnector
+
+    def make():
+        return PostgresConnector(args.dsn, _tables(args), args.topic_prefix, args.bootstrap_server,
+                                 slot=args.slot, publication=args.publication,
+                                 snapshot_mode=args.snapshot_mode, positions_topic=args.positions_topic,
+                                 heartbeat_interval=args.heartbeat_interval, log=_log)
+    return _supervise(make, args)
+
+
+def run_sqlite(args) -> int:
+    from headwater.cdc import sqlite
+
+    try:
+        if args.install_triggers or args.remove_triggers:
+            conn = sqlite.open_db(args.db)
+            (sqlite.install if args.install_triggers else sqlite.remove)(conn, _tables(args))
+            conn.close()
+            return 0
+    except CdcError as exc:
+        print(f"headwater: error: {exc}", file=sys.stderr)
+        return 1
+    prefix = args.topic_prefix or os.path.splitext(os.path.basename(args.db))[0]
+
+    def make():
+        return sqlite.SqliteConnector(args.db, _tables(args), prefix, args.bootstrap_server,
+                                      positions_topic=args.positions_topic, log=_log)
+    return _supervise(make, args)
+
+
+if __name__ == "__main__":  # until `headwater cdc` is wired into the main command
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="headwater")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    parsed = parser.parse_args()
+    sys.exit(parsed.func(parsed))
