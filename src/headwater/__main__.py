@@ -1,0 +1,5 @@
+import sys
+
+from headwater.cli.main import main
+
+sys.exit(main())

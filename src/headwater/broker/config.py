@@ -1,0 +1,27 @@
+"""Broker settings, with Kafka's names in the comments where one exists."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class BrokerConfig:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_listener: str | None = None  # advertised.listeners: the HOST:PORT Metadata tells clients
+    node_id: int = 0
+    auto_create_topics: bool = True       # auto.create.topics.enable
+    num_partitions: int = 1               # num.partitions, for auto-created topics
+    message_max_bytes: int = 1048588      # message.max.bytes: the largest batch a produce may carry
+    socket_request_max_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes: larger frames close the connection
+    # "always": fsync before answering an acks=all produce; "never": leave it to the log's flush.messages/flush.ms
+    flush: str = "always"
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        if self.advertised_listener:
+            host, port = self.advertised_listener.rsplit(":", 1)
+            return host, int(port)
+        return self.host, self.port

@@ -1,0 +1,61 @@
+"""Fetch: reading partitions from an offset, long-polling until data arrives.
+
+A fetch that finds fewer than ``min_bytes`` sleeps on the growth signals of the partitions
+it asked for and is woken by the append itself, so a waiting consumer sees new data at
+once and costs nothing while it waits.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from headwater.broker.handlers import handles
+from headwater.log import OffsetOutOfRangeError
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+
+FetchResponse = MESSAGE_CLASSES[ApiKey.FETCH][1]
+T = FetchResponse.FetchableTopicResponse
+P = T.PartitionData
+
+
+def _read_partitions(broker, request):
+    """One pass over the requested partitions: (responses, bytes read, any error)."""
+    budget = request.max_bytes
+    total, errors, responses = 0, False, []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            plog = broker.logs.get_log(topic.topic, part.partition)
+            error, records = ErrorCode.NONE, b""
+            if plog is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif budget > 0 or total == 0:  # the first data always fits, as in Kafka
+                try:
+                    records = plog.read(part.fetch_offset, min(part.partition_max_bytes, max(budget, 1)))
+                except OffsetOutOfRangeError:
+                    error = ErrorCode.OFFSET_OUT_OF_RANGE
+            total += len(records)
+            budget -= len(records)
+            errors = errors or error != ErrorCode.NONE
+            end = plog.log_end_offset if plog is not None else -1
+            partitions.append(P(partition_index=part.partition, error_code=error, high_watermark=end,
+                                last_stable_offset=end, log_start_offset=plog.log_start_offset if plog else -1,
+                                aborted_transactions=[], preferred_read_replica=-1, records=records))
+        responses.append(T(topic=topic.topic, partitions=partitions))
+    return responses, total, errors
+
+
+@handles(ApiKey.FETCH, 4, 11)
+async def fetch(broker, header, request):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + request.max_wait_ms / 1000
+    while True:
+        # Take the signals before reading, so an append between the read and the wait still wakes us.
+        signals = [broker.growth.future(t.topic, p.partition) for t in request.topics for p in t.partitions]
+        responses, total, errors = _read_partitions(broker, request)
+        remaining = deadline - loop.time()
+        if total >= request.min_bytes or errors or remaining <= 0 or not signals:
+            break
+        await asyncio.wait(signals, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+    # Fetch sessions (KIP-227) are not kept: session id 0 tells clients to send full requests.
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)

@@ -1,0 +1,21 @@
+"""The table of API handlers: each API family's module registers its handlers here.
+
+A handler is ``async def handle(broker, header, request) -> response | None`` (None: no
+response is sent, as for a produce with acks=0).
+"""
+from __future__ import annotations
+
+from headwater.protocol.messages import Api, ApiKey, api
+
+HANDLERS: dict[int, tuple[Api, object]] = {}
+
+
+def handles(key: ApiKey, min_version: int, max_version: int):
+    def register(func):
+        HANDLERS[key] = (api(key, min_version, max_version), func)
+        return func
+    return register
+
+
+def supported_apis() -> dict[int, Api]:
+    return {key: spec for key, (spec, _) in HANDLERS.items()}

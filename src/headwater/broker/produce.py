@@ -1,0 +1,63 @@
+"""Produce and InitProducerId: appending to partition logs, idempotently when asked."""
+from __future__ import annotations
+
+import logging
+
+from headwater.broker.handlers import handles
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+
+log = logging.getLogger("headwater.broker")
+
+ProduceResponse = MESSAGE_CLASSES[ApiKey.PRODUCE][1]
+InitProducerIdResponse = MESSAGE_CLASSES[ApiKey.INIT_PRODUCER_ID][1]
+ACKS_ALL = -1
+
+
+@handles(ApiKey.PRODUCE, 3, 8)
+async def produce(broker, header, request):
+    T = ProduceResponse.TopicProduceResponse
+    P = T.PartitionProduceResponse
+    refuse = None
+    if request.transactional_id is not None:
+        refuse = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # transactions are not offered
+    elif request.acks not in (0, 1, ACKS_ALL):
+        refuse = ErrorCode.INVALID_REQUIRED_ACKS
+    responses, appended = [], []
+    for topic in request.topic_data:
+        partitions = []
+        for part in topic.partition_data:
+            if refuse is None:
+                result = broker.append(topic.name, part.index, part.records)
+                if result.error:
+                    log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,
+                                result.message or "")
+                else:
+                    appended.append((topic.name, part.index))
+                error, base_offset, message = result.error, result.base_offset, result.message
+            else:
+                error, base_offset, message = refuse, -1, None
+            partitions.append(P(index=part.index, error_code=error, base_offset=base_offset,
+                                log_append_time_ms=-1, log_start_offset=_log_start(broker, topic.name, part.index),
+                                error_message=message))
+        responses.append(T(name=topic.name, partition_responses=partitions))
+    if request.acks == ACKS_ALL and broker.config.flush == "always":
+        for name, index in appended:
+            broker.logs.get_log(name, index).flush()
+    if request.acks == 0:
+        return None
+    return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+def _log_start(broker, topic: str, partition: int) -> int:
+    plog = broker.logs.get_log(topic, partition)
+    return plog.log_start_offset if plog is not None else -1
+
+
+@handles(ApiKey.INIT_PRODUCER_ID, 0, 1)
+async def init_producer_id(broker, header, request):
+    if request.transactional_id is not None:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                      producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=broker.producer_ids.allocate(),
+                                  producer_epoch=0)

@@ -1,0 +1,83 @@
+"""Idempotent producers: producer ids, epochs, and per-partition sequence numbers.
+
+For each (producer id, partition) the broker remembers the last five batches it appended
+(librdkafka and the Java client keep at most five in flight). A retried batch that matches
+one of them is answered with its original base offset instead of being appended twice; a
+batch that skips ahead is refused with OUT_OF_ORDER_SEQUENCE_NUMBER.
+"""
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from headwater.protocol.errors import ErrorCode
+from headwater.records import BatchHeader
+
+CACHED_BATCHES = 5
+ID_BLOCK = 1000  # producer ids are reserved on disk a block at a time
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedBatch:
+    first_sequence: int
+    last_sequence: int
+    base_offset: int
+
+
+class Duplicate(Exception):
+    def __init__(self, base_offset: int):
+        self.base_offset = base_offset
+
+
+class ProducerIds:
+    """Hands out producer ids that stay unique across restarts (a reserved block is never reused)."""
+
+    def __init__(self, data_dir: Path):
+        self._path = data_dir / "producer-id-block"
+        start = int(self._path.read_text()) if self._path.exists() else 0
+        self._next, self._limit = start, start
+
+    def allocate(self) -> int:
+        if self._next >= self._limit:
+            self._limit = self._next + ID_BLOCK
+            tmp = self._path.with_suffix(".tmp")
+            with open(tmp, "w") as f:
+                f.write(str(self._limit))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._path)
+        self._next += 1
+        return self._next - 1
+
+
+class PartitionProducers:
+    """Sequence state of every idempotent producer writing to one partition."""
+
+    def __init__(self) -> None:
+        self._epochs: dict[int, int] = {}
+        self._batches: dict[int, deque[AppendedBatch]] = {}
+
+    def check(self, batch: BatchHeader) -> ErrorCode:
+        """NONE if the batch may be appended; raises Duplicate for a retry of an appended batch."""
+        pid, epoch = batch.producer_id, batch.producer_epoch
+        known_epoch = self._epochs.get(pid)
+        if known_epoch is None or epoch > known_epoch:
+            # A new producer (or a bumped epoch) starts its sequence at zero.
+            return ErrorCode.NONE if batch.base_sequence == 0 else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        if epoch < known_epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        cached = self._batches[pid]
+        for appended in cached:
+            if appended.first_sequence == batch.base_sequence and appended.last_sequence == batch.last_sequence:
+                raise Duplicate(appended.base_offset)
+        expected = (cached[-1].last_sequence + 1) & 0x7FFFFFFF
+        return ErrorCode.NONE if batch.base_sequence == expected else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+    def appended(self, batch: BatchHeader, base_offset: int) -> None:
+        pid = batch.producer_id
+        if self._epochs.get(pid) != batch.producer_epoch:
+            self._epochs[pid] = batch.producer_epoch
+            self._batches[pid] = deque(maxlen=CACHED_BATCHES)
+        self._batches[pid].append(AppendedBatch(batch.base_sequence, batch.last_sequence, base_offset))

@@ -1,0 +1,104 @@
+"""The broker's network side: one asyncio task per connection, requests answered in order.
+
+Like Kafka, a connection's requests are handled one at a time (a client pipelines them;
+responses must come back in the order sent). Anything a client sends that cannot be
+answered closes that connection with a log line; the broker and its data are untouched.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import struct
+
+# Importing the API modules registers their handlers.
+from headwater.broker import api_versions, fetch, offsets, produce, topics  # noqa: F401
+from headwater.broker.api_versions import api_versions_body
+from headwater.broker.broker import Broker
+from headwater.broker.config import BrokerConfig
+from headwater.broker.handlers import HANDLERS, supported_apis
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.messages import ApiKey, ProtocolError, UnsupportedVersion, encode_response, parse_request
+
+log = logging.getLogger("headwater.broker")
+_SIZE = struct.Struct(">i")
+
+
+class Server:
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        self.apis = supported_apis()
+        self._connections: set[asyncio.Task] = set()
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> int:
+        cfg = self.broker.config
+        self._server = await asyncio.start_server(self._serve, cfg.host, cfg.port)
+        port = self._server.sockets[0].getsockname()[1]
+        cfg.port = port  # an ephemeral port (0) becomes the real one, which Metadata advertises
+        return port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        self.broker.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            await self._requests(reader, writer, peer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", peer, exc)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("closing connection from %s after an internal error", peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _requests(self, reader, writer, peer) -> None:
+        limit = self.broker.config.socket_request_max_bytes
+        while True:
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            if size < 0 or size > limit:
+                raise ProtocolError(f"request size {size} is outside 0..{limit} (socket.request.max.bytes)")
+            frame = await reader.readexactly(size)
+            try:
+                header, request = parse_request(frame, self.apis)
+            except UnsupportedVersion as exc:
+                if exc.header.api_key != ApiKey.API_VERSIONS:
+                    raise ProtocolError(str(exc)) from exc
+                # Unknown ApiVersions version: answer in v0 with the full list so the client can retry.
+                spec = self.apis[ApiKey.API_VERSIONS]
+                writer.write(encode_response(exc.header, spec, api_versions_body(ErrorCode.UNSUPPORTED_VERSION), 0))
+                await writer.drain()
+                continue
+            spec, handler = HANDLERS[header.api_key]
+            response = await handler(self.broker, header, request)
+            if response is not None:
+                writer.write(encode_response(header, spec, response))
+                await writer.drain()
+
+
+async def serve(config: BrokerConfig, ready=None) -> None:
+    """Run a broker until SIGTERM or SIGINT, then shut down cleanly (logs closed, marker written)."""
+    server = Server(Broker(config))
+    port = await server.start()
+    log.info("listening on %s:%d, data in %s", config.host, port, config.data_dir)
+    if ready is not None:
+        ready(port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await server.stop()

@@ -1,0 +1,70 @@
+"""`headwater broker`: run a broker on a data directory."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from headwater.broker.broker import DataDirInUse
+from headwater.broker.config import BrokerConfig
+from headwater.broker.server import serve
+from headwater.cli.common import CommandError
+
+
+def _port(text: str) -> int:
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise ValueError(text)
+    return port
+
+
+def _listener(text: str) -> str:
+    host, _, port = text.rpartition(":")
+    if not host:
+        raise ValueError(text)
+    _port(port)
+    return text
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("broker", help="run a Kafka-compatible broker")
+    p.add_argument("--data-dir", required=True, type=Path, help="where the logs live")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    p.add_argument("--port", default=9092, type=_port, help="port, 0 for any free one (default %(default)s)")
+    p.add_argument("--advertised-listener", type=_listener, metavar="HOST:PORT",
+                   help="address given to clients in Metadata, when they reach the broker through a proxy or NAT")
+    p.add_argument("--num-partitions", default=1, type=_positive, help="partitions of auto-created topics")
+    p.add_argument("--no-auto-create", action="store_true", help="refuse produce/metadata for unknown topics")
+    p.add_argument("--flush", choices=("always", "never"), default="always",
+                   help="always: fsync before acknowledging an acks=all produce (default)")
+    p.add_argument("--message-max-bytes", default=1048588, type=_positive, help="largest batch a produce may carry")
+    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = BrokerConfig(data_dir=args.data_dir, host=args.host, port=args.port,
+                          advertised_listener=args.advertised_listener, num_partitions=args.num_partitions,
+                          auto_create_topics=not args.no_auto_create, flush=args.flush,
+                          message_max_bytes=args.message_max_bytes)
+
+    def ready(port: int) -> None:
+        print(f"headwater broker listening on {args.host}:{port}", flush=True)
+
+    try:
+        asyncio.run(serve(config, ready))
+    except DataDirInUse as exc:
+        raise CommandError(str(exc)) from exc
+    except OSError as exc:
+        raise CommandError(f"cannot serve on {args.host}:{args.port} with data in {args.data_dir}: {exc}") from exc
+    return 0

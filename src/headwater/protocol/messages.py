@@ -1,0 +1,167 @@
+"""The Kafka request/response codec, sans-IO: frame bytes in, message objects out, and back.
+
+Message bodies use kafka-python's classes, generated from Kafka's own JSON schemas (every
+version, flexible ones included); writing ~40 APIs by hand would be slower and less
+correct. What is ours: the request header (parsed by hand, so an unknown API or version
+can still be answered or named), the response header rules, and the table of what we
+advertise. Record batches stay opaque bytes here (see ``headwater.records``).
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+
+from kafka.protocol import admin, consumer, metadata, producer
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
+
+
+@dataclass(frozen=True)
+class Api:
+    key: ApiKey
+    request: type
+    response: type
+    min_version: int
+    max_version: int
+
+
+# Classes per key; which of them the broker advertises depends on the handlers registered.
+MESSAGE_CLASSES = {
+    ApiKey.PRODUCE: (producer.ProduceRequest, producer.ProduceResponse),
+    ApiKey.FETCH: (consumer.FetchRequest, consumer.FetchResponse),
+    ApiKey.LIST_OFFSETS: (consumer.ListOffsetsRequest, consumer.ListOffsetsResponse),
+    ApiKey.METADATA: (metadata.MetadataRequest, metadata.MetadataResponse),
+    ApiKey.OFFSET_COMMIT: (consumer.OffsetCommitRequest, consumer.OffsetCommitResponse),
+    ApiKey.OFFSET_FETCH: (consumer.OffsetFetchRequest, consumer.OffsetFetchResponse),
+    ApiKey.FIND_COORDINATOR: (metadata.FindCoordinatorRequest, metadata.FindCoordinatorResponse),
+    ApiKey.JOIN_GROUP: (consumer.JoinGroupRequest, consumer.JoinGroupResponse),
+    ApiKey.HEARTBEAT: (consumer.HeartbeatRequest, consumer.HeartbeatResponse),
+    ApiKey.LEAVE_GROUP: (consumer.LeaveGroupRequest, consumer.LeaveGroupResponse),
+    ApiKey.SYNC_GROUP: (consumer.SyncGroupRequest, consumer.SyncGroupResponse),
+    ApiKey.DESCRIBE_GROUPS: (admin.DescribeGroupsRequest, admin.DescribeGroupsResponse),
+    ApiKey.LIST_GROUPS: (admin.ListGroupsRequest, admin.ListGroupsResponse),
+    ApiKey.API_VERSIONS: (metadata.ApiVersionsRequest, metadata.ApiVersionsResponse),
+    ApiKey.CREATE_TOPICS: (admin.CreateTopicsRequest, admin.CreateTopicsResponse),
+    ApiKey.DELETE_TOPICS: (admin.DeleteTopicsRequest, admin.DeleteTopicsResponse),
+    ApiKey.DELETE_RECORDS: (admin.DeleteRecordsRequest, admin.DeleteRecordsResponse),
+    ApiKey.INIT_PRODUCER_ID: (producer.InitProducerIdRequest, producer.InitProducerIdResponse),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (consumer.OffsetForLeaderEpochRequest, consumer.OffsetForLeaderEpochResponse),
+    ApiKey.DESCRIBE_CONFIGS: (admin.DescribeConfigsRequest, admin.DescribeConfigsResponse),
+    ApiKey.ALTER_CONFIGS: (admin.AlterConfigsRequest, admin.AlterConfigsResponse),
+    ApiKey.DELETE_GROUPS: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse),
+}
+
+
+def api(key: ApiKey, min_version: int, max_version: int) -> Api:
+    request, response = MESSAGE_CLASSES[key]
+    return Api(key, request, response, min_version, max_version)
+
+
+class ProtocolError(Exception):
+    """A request that cannot be answered: the connection is closed with this message logged."""
+
+
+class UnsupportedVersion(Exception):
+    def __init__(self, header: "RequestHeader"):
+        super().__init__(f"{header.api_name} v{header.api_version} is not supported")
+        self.header = header
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+    @property
+    def api_name(self) -> str:
+        try:
+            return ApiKey(self.api_key).name
+        except ValueError:
+            return f"api key {self.api_key}"
+
+
+_HEADER_FIXED = struct.Struct(">hhih")
+
+
+def _skip_tagged_fields(frame, pos: int) -> int:
+    count, pos = _read_uvarint(frame, pos)
+    for _ in range(count):
+        _tag, pos = _read_uvarint(frame, pos)
+        size, pos = _read_uvarint(frame, pos)
+        pos += size
+    return pos
+
+
+def _read_uvarint(buf, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        if pos >= len(buf) or shift > 28:
+            raise ProtocolError("malformed varint in request header")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def parse_request(frame: bytes, apis: dict[int, Api]):
+    """Split a frame (without its size prefix) into (header, request body object)."""
+    if len(frame) < _HEADER_FIXED.size:
+        raise ProtocolError(f"request of {len(frame)} bytes is shorter than a request header")
+    api_key, version, correlation_id, client_len = _HEADER_FIXED.unpack_from(frame)
+    pos = _HEADER_FIXED.size + max(client_len, 0)
+    if pos > len(frame):
+        raise ProtocolError("client id runs past the end of the request")
+    client_id = frame[_HEADER_FIXED.size:pos].decode("utf-8", "replace") if client_len >= 0 else None
+    header = RequestHeader(api_key, version, correlation_id, client_id)
+    spec = apis.get(api_key)
+    if spec is None:
+        raise ProtocolError(f"unknown API key {api_key} from client {client_id!r}")
+    if not spec.min_version <= version <= spec.max_version:
+        raise UnsupportedVersion(header)
+    if spec.request.flexible_version_q(version):
+        pos = _skip_tagged_fields(frame, pos)
+    try:
+        body = spec.request.decode(memoryview(frame)[pos:], version=version)
+    except Exception as exc:  # the generated decoder raises assorted errors on garbage
+        raise ProtocolError(f"malformed {header.api_name} v{version} request: {exc!r}") from exc
+    return header, body
+
+
+def encode_response(header: RequestHeader, spec: Api, response, version: int | None = None) -> bytes:
+    """Frame a response. ApiVersions always uses response header v0 (clients parse it before
+    they know whether the broker is flexible); other flexible versions add a tagged-field byte."""
+    version = header.api_version if version is None else version
+    body = response.encode(version=version)
+    flexible = spec.key != ApiKey.API_VERSIONS and spec.response.flexible_version_q(version)
+    head = struct.pack(">ii", 4 + flexible + len(body), header.correlation_id)
+    return b"".join((head, b"\x00" if flexible else b"", body))

@@ -1,0 +1,64 @@
+"""Start real brokers as subprocesses: for tests, the demo and benchmarks."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+READY = "headwater broker listening on "
+
+
+class BrokerProcess:
+    """A `headwater broker` child process on an ephemeral loopback port."""
+
+    def __init__(self, data_dir: Path, *extra_args: str, port: int = 0, log_file: Path | None = None):
+        self.data_dir = Path(data_dir)
+        self.extra_args = extra_args
+        self.port = port
+        self.log_file = log_file or self.data_dir.with_name(self.data_dir.name + ".broker.log")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30) -> "BrokerProcess":
+        cmd = [sys.executable, "-m", "headwater", "broker", "--data-dir", str(self.data_dir),
+               "--port", str(self.port), *self.extra_args]
+        log = open(self.log_file, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        line = self.proc.stdout.readline()
+        if not line.startswith(READY) or time.monotonic() > deadline:
+            self.proc.kill()
+            raise RuntimeError(f"broker did not start: {line!r}; see {self.log_file}:\n{self.log_file.read_text()[-2000:]}")
+        self.port = int(line.rsplit(":", 1)[1])  # keep the port across restarts
+        return self
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit status."""
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, nothing flushed that was not already."""
+        self.proc.kill()
+        self.proc.wait()
+
+    def restart(self) -> "BrokerProcess":
+        return self.start()
+
+    def __enter__(self) -> "BrokerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.stop()
+
+
+def start_broker(data_dir: Path, *extra_args: str) -> BrokerProcess:
+    return BrokerProcess(data_dir, *extra_args).start()
+
