@@ -17,10 +17,11 @@ from headwater.records import decode_records, iter_batches, read_header
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
-def build_batch(records, codec=0):
+def build_batch(records, codec=0, producer_id=-1, producer_epoch=-1, base_sequence=-1):
     """records: [(key, value, timestamp)] -> one v2 batch (offsets relative, base offset 0)."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 24)
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
+                                        producer_id=producer_id, producer_epoch=producer_epoch,
+                                        base_sequence=base_sequence, batch_size=1 << 24)
     for i, (key, value, ts) in enumerate(records):
         builder.append(i, ts, key, value, [])
     return bytearray(builder.build())

@@ -3,10 +3,13 @@
 A topic-partition is a ``Log`` (partition.py): segments (segment.py) of batches with sparse
 offset and time indexes (index.py), recovered after a crash. ``LogManager`` (manager.py)
 is the data directory's topic catalog; ``LogConfig`` (config.py) the per-topic settings.
+Old data goes by retention (retention.py) and, for compacted topics, the log cleaner
+(cleaner.py), whose interrupted swaps recovery.py finishes.
 """
+from .cleaner import CleanerStats
 from .config import LogConfig
 from .manager import InvalidTopicError, LogManager, Topic, TopicExistsError, UnknownTopicError
 from .partition import Log, OffsetOutOfRangeError
 
-__all__ = ["InvalidTopicError", "Log", "LogConfig", "LogManager", "OffsetOutOfRangeError", "Topic",
+__all__ = ["CleanerStats", "InvalidTopicError", "Log", "LogConfig", "LogManager", "OffsetOutOfRangeError", "Topic",
            "TopicExistsError", "UnknownTopicError"]

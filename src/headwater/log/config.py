@@ -68,11 +68,11 @@ class LogConfig:
 _LONG_MAX = str(2**63 - 1)  # Kafka's "never" for flush.messages / flush.ms
 
 
-def _int(minimum: int):
+def _int(minimum: int, maximum: int = 2**63 - 1):
     def parse(text: str) -> int:
         value = int(text)
-        if value < minimum:
-            raise ValueError(f"must be >= {minimum}")
+        if not minimum <= value <= maximum:
+            raise ValueError(f"must be between {minimum} and {maximum}")
         return value
     return parse
 
@@ -106,7 +106,7 @@ def _cleanup_policy(text: str) -> str:
 
 
 _SPECS = {
-    "segment.bytes": ("segment_bytes", _int(14)),
+    "segment.bytes": ("segment_bytes", _int(14, 2**31 - 1)),  # positions in the offset index are u32
     "segment.ms": ("segment_ms", _int(1)),
     "index.interval.bytes": ("index_interval_bytes", _int(0)),
     "flush.messages": ("flush_messages", _optional_int(1)),
@@ -118,6 +118,6 @@ _SPECS = {
     "min.compaction.lag.ms": ("min_compaction_lag_ms", _int(0)),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
     "delete.retention.ms": ("delete_retention_ms", _int(0)),
-    "max.message.bytes": ("max_message_bytes", _int(0)),
+    "max.message.bytes": ("max_message_bytes", _int(0, 2**31 - 1)),
 }
 TOPIC_CONFIG_NAMES = tuple(_SPECS)

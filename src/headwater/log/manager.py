@@ -23,8 +23,10 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cleaner import CleanerStats, clean_log
 from .config import LogConfig
 from .partition import Log, fsync_directory
+from .retention import enforce_retention
 
 CATALOG = "catalog.json"
 LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -125,6 +127,43 @@ class LogManager:
     def _remove_partitions(self, name: str, partitions: int) -> None:
         for p in range(partitions):
             shutil.rmtree(self._partition_dir(name, p), ignore_errors=True)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str | None], incremental: bool) -> Topic:
+        """Change a topic's overrides: ``incremental`` sets/removes (None) the given ones
+        (IncrementalAlterConfigs), otherwise they replace all overrides (AlterConfigs).
+        Invalid input raises ValueError and changes nothing."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        overrides = dict(topic.configs) if incremental else {}
+        for key, value in configs.items():
+            if value is None:
+                overrides.pop(key, None)
+            else:
+                overrides[key] = str(value)
+        config = LogConfig.from_topic_configs(overrides, self.defaults)
+        topic.configs, topic.config = overrides, config
+        self._write_catalog()
+        for log in topic.partitions:
+            log.update_config(config)
+        return topic
+
+    def _logs(self) -> list[Log]:
+        return [log for topic in list(self.topics.values()) for log in topic.partitions]
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete the segments retention allows in every log; returns how many went."""
+        return sum(enforce_retention(log, now_ms) for log in self._logs())
+
+    def clean(self, now_ms: int) -> CleanerStats:
+        """One log cleaner pass over every compacted log; safe to call from a background thread."""
+        stats = CleanerStats()
+        for log in self._logs():
+            if log.config.compact:
+                result = clean_log(log, now_ms)
+                if result:
+                    stats.add(result)
+        return stats
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         t = self.topics.get(topic)

@@ -2,15 +2,23 @@
 
 Files in the directory besides the segments:
 - ``recovery-point``   the offset below which everything was fsynced (text, replaced atomically);
-- ``log-start-offset`` the first offset still readable, once retention or DeleteRecords moved it;
+- ``log-start-offset`` the first offset still readable, once retention or DeleteRecords moved it
+                       (fsynced before any segment below it is deleted);
+- ``cleaner-checkpoint`` where the log cleaner's dirty section begins;
 - ``.clean-shutdown``  written by ``close()`` after the last fsync, removed at open: its absence
                        at open means a crash, so the segments from the recovery point on are
                        validated batch by batch and truncated at the first bad one.
+
+Threads: the broker calls everything from its event loop; the log cleaner and retention
+may run on another thread. ``lock`` guards the segment list and every file operation
+(held briefly: one append, one read, one swap); ``maintenance_lock`` is held by whoever
+deletes or rewrites closed segments (cleaner, retention) so they never overlap.
 """
 from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 import uuid
 from bisect import bisect_right
@@ -19,11 +27,13 @@ from pathlib import Path
 from headwater.records import CorruptRecordError, read_header, set_base_offset, set_log_append_time
 
 from .config import LogConfig
+from .recovery import complete_interrupted_swaps
 from .segment import MAX_RELATIVE_OFFSET, BatchInfo, Segment, delete_segment_files
 
 CLEAN_SHUTDOWN = ".clean-shutdown"
 RECOVERY_POINT = "recovery-point"
 LOG_START_OFFSET = "log-start-offset"
+CLEANER_CHECKPOINT = "cleaner-checkpoint"
 
 
 class OffsetOutOfRangeError(Exception):
@@ -37,11 +47,18 @@ def read_offset_file(path: Path, default: int) -> int:
         return default
 
 
-def write_offset_file(path: Path, value: int) -> None:
-    """Replace atomically; not fsynced: losing an update only means an older (safe) value."""
+def write_offset_file(path: Path, value: int, durable: bool = False) -> None:
+    """Replace atomically. Only ``durable`` writes are fsynced: for the recovery point and the
+    cleaner checkpoint, losing an update just means an older, safe value."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(str(value))
+    with open(tmp, "w") as f:
+        f.write(str(value))
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if durable:
+        fsync_directory(path.parent)
 
 
 def fsync_directory(path: Path) -> None:
@@ -61,6 +78,11 @@ class Log:
         self._bases = [s.base_offset for s in segments]
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
+        self.cleaner_checkpoint = max(read_offset_file(directory / CLEANER_CHECKPOINT, 0), log_start_offset)
+        self.closed = False
+        self.tombstones_due_ms: int | None = None   # when the cleaner must drop tombstones it kept
+        self.lock = threading.RLock()
+        self.maintenance_lock = threading.Lock()
         self._unflushed_messages = 0
         self._last_flush = time.monotonic()
 
@@ -75,6 +97,7 @@ class Log:
             fsync_directory(directory)
         for tmp in directory.glob("*.tmp"):
             tmp.unlink()
+        complete_interrupted_swaps(directory)
         recovery_point = read_offset_file(directory / RECOVERY_POINT, 0)
         bases = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
         segments: list[Segment] = []
@@ -124,6 +147,10 @@ class Log:
 
     def append(self, batches: bytearray, now_ms: int | None = None) -> tuple[int, int]:
         """Stamp offsets (and LogAppendTime) into ``batches`` and write them; returns (first, last) offset."""
+        with self.lock:
+            return self._append(batches, now_ms)
+
+    def _append(self, batches: bytearray, now_ms: int | None) -> tuple[int, int]:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         log_append_time = self.config.log_append_time
         first = offset = self.log_end_offset
@@ -173,10 +200,14 @@ class Log:
         cfg = self.config
         if ((cfg.flush_messages is not None and self._unflushed_messages >= cfg.flush_messages)
                 or (cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms)):
-            self.flush()
+            self._flush()
 
     def flush(self) -> None:
         """fsync everything appended so far and move the recovery point to the log end."""
+        with self.lock:
+            self._flush()
+
+    def _flush(self) -> None:
         end = self.log_end_offset
         first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
         for segment in self._segments[first:]:
@@ -194,35 +225,111 @@ class Log:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside the log [{self.log_start_offset}, {self.log_end_offset}]")
-        first = bisect_right(self._bases, offset) - 1
-        for segment in self._segments[max(first, 0):]:
-            data = segment.read(offset, max_bytes)
-            if data:
-                return data
-        return b""
+        with self.lock:
+            first = bisect_right(self._bases, offset) - 1
+            for segment in self._segments[max(first, 0):]:
+                data = segment.read(offset, max_bytes)
+                if data:
+                    return data
+            return b""
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp >= ``timestamp``, or None."""
-        first = max(bisect_right(self._bases, self.log_start_offset) - 1, 0)
-        for segment in self._segments[first:]:
-            found = segment.find_timestamp(timestamp, self.log_start_offset)
-            if found:
-                return found
-        return None
+        with self.lock:
+            first = max(bisect_right(self._bases, self.log_start_offset) - 1, 0)
+            for segment in self._segments[first:]:
+                found = segment.find_timestamp(timestamp, self.log_start_offset)
+                if found:
+                    return found
+            return None
+
+    # --- deleting and rewriting closed segments (retention, DeleteRecords, the cleaner) ------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: make ``offset`` the log start offset; returns the new log start offset.
+
+        Segments wholly below it go at once unless the cleaner holds this log, else at the
+        next retention pass; their records are unreadable from now on either way."""
+        with self.lock:
+            if offset < 0 or offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is outside the log [{self.log_start_offset}, {self.log_end_offset}]")
+            if offset > self.log_start_offset:
+                if self.active_segment.next_offset <= offset:
+                    self.roll()  # so the whole old active segment can go
+                self._set_log_start_offset(offset)
+        if self.maintenance_lock.acquire(blocking=False):
+            try:
+                self.delete_oldest_segments(len(self.segments_below_log_start()))
+            finally:
+                self.maintenance_lock.release()
+        return self.log_start_offset
+
+    def segments_below_log_start(self) -> list[Segment]:
+        with self.lock:
+            return [s for s in self._segments[:-1] if s.next_offset <= self.log_start_offset]
+
+    def _set_log_start_offset(self, offset: int) -> None:
+        write_offset_file(self.directory / LOG_START_OFFSET, offset, durable=True)
+        self.log_start_offset = offset
+
+    def delete_oldest_segments(self, count: int) -> int:
+        """Delete the ``count`` oldest segments (never the active one), moving the log start past them."""
+        with self.lock:
+            count = min(count, len(self._segments) - 1)
+            if count <= 0:
+                return 0
+            doomed, self._segments = self._segments[:count], self._segments[count:]
+            self._bases = self._bases[count:]
+            if self._segments[0].base_offset > self.log_start_offset:
+                self._set_log_start_offset(self._segments[0].base_offset)
+            for segment in doomed:
+                segment.delete()
+            return count
+
+    def closed_segments(self) -> list[Segment]:
+        with self.lock:
+            return self._segments[:-1]
+
+    def replace_segment(self, old: Segment, new: Segment) -> None:
+        """Swap in the cleaner's rewrite of a closed segment (same base offset, written as ``.swap``)."""
+        with self.lock:
+            i = self._segments.index(old)
+            old.close()
+            new.rename("")  # over the old files, the .log last
+            fsync_directory(self.directory)
+            if new.size == 0 and i > 0:  # nothing left: drop the file, keep the first one as the log's start
+                new.delete()
+                del self._segments[i], self._bases[i]
+            else:
+                self._segments[i] = new
+
+    def set_cleaner_checkpoint(self, offset: int) -> None:
+        write_offset_file(self.directory / CLEANER_CHECKPOINT, offset)
+        self.cleaner_checkpoint = offset
+
+    def update_config(self, config: LogConfig) -> None:
+        with self.lock:
+            self.config = config
+            self.active_segment.index_interval_bytes = config.index_interval_bytes
 
     # --- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        self.active_segment.seal()
-        self.flush()
-        for segment in self._segments:
-            segment.close()
-        (self.directory / CLEAN_SHUTDOWN).touch()
+        with self.maintenance_lock, self.lock:
+            self.active_segment.seal()
+            self._flush()
+            for segment in self._segments:
+                segment.close()
+            self.closed = True
+            (self.directory / CLEAN_SHUTDOWN).touch()
 
     def delete(self) -> None:
         """Close and remove the directory (renamed first, so a crash never leaves a half-deleted log)."""
-        for segment in self._segments:
-            segment.close()
+        with self.maintenance_lock, self.lock:
+            for segment in self._segments:
+                segment.close()
+            self.closed = True
         doomed = self.directory.with_name(f"{uuid.uuid4().hex}.deleted")  # short: any topic name fits
         os.replace(self.directory, doomed)
         shutil.rmtree(doomed)

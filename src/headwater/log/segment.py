@@ -42,10 +42,11 @@ class BatchInfo:
 
 
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int):
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, suffix: str = ""):
         self.directory = directory
         self.base_offset = base_offset
-        self.path = directory / segment_name(base_offset, ".log")
+        self.suffix = suffix   # ".cleaned" / ".swap" while the log cleaner builds a replacement
+        self.path = directory / segment_name(base_offset, ".log" + suffix)
         self.index_interval_bytes = index_interval_bytes
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self._fd).st_size
@@ -61,8 +62,8 @@ class Segment:
     # --- opening ---------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, index_interval_bytes: int) -> Segment:
-        segment = cls(directory, base_offset, index_interval_bytes)
+    def create(cls, directory: Path, base_offset: int, index_interval_bytes: int, suffix: str = "") -> Segment:
+        segment = cls(directory, base_offset, index_interval_bytes, suffix)
         segment.offset_index = OffsetIndex.create(segment.index_path)
         segment.time_index = TimeIndex.create(segment.time_index_path)
         return segment
@@ -94,11 +95,19 @@ class Segment:
 
     @property
     def index_path(self) -> Path:
-        return self.directory / segment_name(self.base_offset, ".index")
+        return self.directory / segment_name(self.base_offset, ".index" + self.suffix)
 
     @property
     def time_index_path(self) -> Path:
-        return self.directory / segment_name(self.base_offset, ".timeindex")
+        return self.directory / segment_name(self.base_offset, ".timeindex" + self.suffix)
+
+    def rename(self, suffix: str) -> None:
+        """Give the three files a new suffix, indexes first: the ``.log`` rename is the step that counts."""
+        self.suffix, old = suffix, (self.offset_index.path, self.time_index.path, self.path)
+        self.path = self.directory / segment_name(self.base_offset, ".log" + suffix)
+        self.offset_index.path, self.time_index.path = self.index_path, self.time_index_path
+        for source, target in zip(old, (self.offset_index.path, self.time_index.path, self.path)):
+            os.replace(source, target)
 
     def _load_tail(self) -> bool:
         """Find the end offset and max timestamp from the last index entries; False if the tail is torn."""
@@ -107,7 +116,7 @@ class Segment:
             self.offset_of_max_timestamp = self.base_offset + self.time_index.values[-1]
         start = self.offset_index.values[-1] if len(self.offset_index) else 0
         end = start
-        for position, header in self._headers(start):
+        for position, header in self.iter_headers(start):
             if header.magic != 2 or header.base_offset < self.next_offset:
                 return False
             self._track(header.base_offset, header.last_offset, header.max_timestamp)
@@ -217,7 +226,7 @@ class Segment:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def _headers(self, position: int):
+    def iter_headers(self, position: int):
         """Yield (position, header) of the whole batches from ``position`` to the end of the file."""
         window, window_start = b"", position
         while position + HEADER_SIZE <= self.size:
@@ -234,7 +243,7 @@ class Segment:
         """Whole batches from the one containing ``offset`` (or the first after it), within
         ``max_bytes`` but at least one batch; b"" if no batch here reaches ``offset``."""
         start = None
-        for position, header in self._headers(self.offset_index.position_for(offset - self.base_offset)):
+        for position, header in self.iter_headers(self.offset_index.position_for(offset - self.base_offset)):
             if header.last_offset >= offset:
                 start, end = position, position + header.size
                 break
@@ -246,7 +255,7 @@ class Segment:
         else:
             # Every indexed position is a batch boundary: jump to the last one within the limit.
             end = max(end, self.offset_index.boundary_at_or_before(limit))
-            for position, header in self._headers(end):
+            for position, header in self.iter_headers(end):
                 if position + header.size > limit:
                     break
                 end = position + header.size
@@ -260,7 +269,7 @@ class Segment:
         if self.max_timestamp < timestamp:
             return None
         start_offset = max(self.base_offset + self.time_index.offset_before(timestamp), from_offset)
-        for position, header in self._headers(self.offset_index.position_for(start_offset - self.base_offset)):
+        for position, header in self.iter_headers(self.offset_index.position_for(start_offset - self.base_offset)):
             if header.max_timestamp < timestamp or header.last_offset < from_offset:
                 continue
             found = _first_record_at_or_after(header, self.batch_at(position, header.size), timestamp, from_offset)
