@@ -4,11 +4,12 @@ import random
 import threading
 
 import pytest
-from test_log import CODECS, build_batch, crash, read_all
 
 from headwater.log import Log, LogConfig, LogManager
 from headwater.log.cleaner import CleanerStats, clean_log, rewrite_segment
 from headwater.records import iter_batches
+
+from .test_log import CODECS, build_batch, crash, read_all
 
 DAY = 24 * 3600 * 1000
 T0 = 1_700_000_000_000

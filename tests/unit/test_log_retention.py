@@ -2,10 +2,11 @@
 import random
 
 import pytest
-from test_log import build_batch, crash, fill, read_all
 
 from headwater.log import Log, LogConfig, LogManager, OffsetOutOfRangeError, UnknownTopicError
 from headwater.log.retention import enforce_retention
+
+from .test_log import build_batch, crash, fill, read_all
 
 T0 = 1_700_000_000_000
 
