@@ -1,0 +1,10 @@
+"""The stream processing of DDIA chapter 11 as functions over Spark DataFrames.
+
+One concept per module:
+
+- lateness: the watermark, late events, and counting the events dropped as too late
+- windows: tumbling, hopping and session windows on event time
+- sliding: a sliding window per event
+- event_order: replaying a keyed stream in event-time order (for the processors below)
+- cep: complex event processing (a pattern over a keyed stream)
+"""

@@ -1,0 +1,117 @@
+"""What the broker knows: topic-partitions and their earliest/latest offsets.
+
+Talks plain Kafka protocol through librdkafka (Metadata, ListOffsets), so the same
+code reads a Headwater broker or a Kafka cluster. Never joins a consumer group.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from headwater.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, Subscription
+
+TIMEOUT_S = 30.0
+
+# A partition is named by (topic, partition); offsets maps it to a Kafka offset.
+TP = tuple[str, int]
+
+
+def consumer(client: dict) -> Consumer:
+    """A consumer for assign() only. librdkafka insists on a group.id even so; it is
+    never joined and no offset is ever committed to it."""
+    config = {
+        "group.id": "headwater-spark",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "error",
+    }
+    config.update(client)
+    return Consumer(config)
+
+
+class Cluster:
+    """Metadata and offset look-ups for one query, on one client connection."""
+
+    def __init__(self, client: dict):
+        self._consumer = consumer(client)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def partitions(self, subscription: Subscription) -> list[TP]:
+        """The topic-partitions the subscription covers now, sorted."""
+        if subscription.assigned:
+            return list(subscription.assigned)
+        metadata = self._consumer.list_topics(timeout=TIMEOUT_S)
+        if subscription.topics:
+            # Naming a topic in Metadata makes brokers that auto-create topics create it,
+            # as a Kafka consumer subscribing to it would.
+            for topic in subscription.topics:
+                if topic not in metadata.topics or metadata.topics[topic].error is not None:
+                    metadata.topics.update(self._consumer.list_topics(topic, timeout=TIMEOUT_S).topics)
+        found = []
+        for name, topic in metadata.topics.items():
+            if topic.error is None and not name.startswith("__") and subscription.matches(name):
+                found.extend((name, p) for p in topic.partitions)
+        return sorted(found)
+
+    def watermarks(self, tp: TP) -> tuple[int, int]:
+        """(log start offset, high watermark) of one partition."""
+        try:
+            low_high = self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=TIMEOUT_S)
+        except KafkaException as e:
+            raise RuntimeError(f"cannot list offsets of {tp[0]}-{tp[1]}: {e.args[0].str()}") from None
+        if low_high is None:
+            raise RuntimeError(f"timed out listing offsets of {tp[0]}-{tp[1]}")
+        return low_high
+
+    def earliest(self, tps) -> dict[TP, int]:
+        return {tp: self.watermarks(tp)[0] for tp in tps}
+
+    def latest(self, tps) -> dict[TP, int]:
+        return {tp: self.watermarks(tp)[1] for tp in tps}
+
+    def at_timestamp(self, tps, timestamp_ms: int) -> dict[TP, int]:
+        """First offset with a timestamp >= timestamp_ms, or the end if there is none."""
+        query = [TopicPartition(t, p, timestamp_ms) for t, p in tps]
+        found = self._consumer.offsets_for_times(query, timeout=TIMEOUT_S)
+        result = {}
+        for tp in found:
+            if tp.error is not None:
+                raise RuntimeError(f"cannot look up timestamp {timestamp_ms} in {tp.topic}-{tp.partition}: {tp.error}")
+            key = (tp.topic, tp.partition)
+            result[key] = tp.offset if tp.offset >= 0 else self.watermarks(key)[1]
+        return result
+
+    def resolve(self, spec: OffsetSpec, tps, name: str) -> dict[TP, int]:
+        """Concrete offsets for `spec` on the given partitions."""
+        if spec.kind == "earliest":
+            return self.earliest(tps)
+        if spec.kind == "latest":
+            return self.latest(tps)
+        if spec.kind == "timestamp":
+            return self.at_timestamp(tps, spec.timestamp_ms)
+        resolved = {}
+        for tp in tps:
+            topic, partition = tp
+            if topic not in spec.offsets:
+                raise OptionError(f"option '{name}' gives no offsets for topic {topic!r}")
+            given = spec.offsets[topic].get(partition, EARLIEST if name == "startingOffsets" else LATEST)
+            if given == EARLIEST:
+                given = self.watermarks(tp)[0]
+            elif given == LATEST:
+                given = self.watermarks(tp)[1]
+            resolved[tp] = given
+        return resolved
+
+
+def to_json(offsets: dict[TP, int]) -> dict:
+    """Checkpoint form: {"topic": {"0": 42}} with sorted keys (Spark compares offsets as JSON)."""
+    result: dict = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        result.setdefault(topic, {})[str(partition)] = offset
+    return result
+
+
+def from_json(offsets: dict) -> dict[TP, int]:
+    return {(topic, int(p)): int(o) for topic, ps in offsets.items() for p, o in ps.items()}

@@ -1,0 +1,118 @@
+"""Reading one offset range of one partition into Arrow record batches (runs on executors)."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, TopicPartition
+from pyspark.sql.datasource import InputPartition
+
+from headwater.spark.cluster import consumer
+
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+COLUMNS = [
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+]
+ROWS_PER_BATCH = 10_000
+STALL_TIMEOUT_S = 60.0
+
+# librdkafka numbers timestamp types 1 (create) and 2 (log append); Spark's Kafka
+# source reports Kafka's own ids, 0 and 1.
+_TIMESTAMP_TYPE = {0: -1, 1: 0, 2: 1}
+
+
+class DataLossError(RuntimeError):
+    pass
+
+
+class OffsetRange(InputPartition):
+    """Records [start, end) of one topic-partition: one Spark input partition."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int):
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+    def __repr__(self) -> str:
+        return f"OffsetRange({self.topic}-{self.partition} [{self.start}, {self.end}))"
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    fields = list(COLUMNS) + ([("headers", HEADERS_TYPE)] if include_headers else [])
+    return pa.schema(fields)
+
+
+def data_loss_message(rng: OffsetRange, log_start: int) -> str:
+    return (f"partition {rng.topic}-{rng.partition}: offsets {rng.start}..{log_start - 1} are no longer in "
+            f"the log (log start offset is {log_start}): records were lost to retention or deletion. "
+            f"Set failOnDataLoss=false to skip them.")
+
+
+def read_range(client: dict, rng: OffsetRange, include_headers: bool, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
+    """Yield the records of `rng` in offset order. Offsets missing inside the range
+    (compacted away, or transaction markers) are normal; a range that starts below the
+    log start offset is data loss."""
+    if rng.start >= rng.end:
+        return
+    kafka = consumer({**client, "enable.partition.eof": True})
+    try:
+        log_start, _ = kafka.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=30)
+        start = rng.start
+        if log_start > start:
+            if fail_on_data_loss:
+                raise DataLossError(data_loss_message(rng, log_start))
+            start = log_start
+            if start >= rng.end:
+                return
+        kafka.assign([TopicPartition(rng.topic, rng.partition, start)])
+        yield from _batches(kafka, rng, start, include_headers)
+    finally:
+        kafka.close()
+
+
+def _batches(kafka, rng: OffsetRange, start: int, include_headers: bool) -> Iterator[pa.RecordBatch]:
+    schema = arrow_schema(include_headers)
+    position = start
+    idle_since = time.monotonic()
+    while position < rng.end:
+        messages = kafka.consume(ROWS_PER_BATCH, timeout=1.0)
+        rows = []
+        for m in messages:
+            error = m.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    # At the high watermark: whatever lies before rng.end is gone (compacted
+                    # tail, or control records), so the range is complete.
+                    position = max(position, m.offset())
+                    continue
+                raise RuntimeError(f"reading {rng.topic}-{rng.partition} at offset {position}: {error.str()}")
+            if m.offset() >= rng.end:
+                position = rng.end
+                break
+            rows.append(m)
+            position = m.offset() + 1
+        if rows:
+            idle_since = time.monotonic()
+            yield _to_arrow(rows, schema, include_headers)
+        elif time.monotonic() - idle_since > STALL_TIMEOUT_S:
+            raise RuntimeError(f"reading {rng.topic}-{rng.partition}: no record for {STALL_TIMEOUT_S:.0f} s "
+                               f"at offset {position}, below the planned end {rng.end}")
+
+
+def _to_arrow(messages, schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
+    n = len(messages)
+    stamps = [m.timestamp() for m in messages]
+    columns = [
+        pa.array([m.key() for m in messages], pa.binary()),
+        pa.array([m.value() for m in messages], pa.binary()),
+        pa.array([messages[0].topic()] * n, pa.string()),
+        pa.array([messages[0].partition()] * n, pa.int32()),
+        pa.array([m.offset() for m in messages], pa.int64()),
+        pa.array([ms * 1000 if kind else None for kind, ms in stamps], pa.timestamp("us", tz="UTC")),
+        pa.array([_TIMESTAMP_TYPE.get(kind, -1) for kind, _ in stamps], pa.int32()),
+    ]
+    if include_headers:
+        columns.append(pa.array(
+            [[{"key": k, "value": v} for k, v in (m.headers() or [])] for m in messages], HEADERS_TYPE))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
