@@ -51,7 +51,8 @@ def connect(dsn, replication=False):
             connection_factory=psycopg2.extras.LogicalReplicationConnection if replication else None)
     except psycopg2.OperationalError as exc:
         raise CdcError(f"cannot connect to PostgreSQL: {str(exc).strip().splitlines()[0]}") from None
-    conn.autocommit = True
+    if not replication:  # a replication connection is always in autocommit
+        conn.autocommit = True
     return conn
 
 
@@ -210,6 +211,15 @@ class PostgresConnector:
             shipper.send(event, batch)
         self.status.snapshotted += 1
 
+    def _ready(self, shipper, lsn):
+        """Store "snapshot done" before streaming: a crash after this resumes the stream; a crash
+        before it takes the snapshot again (a half-shipped snapshot never meets the stream)."""
+        stored = []
+        shipper.flush(None)
+        self.positions.save(shipper, {"lsn": lsn, "snapshot_done": True}, lambda: stored.append(True))
+        while not stored:
+            shipper.flush(1)
+
     # -- stream ----------------------------------------------------------------------------
 
     def run(self, should_stop=lambda: False, status_interval=None, on_status=None):
@@ -227,14 +237,15 @@ class PostgresConnector:
         snapshot = self._plan(stored, exists)
         repl = connect(self.dsn, replication=True)
         cur = repl.cursor()
-        shipper = Shipper(self._producer or _new_producer(self.bootstrap), on_wait=lambda: _keepalive(cur))
+        shipper = Shipper(self._producer or _new_producer(self.bootstrap), on_wait=_keepalive(cur))
         resume_lsn = stored["lsn"] if stored and not snapshot else 0
         if snapshot:
             if exists:
                 conn.cursor().execute("SELECT pg_drop_replication_slot(%s)", (self.slot,))
-            self._snapshot(repl, tables, shipper, db)
+            self._ready(shipper, self._snapshot(repl, tables, shipper, db))
         elif not exists:
             cur.create_replication_slot(self.slot, output_plugin="pgoutput")
+            self._ready(shipper, 0)
         try:
             cur.start_replication(slot_name=self.slot, decode=False, start_lsn=resume_lsn,
                                   options={"proto_version": "1", "publication_names": self.publication})
@@ -256,11 +267,18 @@ def _new_producer(bootstrap):
 
 
 def _keepalive(cur):
-    # Waiting on the broker: tell the walsender we are alive (no position moves).
-    try:
-        cur.send_feedback()
-    except psycopg2.Error:
-        pass  # the snapshot phase has no stream yet
+    """While we wait on the broker, tell the walsender once a second that we are alive
+    (no position moves), or it drops us after wal_sender_timeout."""
+    last = [0.0]
+
+    def keepalive():
+        if time.monotonic() - last[0] >= 1 and not cur.closed:
+            last[0] = time.monotonic()
+            try:
+                cur.send_feedback(force=True)
+            except psycopg2.ProgrammingError:
+                pass  # still taking the snapshot: no stream to keep alive yet
+    return keepalive
 
 
 class _Stream:
@@ -313,7 +331,7 @@ class _Stream:
         self.to_store = None
 
         def stored():
-            self.cur.send_feedback(write_lsn=lsn, flush_lsn=lsn)
+            self.cur.send_feedback(write_lsn=lsn, flush_lsn=lsn, force=True)
             self.c.status.confirmed = max(self.c.status.confirmed, lsn)
 
         self.c.positions.save(self.shipper, {"lsn": lsn, "snapshot_done": True}, stored)

@@ -10,7 +10,8 @@ from collections import deque
 import json
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 
 def producer_config(bootstrap):
@@ -113,8 +114,8 @@ class Shipper:
             raise DeliveryFailed(f"broker refused a change event: {self._error}")
         return self.tracker.advance()
 
-    def flush(self, timeout):
-        self.producer.flush(timeout)
+    def flush(self, timeout=None):
+        self.producer.flush(-1 if timeout is None else timeout)
         return self.poll(0)
 
 
@@ -132,7 +133,7 @@ class PositionStore:
             deadline = None if timeout is None else time.monotonic() + timeout
             while True:
                 try:
-                    consumer.list_topics(self.topic, timeout=5)  # creates it on first use
+                    self._create_topic()
                     low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=5)
                     break
                 except KafkaException as exc:
@@ -154,6 +155,17 @@ class PositionStore:
             return found
         finally:
             consumer.close()
+
+    def _create_topic(self):
+        # One partition (one order of positions), compacted: only the last position per key matters.
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        future = admin.create_topics([NewTopic(self.topic, 1, config={"cleanup.policy": "compact"})],
+                                     operation_timeout=5, request_timeout=5)[self.topic]
+        try:
+            future.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
 
     def save(self, shipper, position, on_stored):
         """Write `position`; `on_stored()` runs once the broker acknowledged it."""
