@@ -9,11 +9,10 @@ from confluent_kafka import KafkaException
 
 from headwater.cdc import CdcError
 from headwater.cdc.shipper import DeliveryFailed
+from headwater.cli.common import DEFAULT_BOOTSTRAP
 
 # Failures that pass: the broker or the database went away for a while.
 TRANSIENT = (psycopg2.OperationalError, psycopg2.InterfaceError, KafkaException, DeliveryFailed)
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def add_parser(subparsers) -> None:
@@ -120,12 +119,3 @@ def run_sqlite(args) -> int:
         return sqlite.SqliteConnector(args.db, _tables(args), prefix, args.bootstrap_server,
                                       positions_topic=args.positions_topic, log=_log)
     return _supervise(make, args)
-
-
-if __name__ == "__main__":  # until `headwater cdc` is wired into the main command
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="headwater")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    parsed = parser.parse_args()
-    sys.exit(parsed.func(parsed))
