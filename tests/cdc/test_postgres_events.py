@@ -1,64 +1,14 @@
 """The PostgreSQL connector against a real PostgreSQL 15 and a real Headwater broker."""
 import base64
-import threading
 
-import psycopg2
 import pytest
 
 from headwater.cdc import CdcError
 from headwater.cdc.envelope import UNAVAILABLE
 from headwater.cdc.postgres import PostgresConnector
 
+from .harness import Running, caught_up, sql
 from .topics import changes, read_topic, replay, wait_for
-
-
-class Running:
-    """A connector running in a thread of the test process."""
-
-    def __init__(self, dsn, broker, tables, **options):
-        options.setdefault("heartbeat_interval", 0.5)
-        self.connector = PostgresConnector(dsn, tables, "shop", broker.bootstrap, log=lambda _: None, **options)
-        self.stop = threading.Event()
-        self.error = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        try:
-            self.connector.run(should_stop=self.stop.is_set)
-        except BaseException as exc:  # handed to the test thread
-            self.error = exc
-
-    def wait_streaming(self, dsn):
-        def active():
-            if self.error:
-                raise self.error
-            return sql(dsn, "SELECT count(*) FROM pg_replication_slots WHERE active")[0][0] == 1
-        wait_for(active, what="the stream to start")
-
-    def close(self):
-        self.stop.set()
-        self.thread.join(30)
-        if self.error:
-            raise self.error
-
-
-def sql(dsn, statement, params=None):
-    conn = psycopg2.connect(dsn)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute(statement, params)
-            return cur.fetchall() if cur.description else None
-    finally:
-        conn.close()
-
-
-def caught_up(dsn, slot="headwater"):
-    """The slot confirmed everything written so far: all changes are in the topics."""
-    target = sql(dsn, "SELECT pg_current_wal_lsn()")[0][0]
-    wait_for(lambda: sql(dsn, "SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots WHERE slot_name = %s",
-                         (target, slot)) == [(True,)], what="slot to confirm " + target)
 
 
 def test_inserts_updates_deletes_truncates_as_debezium_events(pg_db, broker):

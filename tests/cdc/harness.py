@@ -1,0 +1,158 @@
+"""Running connectors (in a thread or as a `headwater cdc` process) and a writer load for the CDC tests."""
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+
+import psycopg2
+
+from headwater.cdc.postgres import PostgresConnector
+
+from .topics import wait_for
+
+
+def sql(dsn, statement, params=None):
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(statement, params)
+            return cur.fetchall() if cur.description else None
+    finally:
+        conn.close()
+
+
+def slot_active(dsn, slot="headwater"):
+    return sql(dsn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s AND active", (slot,))[0][0] == 1
+
+
+def caught_up(dsn, slot="headwater", timeout=60):
+    """The slot confirmed everything written so far: all changes are in the topics."""
+    target = sql(dsn, "SELECT pg_current_wal_lsn()")[0][0]
+    wait_for(lambda: sql(dsn, "SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots WHERE slot_name = %s",
+                         (target, slot)) == [(True,)], timeout=timeout, what="slot to confirm " + target)
+
+
+class Running:
+    """A PostgreSQL connector running in a thread of the test process."""
+
+    def __init__(self, dsn, broker, tables, **options):
+        options.setdefault("heartbeat_interval", 0.5)
+        self.connector = PostgresConnector(dsn, tables, "shop", broker.bootstrap, log=lambda _: None, **options)
+        self.stop = threading.Event()
+        self.error = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            self.connector.run(should_stop=self.stop.is_set)
+        except BaseException as exc:  # handed to the test thread
+            self.error = exc
+
+    def wait_streaming(self, dsn):
+        def active():
+            if self.error:
+                raise self.error
+            return slot_active(dsn)
+        wait_for(active, what="the stream to start")
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(30)
+        if self.error:
+            raise self.error
+
+
+class ConnectorProcess:
+    """`headwater cdc ...` as a child process, to be SIGKILLed like a crash."""
+
+    def __init__(self, *args, log_path):
+        self.args, self.log_path = args, log_path
+        self.proc = None
+
+    def start(self):
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "headwater", "cdc", *self.args],
+                                     stdout=log, stderr=log, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        log.close()
+        return self
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+    def log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+
+class Writer(threading.Thread):
+    """Single-row transactions on `acct(id, v)` from one thread, so commit order is known.
+
+    `log` holds (txid, op, id, v) per committed transaction, in commit order; `execute(cur, op,
+    id, v)` runs one change, `txid(cur)` says which transaction it was (None if the database
+    has no transaction ids)."""
+
+    def __init__(self, connect, execute, txid, first_id, seed=7):
+        super().__init__(daemon=True)
+        self.connect, self.execute, self.txid = connect, execute, txid
+        self.rows = set(range(1, first_id))
+        self.next_id, self.version = first_id, first_id
+        self.rng = random.Random(seed)
+        self.log = []
+        self.stopping = threading.Event()
+
+    def run(self):
+        conn = self.connect()
+        cur = conn.cursor()
+        while not self.stopping.is_set():
+            self.version += 1
+            roll = self.rng.random()
+            if roll < 0.4 or len(self.rows) < 10:
+                op, key = "c", self.next_id
+                self.next_id += 1
+            else:
+                op, key = ("u" if roll < 0.85 else "d"), self.rng.choice(sorted(self.rows))
+            self.execute(cur, op, key, self.version)
+            txid = self.txid(cur)
+            conn.commit()
+            (self.rows.add if op != "d" else self.rows.discard)(key)
+            self.log.append((txid, op, key, self.version))
+        conn.close()
+
+    def stop(self):
+        self.stopping.set()
+        self.join(30)
+
+
+def apply(rows, log):
+    """Plain-Python ground truth: {id: v} after applying writer log entries."""
+    rows = dict(rows)
+    for _, op, key, v in log:
+        if op == "d":
+            rows.pop(key)
+        else:
+            rows[key] = v
+    return rows
+
+
+def pg_writer(dsn, first_id):
+    def execute(cur, op, key, v):
+        if op == "c":
+            cur.execute("INSERT INTO acct VALUES (%s, %s)", (key, v))
+        elif op == "u":
+            cur.execute("UPDATE acct SET v = %s WHERE id = %s", (v, key))
+        else:
+            cur.execute("DELETE FROM acct WHERE id = %s", (key,))
+
+    def txid(cur):
+        cur.execute("SELECT txid_current()")
+        return cur.fetchone()[0]
+    return Writer(lambda: psycopg2.connect(dsn), execute, txid, first_id)
