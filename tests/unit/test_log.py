@@ -135,7 +135,6 @@ def test_segments_roll_by_age(tmp_path):
     log = Log.open(tmp_path / "t-0", LogConfig(segment_ms=1000))
     t0 = 1_700_000_000_000
     log.append(build_batch([(None, b"a", t0)]), now_ms=t0)
-    log.segments[0].rolling_ms = t0
     log.append(build_batch([(None, b"b", t0)]), now_ms=t0 + 999)
     assert len(log.segments) == 1
     log.append(build_batch([(None, b"c", t0)]), now_ms=t0 + 1000)

@@ -172,7 +172,7 @@ class Log:
             raise CorruptRecordError("no record batch to append")
         if self._should_roll(total, offset - 1, now):
             self.roll()
-        self.active_segment.append(batches, infos)
+        self.active_segment.append(batches, infos, now)
         self._unflushed_messages += offset - first
         self._apply_flush_policy()
         return first, offset - 1

@@ -169,7 +169,7 @@ class Segment:
 
     # --- writing ---------------------------------------------------------------------------
 
-    def append(self, data, batches: list[BatchInfo]) -> None:
+    def append(self, data, batches: list[BatchInfo], now_ms: int | None = None) -> None:
         """Write ``data`` (whole batches, offsets stamped) and index it; ``batches`` positions are within ``data``."""
         view = memoryview(data)
         written = 0
@@ -177,7 +177,7 @@ class Segment:
             written += os.write(self._fd, view[written:])
         start = self.size
         if self.rolling_ms is None:
-            self.rolling_ms = int(time.time() * 1000)
+            self.rolling_ms = int(time.time() * 1000) if now_ms is None else now_ms
         for batch in batches:
             batch.position += start
             self._index(batch)
