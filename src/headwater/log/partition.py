@@ -317,6 +317,8 @@ class Log:
 
     def close(self) -> None:
         with self.maintenance_lock, self.lock:
+            if self.closed:
+                return
             self.active_segment.seal()
             self._flush()
             for segment in self._segments:
