@@ -304,7 +304,7 @@ def test_topics_persist_with_their_configs(tmp_path):
     topic = manager.create_topic("orders", 3, {"segment.bytes": "2000", "message.timestamp.type": "LogAppendTime"})
     assert topic.config.segment_bytes == 2000 and topic.config.log_append_time
     assert len(topic.partitions) == 3
-    manager.create_topic("plain", 1)
+    manager.create_topic("plain", 1, {"retention.ms": None})  # CreateTopics may send null: the default
     manager.get_log("orders", 2).append(build_batch([(b"k", b"v", 1)]))
     assert manager.get_log("orders", 3) is None and manager.get_log("nope", 0) is None
     manager.close()
@@ -314,6 +314,7 @@ def test_topics_persist_with_their_configs(tmp_path):
     orders = manager.topics["orders"]
     assert orders.configs == {"segment.bytes": "2000", "message.timestamp.type": "LogAppendTime"}
     assert orders.config.segment_bytes == 2000 and manager.topics["plain"].config.segment_bytes == 10_000
+    assert manager.topics["plain"].configs == {}
     assert [p.log_end_offset for p in orders.partitions] == [0, 0, 1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.json", "orders-0", "orders-1", "orders-2",
                                                           "plain-0"]

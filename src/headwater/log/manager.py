@@ -102,7 +102,7 @@ class LogManager:
             raise TopicExistsError(f"topic {name!r} already exists")
         if not isinstance(partitions, int) or partitions < 1:
             raise ValueError(f"number of partitions must be at least 1, got {partitions!r}")
-        configs = {k: str(v) for k, v in (configs or {}).items()}
+        configs = {k: str(v) for k, v in (configs or {}).items() if v is not None}  # null: the default
         config = LogConfig.from_topic_configs(configs, self.defaults)
         logs = []
         for p in range(partitions):
