@@ -1,6 +1,7 @@
 """Running connectors (in a thread or as a `headwater cdc` process) and a writer load for the CDC tests."""
 import os
 import random
+import sqlite3
 import signal
 import subprocess
 import sys
@@ -156,3 +157,19 @@ def pg_writer(dsn, first_id):
         cur.execute("SELECT txid_current()")
         return cur.fetchone()[0]
     return Writer(lambda: psycopg2.connect(dsn), execute, txid, first_id)
+
+
+def sqlite_writer(path, first_id):
+    def connect():
+        conn = sqlite3.connect(path, timeout=30)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        return conn
+
+    def execute(cur, op, key, v):
+        if op == "c":
+            cur.execute("INSERT INTO acct VALUES (?, ?)", (key, v))
+        elif op == "u":
+            cur.execute("UPDATE acct SET v = ? WHERE id = ?", (v, key))
+        else:
+            cur.execute("DELETE FROM acct WHERE id = ?", (key,))
+    return Writer(connect, execute, lambda cur: None, first_id)
