@@ -42,13 +42,19 @@ def file_stream(spark, directory, schema: str, time_field: str = "ts_ms"):
             .withColumn("event_time", F.timestamp_millis(time_field)))
 
 
-def run_to_end(df, checkpoint, name: str | None = None, mode: str = "append"):
-    """Run a streaming DataFrame over everything available into a memory table."""
-    name = name or "t_" + uuid.uuid4().hex[:8]
-    query = (df.writeStream.format("memory").queryName(name).outputMode(mode)
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+def run_to_end(df, checkpoint, name: str | None = None, mode: str = "append", parquet=None):
+    """Run a streaming DataFrame over everything available into a memory table, or
+    into Parquet files when the query is to be restarted on its checkpoint (the memory
+    sink cannot recover); returns all rows in the sink and the query."""
+    writer = df.writeStream.outputMode(mode).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
+    if parquet is not None:
+        query = writer.format("parquet").option("path", str(parquet)).start()
+    else:
+        name = name or "t_" + uuid.uuid4().hex[:8]
+        query = writer.format("memory").queryName(name).start()
     query.awaitTermination()
-    return df.sparkSession.table(name).collect(), query
+    spark = df.sparkSession
+    return (spark.read.parquet(str(parquet)) if parquet is not None else spark.table(name)).collect(), query
 
 
 def admitted(batches: list[list[dict]], lateness_ms: int, time_field: str = "ts_ms"):
@@ -98,3 +104,37 @@ def user_events(seed: int, batches: int = 8, per_batch: int = 12, users=("ann", 
             batch.extend(dict(e) for e in out[2][:2])  # delivered twice
         out.append(batch)
     return out
+
+
+def produce(bootstrap: str, topic: str, records, **config) -> None:
+    """Produce (key, value, partition, headers, timestamp_ms) tuples, waiting for acks."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
+    failed = []
+    for key, value, partition, headers, timestamp in records:
+        extra = {k: v for k, v in (("partition", partition), ("headers", headers), ("timestamp", timestamp))
+                 if v is not None}
+        producer.produce(topic, value, key, on_delivery=lambda err, _: err and failed.append(err), **extra)
+    assert producer.flush(30) == 0 and not failed, failed
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, **configs) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, config=configs)])[topic].result(30)
+
+
+def headwater_stream(spark, bootstrap: str, **options):
+    reader = spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load()
+
+
+def headwater_batch(spark, bootstrap: str, **options):
+    reader = spark.read.format("headwater").option("kafka.bootstrap.servers", bootstrap)
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load()

@@ -114,5 +114,7 @@ def _to_arrow(messages, schema: pa.Schema, include_headers: bool) -> pa.RecordBa
     ]
     if include_headers:
         columns.append(pa.array(
-            [[{"key": k, "value": v} for k, v in (m.headers() or [])] for m in messages], HEADERS_TYPE))
+            # No headers is null, not an empty list, as in Spark's Kafka source.
+            [[{"key": k, "value": v} for k, v in m.headers()] if m.headers() else None for m in messages],
+            HEADERS_TYPE))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
