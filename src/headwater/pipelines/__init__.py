@@ -7,4 +7,5 @@ One concept per module:
 - sliding: a sliding window per event
 - event_order: replaying a keyed stream in event-time order (for the processors below)
 - cep: complex event processing (a pattern over a keyed stream)
+- window_join: stream-stream join (searches x clicks, click-through rate)
 """
