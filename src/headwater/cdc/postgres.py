@@ -15,7 +15,7 @@ from psycopg2 import sql
 
 from . import CdcError, pgoutput, pgtypes
 from .envelope import UNAVAILABLE, Source, row_events, topic_name, truncate_event
-from .shipper import PositionStore, Shipper
+from .shipper import PositionStore, Shipper, new_producer
 
 SNAPSHOT_MODES = ("initial", "never", "when_needed")
 _PG_EPOCH_MS = 946_684_800_000  # 2000-01-01 in Unix milliseconds
@@ -237,7 +237,7 @@ class PostgresConnector:
         snapshot = self._plan(stored, exists)
         repl = connect(self.dsn, replication=True)
         cur = repl.cursor()
-        shipper = Shipper(self._producer or _new_producer(self.bootstrap), on_wait=_keepalive(cur))
+        shipper = Shipper(self._producer or new_producer(self.bootstrap), on_wait=_keepalive(cur))
         resume_lsn = stored["lsn"] if stored and not snapshot else 0
         if snapshot:
             if exists:
@@ -257,13 +257,6 @@ class PostgresConnector:
         finally:
             repl.close()
             conn.close()
-
-
-def _new_producer(bootstrap):
-    from confluent_kafka import Producer
-
-    from .shipper import producer_config
-    return Producer(producer_config(bootstrap))
 
 
 def _keepalive(cur):

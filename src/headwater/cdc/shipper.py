@@ -10,7 +10,7 @@ from collections import deque
 import json
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -23,6 +23,10 @@ def producer_config(bootstrap):
         "message.timeout.ms": 0,  # infinite: while the broker is down we wait, never drop
         "partitioner": "murmur2_random",  # the Java client's choice: same key, same partition
     }
+
+
+def new_producer(bootstrap):
+    return Producer(producer_config(bootstrap))
 
 
 class Batch:

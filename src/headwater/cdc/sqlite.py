@@ -14,7 +14,7 @@ import time
 
 from . import CdcError
 from .envelope import Source, row_events, topic_name
-from .shipper import PositionStore, Shipper
+from .shipper import PositionStore, Shipper, new_producer
 
 CHANGELOG = "_headwater_changelog"
 _TRIGGER_OPS = {"insert": "c", "update": "u", "delete": "d"}
@@ -131,12 +131,7 @@ class SqliteConnector:
         stored = self.positions.load(wait_log=self.log)
         self.position = stored["id"] if stored else 0
         conn.execute(f"DELETE FROM {CHANGELOG} WHERE id <= ?", (self.position,))
-        if self._producer is None:
-            from confluent_kafka import Producer
-
-            from .shipper import producer_config
-            self._producer = Producer(producer_config(self.bootstrap))
-        shipper = Shipper(self._producer)
+        shipper = Shipper(self._producer or new_producer(self.bootstrap))
         db = os.path.basename(self.path)
         last_status = time.monotonic()
         self.shipper = shipper
