@@ -79,6 +79,12 @@ class PostgresServer:
         finally:
             conn.close()
 
+    def crash_and_restart(self):
+        """Immediate shutdown (no checkpoint, like a crash), then start again on the same port."""
+        self._run(_pg_bin("pg_ctl"), "-D", self.data, "-m", "immediate", "-w", "stop")
+        self._run(_pg_bin("pg_ctl"), "-D", self.data, "-l", os.path.join(self.dir, "log"), "-w", "start")
+        self._wait_ready()
+
     def stop(self):
         self._run(_pg_bin("pg_ctl"), "-D", self.data, "-m", "immediate", "-w", "stop")
         shutil.rmtree(self.dir, ignore_errors=True)

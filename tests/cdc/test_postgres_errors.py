@@ -94,3 +94,18 @@ def test_broker_down_is_waited_out_without_losing_position(pg_db, tmp_path):
     finally:
         broker.stop()
     assert sorted({e["after"]["id"] for e in events if e["op"] == "c"}) == list(range(1, 201))
+
+
+def test_database_crash_is_waited_out_without_losing_changes(postgres, pg_db, broker, tmp_path):
+    sql(pg_db, "CREATE TABLE acct (id int PRIMARY KEY, v int)")
+    connector = ConnectorProcess(*postgres_args(pg_db, broker), "--heartbeat-interval", "0.5",
+                                 log_path=tmp_path / "connector.log").start()
+    wait_for(lambda: slot_active(pg_db), what="the stream")
+    sql(pg_db, "INSERT INTO acct SELECT g, 0 FROM generate_series(1, 100) g")
+    postgres.crash_and_restart()
+    sql(pg_db, "INSERT INTO acct SELECT g, 1 FROM generate_series(101, 200) g")
+    caught_up(pg_db)
+    assert connector.stop() == 0, connector.log()
+    assert "restarting from the last acknowledged position" in connector.log()
+    events = changes(read_topic(broker.bootstrap, "shop.public.acct"))
+    assert sorted({e["after"]["id"] for e in events if e["op"] == "c"}) == list(range(1, 201))

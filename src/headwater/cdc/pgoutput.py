@@ -4,6 +4,7 @@ Bytes of one replication message in, one message object out. Message layouts are
 the PostgreSQL docs, "Logical Replication Message Formats". LSNs are integers.
 """
 from dataclasses import dataclass
+import functools
 import struct
 
 # Column values in TupleData: the kind byte says what follows.
@@ -105,17 +106,22 @@ class DecodeError(ValueError):
     pass
 
 
+@functools.cache
+def _layout(fmt):
+    return struct.Struct(fmt)
+
+
 class _Reader:
     def __init__(self, data):
         self.data = bytes(data)
         self.pos = 0
 
     def take(self, fmt):
-        size = struct.calcsize(fmt)
-        if self.pos + size > len(self.data):
+        layout = _layout(fmt)
+        if self.pos + layout.size > len(self.data):
             raise DecodeError("message truncated")
-        value = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += size
+        value = layout.unpack_from(self.data, self.pos)
+        self.pos += layout.size
         return value[0] if len(value) == 1 else value
 
     def raw(self, n):

@@ -13,7 +13,7 @@ import psycopg2
 import psycopg2.extras
 from psycopg2 import sql
 
-from . import CdcError, pgoutput, pgtypes
+from . import CdcError, SourceUnavailable, pgoutput, pgtypes
 from .envelope import UNAVAILABLE, Source, row_events, topic_name, truncate_event
 from .shipper import PositionStore, Shipper, new_producer
 
@@ -50,7 +50,7 @@ def connect(dsn, replication=False):
             dsn, options=pgtypes.SESSION_OPTIONS,
             connection_factory=psycopg2.extras.LogicalReplicationConnection if replication else None)
     except psycopg2.OperationalError as exc:
-        raise CdcError(f"cannot connect to PostgreSQL: {str(exc).strip().splitlines()[0]}") from None
+        raise SourceUnavailable(f"cannot connect to PostgreSQL: {str(exc).strip().splitlines()[0]}") from None
     if not replication:  # a replication connection is always in autocommit
         conn.autocommit = True
     return conn
@@ -289,7 +289,10 @@ class _Stream:
         last_save = last_heartbeat = last_status = time.monotonic()
         received = 0
         while not should_stop():
-            msg = self.cur.read_message()
+            try:
+                msg = self.cur.read_message()
+            except psycopg2.DatabaseError as exc:  # libpq reports a dropped stream this way
+                raise psycopg2.OperationalError(f"replication stream lost: {exc}") from exc
             if msg is not None:
                 self.handle(msg.data_start, pgoutput.decode(msg.payload))
                 received += 1

@@ -7,7 +7,7 @@ import time
 import psycopg2
 from confluent_kafka import KafkaException
 
-from headwater.cdc import CdcError
+from headwater.cdc import CdcError, SourceUnavailable
 from headwater.cdc.shipper import DeliveryFailed
 from headwater.cli.common import DEFAULT_BOOTSTRAP
 
@@ -69,23 +69,27 @@ def _log(line):
 
 
 def _supervise(make_connector, args):
-    """Run until SIGINT/SIGTERM; transient failures (broker or database gone) restart the
-    connector, which resumes from its last acknowledged position."""
+    """Run until SIGINT/SIGTERM. Failures that pass (broker or database gone for a while)
+    restart the connector, which resumes from its last acknowledged position. A source that
+    cannot be reached at the very first start is a configuration error instead."""
     stopping = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.append(True))
+    has_run = False
     while not stopping:
         try:
             make_connector().run(should_stop=lambda: bool(stopping), status_interval=args.status_interval,
                                  on_status=_status_printer())
         except CdcError as exc:
-            print(f"headwater: error: {exc}", file=sys.stderr)
-            return 1
+            if not (has_run and isinstance(exc, SourceUnavailable)):
+                print(f"headwater: error: {exc}", file=sys.stderr)
+                return 1
+            _log(f"{exc}; retrying")
         except TRANSIENT as exc:
-            if stopping:
-                break
-            _log(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}; "
-                 "restarting from the last acknowledged position")
+            has_run = True
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            _log(f"{type(exc).__name__}: {first_line}; restarting from the last acknowledged position")
+        if not stopping:
             time.sleep(1)
     return 0
 
