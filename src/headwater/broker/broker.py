@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 from headwater.broker.config import BrokerConfig
+from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.growth import GrowthSignals
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.log import InvalidTopicError, Log, LogConfig, LogManager
@@ -37,6 +38,7 @@ class Broker:
         self.producer_ids = ProducerIds(config.data_dir)
         self.growth = GrowthSignals()
         self._producers: dict[tuple[str, int], PartitionProducers] = {}
+        self.groups = GroupCoordinator(self)  # replays __consumer_offsets: groups and offsets are back
 
     @staticmethod
     def _lock_data_dir(data_dir: Path):

@@ -5,9 +5,14 @@ response is sent, as for a produce with acks=0).
 """
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from headwater.protocol.messages import Api, ApiKey, api
 
 HANDLERS: dict[int, tuple[Api, object]] = {}
+
+# The client address of the connection whose request is being handled (each connection is a task).
+client_host: ContextVar[str] = ContextVar("client_host", default="")
 
 
 def handles(key: ApiKey, min_version: int, max_version: int):

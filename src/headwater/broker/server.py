@@ -13,10 +13,11 @@ import struct
 
 # Importing the API modules registers their handlers.
 from headwater.broker import api_versions, fetch, offsets, produce, topics  # noqa: F401
+from headwater.broker.groups import admin, commits, membership  # noqa: F401
 from headwater.broker.api_versions import api_versions_body
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
-from headwater.broker.handlers import HANDLERS, supported_apis
+from headwater.broker.handlers import HANDLERS, client_host, supported_apis
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, ProtocolError, UnsupportedVersion, encode_response, parse_request
 
@@ -50,6 +51,7 @@ class Server:
         task = asyncio.current_task()
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        client_host.set(f"/{peer[0]}" if peer else "")
         try:
             await self._requests(reader, writer, peer)
         except (asyncio.IncompleteReadError, ConnectionError):

@@ -1,0 +1,17 @@
+"""Consumer groups: the Kafka classic group protocol, with the broker as the group coordinator.
+
+DDIA ch. 11: a log-based broker shares a stream among consumers in two ways. Load
+balancing: the members of one group split the partitions between them. Fan-out: every
+group reads every message, each at its own committed offsets.
+
+- ``group.py``        a group and its members (the data the state machine works on);
+- ``coordinator.py``  the state machine: joins, generations, rebalances, session expiry;
+- ``store.py``        committed offsets and group metadata in the compacted ``__consumer_offsets``
+                      topic, replayed when the broker starts;
+- ``assignment.py``   the consumer protocol's assignment layout, to refuse malformed ones;
+- ``membership.py``, ``commits.py``, ``admin.py``  the API handlers.
+
+Partition assignment itself is done by the clients (range, roundrobin, cooperative-sticky):
+the coordinator picks a protocol every member supports, hands the leader everyone's
+subscription and passes the leader's assignment on, opaque.
+"""

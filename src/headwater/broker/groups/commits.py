@@ -1,0 +1,68 @@
+"""OffsetCommit and OffsetFetch: where each group has got to in each partition."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from headwater.broker.handlers import handles
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+
+from .coordinator import OFFSET_METADATA_MAX_BYTES
+from .group import CommittedOffset
+
+OffsetCommitResponse = MESSAGE_CLASSES[ApiKey.OFFSET_COMMIT][1]
+OffsetFetchResponse = MESSAGE_CLASSES[ApiKey.OFFSET_FETCH][1]
+NO_OFFSET = -1
+
+
+def _partition_error(broker, topic: str, partition: int, metadata: str | None) -> ErrorCode:
+    if broker.logs.get_log(topic, partition) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if metadata is not None and len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+        return ErrorCode.OFFSET_METADATA_TOO_LARGE
+    return ErrorCode.NONE
+
+
+@handles(ApiKey.OFFSET_COMMIT, 2, 7)
+async def offset_commit(broker, header, request):
+    errors, offsets = {}, {}
+    for topic in request.topics:
+        for part in topic.partitions:
+            tp = (topic.name, part.partition_index)
+            errors[tp] = _partition_error(broker, topic.name, part.partition_index, part.committed_metadata)
+            if not errors[tp]:
+                offsets[tp] = CommittedOffset(part.committed_offset, part.committed_leader_epoch,
+                                              part.committed_metadata)
+    if offsets:
+        error = broker.groups.commit(request.group_id, request.generation_id_or_member_epoch, request.member_id,
+                                     request.group_instance_id, offsets)
+        errors.update((tp, error) for tp in offsets)
+    by_topic = defaultdict(list)
+    P = OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
+    for (topic, partition), error in errors.items():
+        by_topic[topic].append(P(partition_index=partition, error_code=error))
+    T = OffsetCommitResponse.OffsetCommitResponseTopic
+    return OffsetCommitResponse(topics=[T(name=name, partitions=parts) for name, parts in by_topic.items()])
+
+
+@handles(ApiKey.OFFSET_FETCH, 1, 5)
+async def offset_fetch(broker, header, request):
+    committed = broker.groups.committed(request.group_id)
+    if request.topics is None:  # v2+: every partition the group has an offset for
+        wanted = defaultdict(list)
+        for topic, partition in sorted(committed):
+            wanted[topic].append(partition)
+    else:
+        wanted = {t.name: t.partition_indexes for t in request.topics}
+    T = OffsetFetchResponse.OffsetFetchResponseTopic
+    P = T.OffsetFetchResponsePartition
+    topics = []
+    for name, partitions in wanted.items():
+        parts = []
+        for partition in partitions:
+            c = committed.get((name, partition))
+            parts.append(P(partition_index=partition, committed_offset=c.offset if c else NO_OFFSET,
+                           committed_leader_epoch=c.leader_epoch if c else -1,
+                           metadata=c.metadata if c else "", error_code=0))
+        topics.append(T(name=name, partitions=parts))
+    return OffsetFetchResponse(topics=topics, error_code=0)

@@ -1,0 +1,435 @@
+"""The group coordinator: the classic group protocol's state machine.
+
+    Empty --join--> PreparingRebalance --all joined / rebalance timeout--> CompletingRebalance
+    CompletingRebalance --leader's SyncGroup--> Stable --join, leave, expiry--> PreparingRebalance
+    PreparingRebalance --everyone gone--> Empty;  Empty --DeleteGroups--> Dead
+
+A rebalance opens a new generation. JoinGroup requests wait (their connection parked on a
+future) until every known member has rejoined or the rebalance timeout has passed; members
+that did not rejoin are dropped. The leader (first member to join) receives everyone's
+subscription and sends the assignment back in its SyncGroup, which the coordinator hands
+to each member. Members that stop heartbeating for their session timeout are removed by an
+asyncio timer, which starts the next rebalance; so do LeaveGroup and a changed subscription.
+Static members (group.instance.id) keep their place across restarts: a rejoin with the same
+instance id takes over the old member id without a rebalance, and the old id is fenced.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from headwater.protocol.errors import ErrorCode
+
+from . import assignment
+from .group import CommittedOffset, Group, GroupState, Member
+from .store import GroupStore
+
+log = logging.getLogger("headwater.groups")
+
+# group.min.session.timeout.ms / group.max.session.timeout.ms, Kafka's defaults
+MIN_SESSION_TIMEOUT_MS = 6000
+MAX_SESSION_TIMEOUT_MS = 1_800_000
+OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes
+CONSUMER_PROTOCOL = "consumer"
+
+E = ErrorCode
+Empty, Preparing, Completing, Stable, Dead = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
+                                               GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
+
+
+@dataclass
+class JoinRequest:
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool   # JoinGroup v4+: a new member first gets its id, then joins with it
+
+
+@dataclass
+class JoinResult:
+    error: ErrorCode
+    member_id: str = ""
+    generation: int = -1
+    protocol: str | None = None
+    leader: str = ""
+    members: list[Member] = field(default_factory=list)   # for the leader only
+
+
+class GroupCoordinator:
+    def __init__(self, broker):
+        self.store = GroupStore(broker)
+        self.groups: dict[str, Group] = self.store.load()
+        for group in self.groups.values():
+            for member in group.members.values():  # restored members get one session to come back
+                self._arm_session(group, member)
+        log.info("loaded %d group(s) from %s", len(self.groups), "__consumer_offsets")
+
+    # --- JoinGroup -------------------------------------------------------------------------
+
+    async def join(self, req: JoinRequest) -> JoinResult:
+        if not req.group_id:
+            return JoinResult(E.INVALID_GROUP_ID, req.member_id)
+        if not MIN_SESSION_TIMEOUT_MS <= req.session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
+            return JoinResult(E.INVALID_SESSION_TIMEOUT, req.member_id)
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.member_id:
+                return JoinResult(E.UNKNOWN_MEMBER_ID, req.member_id)
+            group = Group(req.group_id)
+        if group.state is Dead:
+            return JoinResult(E.COORDINATOR_NOT_AVAILABLE, req.member_id)
+        if not group.supports(req.protocol_type, [name for name, _ in req.protocols]):
+            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+        self.groups.setdefault(group.group_id, group)
+        if not req.member_id:
+            return await self._join_new_member(group, req)
+        return await self._join_known_member(group, req)
+
+    async def _join_new_member(self, group: Group, req: JoinRequest) -> JoinResult:
+        if req.instance_id is not None and req.instance_id in group.static_members:
+            return await self._replace_static_member(group, req)
+        member_id = f"{req.client_id}-{uuid.uuid4()}"
+        if req.instance_id is None and req.require_known_member_id:
+            # KIP-394: hand out the id first, so a client that times out and retries is not a new member
+            group.pending_members[member_id] = self._loop().call_later(
+                req.session_timeout_ms / 1000, self._pending_expired, group, member_id)
+            return JoinResult(E.MEMBER_ID_REQUIRED, member_id)
+        return await self._add_member_and_wait(group, member_id, req)
+
+    async def _join_known_member(self, group: Group, req: JoinRequest) -> JoinResult:
+        timer = group.pending_members.pop(req.member_id, None)
+        if timer is not None:
+            timer.cancel()
+            return await self._add_member_and_wait(group, req.member_id, req)
+        if group.fenced(req.member_id, req.instance_id):
+            return JoinResult(E.FENCED_INSTANCE_ID, req.member_id)
+        member = group.members.get(req.member_id)
+        if member is None:
+            return JoinResult(E.UNKNOWN_MEMBER_ID, req.member_id)
+        unchanged = member.same_protocols(req.protocols)
+        if group.state is Completing and unchanged:
+            return self._join_result(group, member)  # a retried join: same answer
+        if group.state is Stable and unchanged and member.member_id != group.leader:
+            return self._join_result(group, member)  # nothing to rebalance for
+        member.protocols = req.protocols
+        member.session_timeout_ms, member.rebalance_timeout_ms = req.session_timeout_ms, req.rebalance_timeout_ms
+        return await self._wait_for_join(group, member)
+
+    async def _replace_static_member(self, group: Group, req: JoinRequest) -> JoinResult:
+        old = group.members[group.static_members[req.instance_id]]
+        new_id = f"{req.instance_id}-{uuid.uuid4()}"
+        log.info("group %s: static member %s rejoined, %s replaces %s", group.group_id, req.instance_id, new_id,
+                 old.member_id)
+        self._cancel_member(old, E.FENCED_INSTANCE_ID)
+        del group.members[old.member_id]
+        old.member_id, old.client_id, old.client_host = new_id, req.client_id, req.client_host
+        group.members[new_id] = old
+        group.static_members[req.instance_id] = new_id
+        if group.leader not in group.members:
+            group.leader = new_id
+        if group.state is Stable and old.same_protocols(req.protocols):
+            self._arm_session(group, old)
+            return self._join_result(group, old, with_members=False)  # keeps its assignment: no rebalance
+        old.protocols = req.protocols
+        return await self._wait_for_join(group, old)
+
+    async def _add_member_and_wait(self, group: Group, member_id: str, req: JoinRequest) -> JoinResult:
+        member = Member(member_id, req.instance_id, req.client_id, req.client_host, req.session_timeout_ms,
+                        req.rebalance_timeout_ms, req.protocols)
+        if not group.members:
+            group.protocol_type = req.protocol_type
+        group.members[member_id] = member
+        if req.instance_id is not None:
+            group.static_members[req.instance_id] = member_id
+        if group.leader is None:
+            group.leader = member_id
+        log.info("group %s: member %s joins", group.group_id, member_id)
+        return await self._wait_for_join(group, member)
+
+    async def _wait_for_join(self, group: Group, member: Member) -> JoinResult:
+        waiter = member.join_waiter = self._loop().create_future()
+        self._arm_session(group, member)
+        if group.state is not Preparing:
+            self._prepare_rebalance(group)
+        self._maybe_complete_join(group)
+        return await waiter
+
+    def _join_result(self, group: Group, member: Member, with_members: bool = True) -> JoinResult:
+        leader = member.member_id == group.leader
+        return JoinResult(E.NONE, member.member_id, group.generation, group.protocol, group.leader or "",
+                          list(group.members.values()) if leader and with_members else [])
+
+    # --- the rebalance ---------------------------------------------------------------------
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        if group.state is Completing:
+            self._fail_syncs(group, E.REBALANCE_IN_PROGRESS)
+        group.state = Preparing
+        if group.rebalance_timer is not None:
+            group.rebalance_timer.cancel()
+        group.rebalance_timer = self._loop().call_later(group.rebalance_timeout_ms() / 1000, self._complete_join,
+                                                        group)
+        log.info("group %s: preparing rebalance (generation %d)", group.group_id, group.generation)
+
+    def _maybe_complete_join(self, group: Group) -> None:
+        if group.state is Preparing and group.all_joined():
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        """Open the next generation with the members that rejoined (at the latest at the rebalance timeout)."""
+        if group.rebalance_timer is not None:
+            group.rebalance_timer.cancel()
+            group.rebalance_timer = None
+        if group.state is not Preparing:
+            return
+        for member in [m for m in group.members.values() if m.join_waiter is None]:
+            log.info("group %s: member %s did not rejoin in time", group.group_id, member.member_id)
+            self._remove(group, member)
+        group.generation += 1
+        if not group.members:
+            group.state, group.protocol, group.leader = Empty, None, None
+            self.store.store_group(group)
+            log.info("group %s: empty at generation %d", group.group_id, group.generation)
+            return
+        group.protocol = group.select_protocol()
+        group.state = Completing
+        for member in group.members.values():
+            member.assignment = b""
+            waiter, member.join_waiter = member.join_waiter, None
+            if not waiter.done():
+                waiter.set_result(self._join_result(group, member))
+            self._arm_session(group, member)
+        log.info("group %s: generation %d with %d member(s), protocol %s, leader %s", group.group_id,
+                 group.generation, len(group.members), group.protocol, group.leader)
+
+    # --- SyncGroup -------------------------------------------------------------------------
+
+    async def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                   assignments: list[tuple[str, bytes]]) -> tuple[ErrorCode, bytes]:
+        group = self.groups.get(group_id)
+        error = self._check_member(group, member_id, instance_id, generation)
+        if error:
+            return error, b""
+        member = group.members[member_id]
+        if group.state is Preparing:
+            return E.REBALANCE_IN_PROGRESS, b""
+        self._arm_session(group, member)
+        if group.state is Stable:
+            return E.NONE, member.assignment
+        waiter = member.sync_waiter = self._loop().create_future()
+        if member_id == group.leader:
+            error = self._validate(group, assignments)
+            if error:
+                log.warning("group %s: leader %s sent an unusable assignment: %s", group.group_id, member_id, error)
+                self._fail_syncs(group, E.INVALID_REQUEST)
+                self._prepare_rebalance(group)
+            else:
+                self._complete_sync(group, dict(assignments))
+        return await waiter
+
+    @staticmethod
+    def _validate(group: Group, assignments: list[tuple[str, bytes]]) -> str | None:
+        seen = set()
+        for member_id, data in assignments:
+            if member_id not in group.members:
+                return f"assignment for {member_id!r}, not a member of generation {group.generation}"
+            if member_id in seen:
+                return f"two assignments for {member_id!r}"
+            seen.add(member_id)
+            if group.protocol_type == CONSUMER_PROTOCOL:
+                try:
+                    assignment.partitions(data)
+                except assignment.MalformedAssignment as exc:
+                    return f"assignment for {member_id!r}: {exc}"
+        return None
+
+    def _complete_sync(self, group: Group, assignments: dict[str, bytes]) -> None:
+        for member in group.members.values():
+            member.assignment = bytes(assignments.get(member.member_id, b""))
+        error = self.store.store_group(group)
+        if error:
+            self._fail_syncs(group, error)
+            self._prepare_rebalance(group)
+            return
+        group.state = Stable
+        for member in group.members.values():
+            waiter, member.sync_waiter = member.sync_waiter, None
+            if waiter is not None and not waiter.done():
+                waiter.set_result((E.NONE, member.assignment))
+        log.info("group %s: generation %d stable", group.group_id, group.generation)
+
+    def _fail_syncs(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            waiter, member.sync_waiter = member.sync_waiter, None
+            if waiter is not None and not waiter.done():
+                waiter.set_result((error, b""))
+
+    # --- Heartbeat, LeaveGroup, session expiry ---------------------------------------------
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        group = self.groups.get(group_id)
+        error = self._check_member(group, member_id, instance_id, generation)
+        if error:
+            return error
+        self._arm_session(group, group.members[member_id])
+        return E.REBALANCE_IN_PROGRESS if group.state is Preparing else E.NONE
+
+    def leave(self, group_id: str, leavers: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        """Remove members given as (member id, group.instance.id); one error per leaver."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is Dead:
+            return [E.UNKNOWN_MEMBER_ID] * len(leavers)
+        errors, removed = [], False
+        for member_id, instance_id in leavers:
+            if instance_id is not None:
+                known = group.static_members.get(instance_id)
+                if known is None:
+                    errors.append(E.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id and member_id != known:
+                    errors.append(E.FENCED_INSTANCE_ID)
+                    continue
+                member_id = known
+            timer = group.pending_members.pop(member_id, None)
+            if timer is not None:
+                timer.cancel()
+                errors.append(E.NONE)
+                removed = True
+                continue
+            member = group.members.get(member_id)
+            if member is None:
+                errors.append(E.UNKNOWN_MEMBER_ID)
+                continue
+            log.info("group %s: member %s leaves", group.group_id, member_id)
+            self._remove(group, member)
+            errors.append(E.NONE)
+            removed = True
+        if removed:
+            self._members_changed(group)
+        return errors
+
+    def _session_expired(self, group: Group, member: Member) -> None:
+        if group.members.get(member.member_id) is not member:
+            return
+        if member.join_waiter is not None or member.sync_waiter is not None:
+            self._arm_session(group, member)  # parked in a rebalance: the rebalance timeout governs
+            return
+        log.info("group %s: member %s expired after %d ms without a heartbeat", group.group_id, member.member_id,
+                 member.session_timeout_ms)
+        self._remove(group, member)
+        self._members_changed(group)
+
+    def _pending_expired(self, group: Group, member_id: str) -> None:
+        if group.pending_members.pop(member_id, None) is not None:
+            self._maybe_complete_join(group)
+
+    def _members_changed(self, group: Group) -> None:
+        if group.state in (Stable, Completing):
+            self._prepare_rebalance(group)
+        self._maybe_complete_join(group)
+
+    def _remove(self, group: Group, member: Member) -> None:
+        self._cancel_member(member, E.UNKNOWN_MEMBER_ID)
+        del group.members[member.member_id]
+        if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
+            del group.static_members[member.instance_id]
+        if group.leader == member.member_id:
+            group.leader = next(iter(group.members), None)
+
+    @staticmethod
+    def _cancel_member(member: Member, error: ErrorCode) -> None:
+        """Stop a member's timer and answer whatever it is parked on."""
+        if member.session_timer is not None:
+            member.session_timer.cancel()
+        for waiter, answer in ((member.join_waiter, JoinResult(error, member.member_id)),
+                               (member.sync_waiter, (error, b""))):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(answer)
+        member.join_waiter = member.sync_waiter = None
+
+    def _arm_session(self, group: Group, member: Member) -> None:
+        if member.session_timer is not None:
+            member.session_timer.cancel()
+        member.session_timer = self._loop().call_later(member.session_timeout_ms / 1000, self._session_expired,
+                                                        group, member)
+
+    def _check_member(self, group: Group | None, member_id: str, instance_id: str | None,
+                      generation: int) -> ErrorCode:
+        """The checks SyncGroup and Heartbeat share (and OffsetCommit, for group members)."""
+        if group is None or group.state is Empty:
+            return E.UNKNOWN_MEMBER_ID
+        if group.state is Dead:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if group.fenced(member_id, instance_id):
+            return E.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return E.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return E.ILLEGAL_GENERATION
+        return E.NONE
+
+    # --- offsets ---------------------------------------------------------------------------
+
+    def commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+               offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
+        """Store offsets for a group member, or for a simple consumer (generation -1, no member
+        id) of a group without members. One error for the whole request."""
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                return E.ILLEGAL_GENERATION  # a member of a generation this coordinator never had
+            group = self.groups[group_id] = Group(group_id)
+        if group.state is Dead:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if group.fenced(member_id, instance_id):
+            return E.FENCED_INSTANCE_ID
+        if not (generation < 0 and group.state is Empty):
+            if group.state is Completing:
+                return E.REBALANCE_IN_PROGRESS
+            if member_id not in group.members:
+                return E.UNKNOWN_MEMBER_ID
+            if generation != group.generation:
+                return E.ILLEGAL_GENERATION
+            self._arm_session(group, group.members[member_id])
+        now = int(time.time() * 1000)
+        for committed in offsets.values():
+            committed.commit_timestamp = now
+        error = self.store.store_offsets(group_id, offsets)
+        if not error:
+            group.offsets.update(offsets)
+        return error
+
+    def committed(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
+        group = self.groups.get(group_id)
+        return group.offsets if group is not None else {}
+
+    # --- administration --------------------------------------------------------------------
+
+    def delete(self, group_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None or group.state is Dead:
+            return E.GROUP_ID_NOT_FOUND
+        if group.members or group.pending_members:
+            return E.NON_EMPTY_GROUP
+        error = self.store.delete_group(group)
+        if not error:
+            group.state = Dead
+            del self.groups[group_id]
+            log.info("group %s deleted", group_id)
+        return error
+
+    @staticmethod
+    def _loop() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()

@@ -1,0 +1,92 @@
+"""A consumer group and its members: the data the coordinator's state machine works on."""
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class GroupState(str, Enum):
+    """Kafka's names, as DescribeGroups and ListGroups report them."""
+    EMPTY = "Empty"                                   # no members (offsets may still be kept)
+    PREPARING_REBALANCE = "PreparingRebalance"        # waiting for the members to (re)join
+    COMPLETING_REBALANCE = "CompletingRebalance"      # joined; waiting for the leader's assignment
+    STABLE = "Stable"                                 # assignment handed out, members consuming
+    DEAD = "Dead"                                     # deleted
+
+
+@dataclass
+class CommittedOffset:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    commit_timestamp: int = -1
+
+
+@dataclass(eq=False)
+class Member:
+    member_id: str
+    instance_id: str | None          # group.instance.id of a static member
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: list[tuple[str, bytes]]   # (protocol name, subscription metadata), in preference order
+    assignment: bytes = b""
+    join_waiter: asyncio.Future | None = None   # set while a JoinGroup waits for the rebalance
+    sync_waiter: asyncio.Future | None = None   # set while a SyncGroup waits for the leader
+    session_timer: asyncio.TimerHandle | None = None
+
+    def metadata(self, protocol: str) -> bytes:
+        return next(meta for name, meta in self.protocols if name == protocol)
+
+    def same_protocols(self, protocols: list[tuple[str, bytes]]) -> bool:
+        return [(n, bytes(m)) for n, m in self.protocols] == [(n, bytes(m)) for n, m in protocols]
+
+
+@dataclass(eq=False)
+class Group:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)     # in join order
+    static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
+    pending_members: dict[str, asyncio.TimerHandle] = field(default_factory=dict)  # ids handed out, not joined yet
+    offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    rebalance_timer: asyncio.TimerHandle | None = None
+
+    def supports(self, protocol_type: str, protocol_names: list[str]) -> bool:
+        """Whether a member with these protocols may join: the first member sets the type; later
+        ones must share it and at least one protocol every current member supports."""
+        if not protocol_type or not protocol_names:
+            return False
+        if not self.members:
+            return True
+        return protocol_type == self.protocol_type and bool(self.common_protocols() & set(protocol_names))
+
+    def common_protocols(self) -> set[str]:
+        names = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*names) if names else set()
+
+    def select_protocol(self) -> str:
+        """Each member votes for its most preferred protocol that all members support; the most
+        votes win, ties going to the leader's preference."""
+        common = self.common_protocols()
+        votes = Counter(next(name for name, _ in m.protocols if name in common) for m in self.members.values())
+        leader = self.members.get(self.leader) or next(iter(self.members.values()))
+        order = [name for name, _ in leader.protocols if name in common]
+        return max(order, key=lambda name: (votes[name], -order.index(name)))
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def all_joined(self) -> bool:
+        return not self.pending_members and all(m.join_waiter is not None for m in self.members.values())
+
+    def fenced(self, member_id: str, instance_id: str | None) -> bool:
+        """A static member's id was replaced by a newer join with the same group.instance.id."""
+        return instance_id is not None and self.static_members.get(instance_id, member_id) != member_id

@@ -1,0 +1,75 @@
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup: being a member of a group."""
+from __future__ import annotations
+
+from headwater.broker.handlers import client_host, handles
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+
+from .coordinator import JoinRequest
+
+FindCoordinatorResponse = MESSAGE_CLASSES[ApiKey.FIND_COORDINATOR][1]
+JoinGroupResponse = MESSAGE_CLASSES[ApiKey.JOIN_GROUP][1]
+SyncGroupResponse = MESSAGE_CLASSES[ApiKey.SYNC_GROUP][1]
+HeartbeatResponse = MESSAGE_CLASSES[ApiKey.HEARTBEAT][1]
+LeaveGroupResponse = MESSAGE_CLASSES[ApiKey.LEAVE_GROUP][1]
+GROUP_KEY = 0
+
+
+@handles(ApiKey.FIND_COORDINATOR, 0, 2)
+async def find_coordinator(broker, header, request):
+    # One broker: it coordinates every group. Transactions are not offered.
+    if request.key_type != GROUP_KEY:
+        return FindCoordinatorResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                       error_message="Headwater coordinates consumer groups only",
+                                       node_id=-1, host="", port=-1)
+    if not request.key:
+        return FindCoordinatorResponse(error_code=ErrorCode.INVALID_GROUP_ID, error_message="empty group id",
+                                       node_id=-1, host="", port=-1)
+    host, port = broker.config.advertised
+    return FindCoordinatorResponse(error_code=0, error_message=None, node_id=broker.config.node_id, host=host,
+                                   port=port)
+
+
+@handles(ApiKey.JOIN_GROUP, 0, 5)
+async def join_group(broker, header, request):
+    rebalance_timeout = request.rebalance_timeout_ms if header.api_version >= 1 else request.session_timeout_ms
+    result = await broker.groups.join(JoinRequest(
+        group_id=request.group_id, member_id=request.member_id, instance_id=request.group_instance_id,
+        client_id=header.client_id or "", client_host=client_host.get(),
+        session_timeout_ms=request.session_timeout_ms, rebalance_timeout_ms=rebalance_timeout,
+        protocol_type=request.protocol_type, protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        require_known_member_id=header.api_version >= 4))
+    M = JoinGroupResponse.JoinGroupResponseMember
+    members = [M(member_id=m.member_id, group_instance_id=m.instance_id, metadata=m.metadata(result.protocol))
+               for m in result.members]
+    return JoinGroupResponse(error_code=result.error, generation_id=result.generation,
+                             protocol_name=result.protocol or "", leader=result.leader, member_id=result.member_id,
+                             members=members)
+
+
+@handles(ApiKey.SYNC_GROUP, 0, 3)
+async def sync_group(broker, header, request):
+    error, assignment = await broker.groups.sync(
+        request.group_id, request.generation_id, request.member_id, request.group_instance_id,
+        [(a.member_id, bytes(a.assignment)) for a in request.assignments])
+    return SyncGroupResponse(error_code=error, assignment=assignment)
+
+
+@handles(ApiKey.HEARTBEAT, 0, 3)
+async def heartbeat(broker, header, request):
+    error = broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
+                                    request.group_instance_id)
+    return HeartbeatResponse(error_code=error)
+
+
+@handles(ApiKey.LEAVE_GROUP, 0, 3)
+async def leave_group(broker, header, request):
+    if header.api_version < 3:
+        (error,) = broker.groups.leave(request.group_id, [(request.member_id, None)])
+        return LeaveGroupResponse(error_code=error)
+    leavers = [(m.member_id, m.group_instance_id) for m in request.members]
+    errors = broker.groups.leave(request.group_id, leavers)
+    R = LeaveGroupResponse.MemberResponse
+    return LeaveGroupResponse(error_code=0, members=[
+        R(member_id=member_id, group_instance_id=instance_id, error_code=error)
+        for (member_id, instance_id), error in zip(leavers, errors)])

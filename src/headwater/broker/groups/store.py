@@ -1,0 +1,149 @@
+"""Committed offsets and group metadata, kept in the broker's own log.
+
+The internal topic ``__consumer_offsets`` (one partition, ``cleanup.policy=compact``) is
+the durable state of every group; memory holds a cache rebuilt from it at start. Each
+record is keyed so that compaction keeps only the latest state of each thing:
+
+    key   {"group": G, "type": "offset", "topic": T, "partition": P}   (JSON, sorted keys)
+    value {"offset": N, "leader_epoch": E, "metadata": M, "commit_timestamp": MS}
+
+    key   {"group": G, "type": "group"}
+    value {"protocol_type": ..., "protocol": ..., "generation": N, "leader": ..., "members": [
+           {"member_id", "instance_id", "client_id", "client_host", "session_timeout_ms",
+            "rebalance_timeout_ms", "subscription": base64, "assignment": base64}]}
+
+A null value (tombstone) deletes the key: DeleteGroups writes one for the group and each
+of its offsets. Records that do not parse (someone produced to the topic) are skipped
+with a warning when replayed.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+
+from headwater.log import UnknownTopicError
+from headwater.protocol.errors import ErrorCode
+from headwater.records import Record, decode_records, encode_batch, iter_batches
+
+from .group import CommittedOffset, Group, GroupState, Member
+
+log = logging.getLogger("headwater.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Compacted like Kafka's; segments small enough that the cleaner gets closed ones to work on.
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
+READ_CHUNK = 1 << 20
+
+
+def _json(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def offset_key(group_id: str, topic: str, partition: int) -> bytes:
+    return _json({"group": group_id, "type": "offset", "topic": topic, "partition": partition})
+
+
+def group_key(group_id: str) -> bytes:
+    return _json({"group": group_id, "type": "group"})
+
+
+def _group_value(group: Group) -> bytes:
+    members = [{"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
+                "client_host": m.client_host, "session_timeout_ms": m.session_timeout_ms,
+                "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                "subscription": base64.b64encode(m.metadata(group.protocol)).decode(),
+                "assignment": base64.b64encode(m.assignment).decode()}
+               for m in group.members.values()] if group.protocol else []
+    return _json({"protocol_type": group.protocol_type, "protocol": group.protocol, "generation": group.generation,
+                  "leader": group.leader, "members": members})
+
+
+class GroupStore:
+    def __init__(self, broker):
+        self.broker = broker
+        if OFFSETS_TOPIC not in broker.logs.topics:
+            broker.logs.create_topic(OFFSETS_TOPIC, 1, TOPIC_CONFIGS)
+
+    def _write(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        if not pairs:
+            return ErrorCode.NONE
+        now = int(time.time() * 1000)
+        batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
+        result = self.broker.append(OFFSETS_TOPIC, 0, batch)
+        if result.error:
+            log.error("cannot write to %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message or "")
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its offsets log refuses a write
+        if self.broker.config.flush == "always":
+            self.broker.logs.get_log(OFFSETS_TOPIC, 0).flush()
+        return ErrorCode.NONE
+
+    def store_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
+        return self._write([(offset_key(group_id, topic, partition),
+                             _json({"offset": c.offset, "leader_epoch": c.leader_epoch, "metadata": c.metadata,
+                                    "commit_timestamp": c.commit_timestamp}))
+                            for (topic, partition), c in offsets.items()])
+
+    def store_group(self, group: Group) -> ErrorCode:
+        return self._write([(group_key(group.group_id), _group_value(group))])
+
+    def delete_group(self, group: Group) -> ErrorCode:
+        tombstones = [(group_key(group.group_id), None)]
+        tombstones += [(offset_key(group.group_id, t, p), None) for t, p in group.offsets]
+        return self._write(tombstones)
+
+    # --- replay ----------------------------------------------------------------------------
+
+    def load(self) -> dict[str, Group]:
+        """Rebuild every group from the log: the last record of each key wins, as compaction keeps it."""
+        groups: dict[str, Group] = {}
+        plog = self.broker.logs.get_log(OFFSETS_TOPIC, 0)
+        if plog is None:
+            raise UnknownTopicError(OFFSETS_TOPIC)
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        while offset < end:
+            chunk = plog.read(offset, READ_CHUNK)
+            if not chunk:
+                break
+            for pos, header in iter_batches(chunk, validate=False):
+                for record in decode_records(chunk, pos)[1]:
+                    try:
+                        _apply(groups, json.loads(record.key), None if record.value is None else json.loads(record.value))
+                    except (TypeError, ValueError, KeyError) as exc:
+                        log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, OFFSETS_TOPIC, exc)
+                offset = header.last_offset + 1
+        return groups
+
+
+def _apply(groups: dict[str, Group], key: dict, value: dict | None) -> None:
+    group_id = key["group"]
+    group = groups.get(group_id)
+    if key["type"] == "offset":
+        tp = (key["topic"], int(key["partition"]))
+        if value is None:
+            if group is not None:
+                group.offsets.pop(tp, None)
+            return
+        group = group or groups.setdefault(group_id, Group(group_id))
+        group.offsets[tp] = CommittedOffset(int(value["offset"]), int(value["leader_epoch"]), value["metadata"],
+                                            int(value["commit_timestamp"]))
+    elif key["type"] == "group":
+        if value is None:
+            groups.pop(group_id, None)
+            return
+        restored = Group(group_id, generation=int(value["generation"]), protocol_type=value["protocol_type"],
+                         protocol=value["protocol"], leader=value["leader"],
+                         offsets=group.offsets if group is not None else {})
+        for m in value["members"]:
+            member = Member(m["member_id"], m["instance_id"], m["client_id"], m["client_host"],
+                            int(m["session_timeout_ms"]), int(m["rebalance_timeout_ms"]),
+                            [(value["protocol"], base64.b64decode(m["subscription"]))],
+                            base64.b64decode(m["assignment"]))
+            restored.members[member.member_id] = member
+            if member.instance_id is not None:
+                restored.static_members[member.instance_id] = member.member_id
+        restored.state = GroupState.STABLE if restored.members else GroupState.EMPTY
+        groups[group_id] = restored
+    else:
+        raise ValueError(f"unknown record type {key['type']!r}")
