@@ -54,9 +54,10 @@ def describe(bootstrap, group):
     return client.describe_consumer_groups([group])[group].result(30)
 
 
-def wait_stable(bootstrap, group, members: int, partitions: int, timeout=60):
+def wait_stable(broker, group, members: int, partitions: int, timeout=60):
     """Wait until `members` members hold disjoint assignments covering `partitions` partitions;
-    returns {member client/host id: set of partitions} keyed by member id."""
+    returns {member id: set of partitions}."""
+    bootstrap = broker.bootstrap
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         desc = describe(bootstrap, group)
@@ -66,7 +67,8 @@ def wait_stable(bootstrap, group, members: int, partitions: int, timeout=60):
                 and len(set(total)) == partitions):
             return owned
         time.sleep(0.2)
-    raise AssertionError(f"group {group} not stable with {members} members: {desc}")
+    raise AssertionError(f"group {group} not stable with {members} members: {desc}\n"
+                         f"{broker.log_file.read_text()[-5000:]}")
 
 
 def committed(bootstrap, group, topic, partitions) -> dict[int, int]:

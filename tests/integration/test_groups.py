@@ -30,7 +30,7 @@ def test_three_members_share_six_partitions_each_message_processed_once(broker, 
     create_topic(broker.bootstrap, "orders", 6)
     members = [MemberProcess(broker.bootstrap, "inventory", "orders", client, tmp_path / f"m{i}.txt",
                              assignor=assignor) for i in range(3)]
-    wait_stable(broker.bootstrap, "inventory", 3, 6)
+    wait_stable(broker, "inventory", 3, 6)
     truth = produce_numbered(broker.bootstrap, "orders", 600)
     wait_for(lambda: sum(len(m.records()) for m in members) >= len(truth), message="the group to process all")
     for m in members:
@@ -47,8 +47,8 @@ def test_two_groups_each_see_every_message(broker, tmp_path):
     inventory = [MemberProcess(broker.bootstrap, "inventory", "orders", "confluent", tmp_path / f"i{i}.txt")
                  for i in range(2)]
     analytics = MemberProcess(broker.bootstrap, "analytics", "orders", "kafka-python", tmp_path / "a.txt")
-    wait_stable(broker.bootstrap, "inventory", 2, 6)
-    wait_stable(broker.bootstrap, "analytics", 1, 6)
+    wait_stable(broker, "inventory", 2, 6)
+    wait_stable(broker, "analytics", 1, 6)
     truth = produce_numbered(broker.bootstrap, "orders", 300)
     expected = sorted((p, o, v) for (p, o), v in truth.items())
     wait_for(lambda: len(analytics.records()) >= len(truth) and sum(len(m.records()) for m in inventory) >= len(truth),
@@ -68,7 +68,7 @@ def test_killed_member_partitions_move_and_resume_at_last_commit(broker, tmp_pat
                            commit_every=7, delay_ms=20)
     survivors = [MemberProcess(broker.bootstrap, "inventory", "orders", client, tmp_path / f"s{i}.txt", delay_ms=20)
                  for i in range(2)]
-    wait_stable(broker.bootstrap, "inventory", 3, 6)
+    wait_stable(broker, "inventory", 3, 6)
     truth = produce_numbered(broker.bootstrap, "orders", 600)
     wait_for(lambda: len(victim.records()) >= 40, message="the victim to process some")
     victim.kill()
