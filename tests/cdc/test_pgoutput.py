@@ -111,3 +111,19 @@ def test_truncated_message_is_an_error():
 def test_lsn_text_round_trip():
     assert pgoutput.parse_lsn("16/B374D848") == 0x16B374D848
     assert pgoutput.format_lsn(0x16B374D848) == "16/B374D848"
+
+
+def test_type_message_for_custom_types_and_binary_tuple_data(db):
+    db.execute("CREATE TYPE mood AS ENUM ('sad', 'happy'); CREATE TABLE moods (id int PRIMARY KEY, m mood)")
+    db.execute("ALTER PUBLICATION pub ADD TABLE moods")
+    db.execute("INSERT INTO moods VALUES (7, 'happy')")
+    db.execute("SELECT data FROM pg_logical_slot_peek_binary_changes('s', NULL, NULL, "
+               "'proto_version', '1', 'publication_names', 'pub', 'binary', 'true')")
+    binary = [pgoutput.decode(bytes(d)) for (d,) in db.fetchall()]
+    msgs = changes(db)
+    typ = next(m for m in msgs if isinstance(m, pgoutput.Type))
+    rel = next(m for m in msgs if isinstance(m, Relation))
+    assert (typ.schema, typ.name) == ("public", "mood") and rel.columns[1].type_oid == typ.oid
+    assert next(m for m in msgs if isinstance(m, Insert)).new == ["7", "happy"]
+    # with the binary option PostgreSQL sends each type's binary form ('b'): int4 is 4 bytes big-endian
+    assert next(m for m in binary if isinstance(m, Insert)).new == [b"\x00\x00\x00\x07", b"happy"]

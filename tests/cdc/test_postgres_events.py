@@ -67,6 +67,12 @@ def test_inserts_updates_deletes_truncates_as_debezium_events(pg_db, broker):
         ("d", {"id": 1, "note": "y"}, None)]
     assert replay(audit)[0] == {}
 
+    # the connector's own position: the last record in the positions topic is what the slot confirmed
+    positions = [r for r in read_topic(broker.bootstrap, "headwater-cdc-positions", json_keys=False)
+                 if r["key"] == b"postgresql:headwater"]
+    confirmed = sql(pg_db, "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots")[0][0]
+    assert positions[-1]["value"] == {"lsn": int(confirmed), "snapshot_done": True}
+
 
 def test_snapshot_modes(pg_db, broker):
     sql(pg_db, "CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t SELECT g, g FROM generate_series(1, 50) g")

@@ -45,7 +45,7 @@ def test_sigkill_under_write_load_loses_nothing(pg_db, broker, tmp_path):
     initial = make_acct(pg_db)
     connector = ConnectorProcess("postgres", "--dsn", pg_db, "--tables", "acct", "--topic-prefix", "shop",
                                  "--bootstrap-server", broker.bootstrap, "--heartbeat-interval", "0.5",
-                                 log_path=tmp_path / "connector.log").start()
+                                 "--status-interval", "0.2", log_path=tmp_path / "connector.log").start()
     wait_for(lambda: slot_active(pg_db), what="the first stream (snapshot done)")
     writer = pg_writer(pg_db, PRELOAD + 1)
     writer.start()
@@ -59,6 +59,7 @@ def test_sigkill_under_write_load_loses_nothing(pg_db, broker, tmp_path):
     writer.stop()
     caught_up(pg_db)
     assert connector.stop() == 0, connector.log()
+    assert f"snapshotted {PRELOAD} rows | shipped {PRELOAD} events" in connector.log()  # the first run's status
 
     records = read_topic(broker.bootstrap, "shop.public.acct")
     table, history = replay(records)

@@ -5,7 +5,7 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 
 
-def read_topic(bootstrap, topic):
+def read_topic(bootstrap, topic, json_keys=True):
     """Every record of every partition, as dicts; partition order kept, partitions concatenated."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdc-test-reader", "enable.auto.commit": False})
     try:
@@ -23,7 +23,7 @@ def read_topic(bootstrap, topic):
                     continue
                 offset = msg.offset() + 1
                 records.append({"partition": partition, "offset": msg.offset(),
-                                "key": json.loads(msg.key()) if msg.key() is not None else None,
+                                "key": json.loads(msg.key()) if json_keys and msg.key() is not None else msg.key(),
                                 "value": json.loads(msg.value()) if msg.value() is not None else None})
         return records
     finally:

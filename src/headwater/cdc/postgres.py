@@ -210,6 +210,17 @@ class PostgresConnector:
         for event in row_events(topic, table.key, "r", None, _row(table.columns, values), source):
             shipper.send(event, batch)
         self.status.snapshotted += 1
+        if self.status.snapshotted % 1000 == 0:
+            shipper.poll(0)  # run delivery callbacks as we go
+            self.report(shipper)
+
+    def report(self, shipper, force=False):
+        """The status line, at most every status interval."""
+        now = time.monotonic()
+        if self._on_status and (force or now - self._last_status >= self._status_interval):
+            self.status.shipped = shipper.delivered
+            self._on_status(self.status.line())
+            self._last_status = now
 
     def _ready(self, shipper, lsn):
         """Store "snapshot done" before streaming: a crash after this resumes the stream; a crash
@@ -222,7 +233,8 @@ class PostgresConnector:
 
     # -- stream ----------------------------------------------------------------------------
 
-    def run(self, should_stop=lambda: False, status_interval=None, on_status=None):
+    def run(self, should_stop=lambda: False, status_interval=2.0, on_status=None):
+        self._on_status, self._status_interval, self._last_status = on_status, status_interval, time.monotonic()
         conn = connect(self.dsn)
         db = conn.info.dbname
         tables = self._prepare(conn)
@@ -253,7 +265,7 @@ class PostgresConnector:
             raise CdcError(f"replication slot {self.slot!r} is in use: {exc.pgerror.strip().splitlines()[0]}") from None
         stream = _Stream(self, conn, cur, shipper, db, resume_lsn)
         try:
-            stream.loop(should_stop, status_interval, on_status)
+            stream.loop(should_stop)
         finally:
             repl.close()
             conn.close()
@@ -285,8 +297,8 @@ class _Stream:
         self.to_store = None
         self.confirmed = 0
 
-    def loop(self, should_stop, status_interval, on_status):
-        last_save = last_heartbeat = last_status = time.monotonic()
+    def loop(self, should_stop):
+        last_save = last_heartbeat = time.monotonic()
         received = 0
         while not should_stop():
             try:
@@ -311,17 +323,11 @@ class _Stream:
             if now - last_heartbeat >= self.c.heartbeat_interval:
                 self.heartbeat()
                 last_heartbeat = now
-            if on_status and now - last_status >= status_interval:
-                on_status(self.status_line())
-                last_status = now
+            self.c.report(self.shipper)
         self.shipper.flush(30)
         if self.shipper.tracker.durable is not None:
             self.store(self.shipper.tracker.durable)
         self.shipper.flush(30)
-
-    def status_line(self):
-        self.c.status.shipped = self.shipper.delivered
-        return self.c.status.line()
 
     def store(self, lsn):
         self.to_store = None

@@ -124,7 +124,7 @@ class SqliteConnector:
         self.shipped_rows = 0
         self.position = 0
 
-    def run(self, should_stop=lambda: False, status_interval=None, on_status=None):
+    def run(self, should_stop=lambda: False, status_interval=2.0, on_status=None):
         conn = open_db(self.path)
         install(conn, self.tables)
         keys = {t: primary_key(columns(conn, t)) for t in self.tables}

@@ -1,6 +1,7 @@
 """`headwater cdc postgres|sqlite`: run a change data capture connector with a status line."""
 import os
 import signal
+import sqlite3
 import sys
 import time
 
@@ -12,7 +13,8 @@ from headwater.cdc.shipper import DeliveryFailed
 from headwater.cli.common import DEFAULT_BOOTSTRAP
 
 # Failures that pass: the broker or the database went away for a while.
-TRANSIENT = (psycopg2.OperationalError, psycopg2.InterfaceError, KafkaException, DeliveryFailed)
+TRANSIENT = (psycopg2.OperationalError, psycopg2.InterfaceError, sqlite3.OperationalError, KafkaException,
+             DeliveryFailed)
 
 
 def add_parser(subparsers) -> None:
