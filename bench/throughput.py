@@ -1,0 +1,148 @@
+"""Broker throughput and latency, Headwater next to librdkafka's in-process mock broker (C).
+
+    .venv/bin/python bench/throughput.py [--messages N] [--rate R] [--seconds S]
+
+One confluent-kafka producer (100-byte values, acks=1) and one consumer, per broker:
+produce and consume messages/s and MB/s, then end-to-end latency p50/p99 at a fixed rate.
+No real Kafka broker can be installed here (no JVM distribution on the reachable
+registries), so the peer is librdkafka's mock cluster, a Kafka-protocol broker in C. It
+keeps only a bounded tail of each partition in memory, so it is read back for as many
+messages as it still holds ("messages consumed").
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from rich.console import Console
+from rich.table import Table
+
+from headwater.testing import BrokerProcess
+
+VALUE = b"x" * 100
+console = Console(stderr=True)
+
+
+def produce_throughput(bootstrap: str, topic: str, n: int) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
+    producer.produce(topic, VALUE)
+    producer.flush(30)  # metadata and connection are warm before the clock starts
+    start = time.perf_counter()
+    for i in range(n):
+        try:
+            producer.produce(topic, VALUE)
+        except BufferError:
+            producer.poll(0.005)
+            producer.produce(topic, VALUE)
+        if i % 100_000 == 0:
+            producer.poll(0)
+            console.print(f"  produced {i:,}/{n:,}", end="\r")
+    producer.flush(120)
+    return time.perf_counter() - start
+
+
+def assign_all(consumer: Consumer, topic: str) -> None:
+    """Every partition from the start (the mock broker auto-creates topics with several)."""
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+
+
+def consume_throughput(bootstrap: str, topic: str) -> tuple[int, float]:
+    """(messages read from the beginning, seconds until the last of them arrived)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 50 * 1024 * 1024, "max.partition.fetch.bytes": 10 * 1024 * 1024,
+                         "queued.min.messages": 1_000_000})
+    assign_all(consumer, topic)
+    got, start = 0, time.perf_counter()
+    last = start
+    while batch := consumer.consume(10_000, 2.0):
+        got += len(batch)
+        last = time.perf_counter()
+    consumer.close()
+    return got, last - start
+
+
+def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
+    """Produce at `rate` msg/s with the send time inside; the consumer measures arrival - send."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency", "fetch.wait.max.ms": 100,
+                         "fetch.min.bytes": 1})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    producer.produce(topic, repr(time.perf_counter()).encode())  # creates the topic
+    producer.flush(10)
+    assign_all(consumer, topic)
+    consumer.consume(1, 2.0)
+    total = int(rate * seconds)
+    samples: list[float] = []
+    done = threading.Event()
+
+    def receive():
+        while len(samples) < total and not done.is_set():
+            for msg in consumer.consume(1000, 0.5):
+                samples.append(time.perf_counter() - float(msg.value()))
+
+    receiver = threading.Thread(target=receive)
+    receiver.start()
+    start = time.perf_counter()
+    for i in range(total):
+        target = start + i / rate
+        while (now := time.perf_counter()) < target:
+            time.sleep(min(target - now, 0.001))
+        producer.produce(topic, repr(time.perf_counter()).encode())
+        producer.poll(0)
+    producer.flush(30)
+    receiver.join(30)
+    done.set()
+    consumer.close()
+    return samples
+
+
+def measure(name: str, bootstrap: str, args) -> dict:
+    console.print(f"[bold]{name}[/]: producing {args.messages:,} messages")
+    t_produce = produce_throughput(bootstrap, "bench", args.messages)
+    console.print(f"[bold]{name}[/]: consuming them back")
+    consumed, t_consume = consume_throughput(bootstrap, "bench")
+    console.print(f"[bold]{name}[/]: latency at {args.rate:,} msg/s for {args.seconds}s")
+    samples = sorted(latency(bootstrap, "latency", args.rate, args.seconds))
+    mb = args.messages * len(VALUE) / 1e6
+    return {"produce msg/s": args.messages / t_produce, "produce MB/s": mb / t_produce,
+            "consume msg/s": consumed / t_consume, "consume MB/s": consumed * len(VALUE) / 1e6 / t_consume,
+            "messages consumed": consumed,
+            "e2e p50 ms": statistics.median(samples) * 1000,
+            "e2e p99 ms": samples[int(len(samples) * 0.99) - 1] * 1000,
+            "latency samples": len(samples)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=2_000_000)
+    parser.add_argument("--rate", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp, BrokerProcess(Path(tmp) / "data", "--flush", "never") as broker:
+        results["Headwater"] = measure("Headwater", broker.bootstrap, args)
+    # The mock cluster lives inside this client handle; other clients reach it over loopback.
+    mock = Producer({"test.mock.num.brokers": 1, "bootstrap.servers": ""})
+    mock_bootstrap = ",".join(f"{b.host}:{b.port}" for b in mock.list_topics(timeout=10).brokers.values())
+    results["librdkafka mock broker (C)"] = measure("librdkafka mock", mock_bootstrap, args)
+
+    table = Table(title=f"Broker throughput: {args.messages:,} x 100-byte messages, acks=1")
+    table.add_column("metric")
+    for name in results:
+        table.add_column(name, justify="right")
+    for metric in results["Headwater"]:
+        table.add_row(metric, *(f"{r[metric]:,.1f}" for r in results.values()))
+    Console().print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

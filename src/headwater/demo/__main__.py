@@ -1,0 +1,5 @@
+import sys
+
+from headwater.demo.flagship import main
+
+sys.exit(main())

@@ -1,0 +1,13 @@
+"""The demo's chapters keep working (make demo runs them all on one broker)."""
+from rich.console import Console
+
+from headwater.demo import orders
+
+
+def test_orders_chapter(broker):
+    console = Console(record=True, width=120)
+    orders.run(broker.bootstrap, console)
+    text = console.export_text()
+    assert "every customer's orders sit in exactly one partition: True" in text
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert sum(int(r.split("│")[2].strip().replace(",", "")) for r in rows) == orders.ORDERS
