@@ -1,0 +1,39 @@
+"""`headwater broker`: bad arguments and conflicts are one clear line and a non-zero exit; SIGTERM is clean."""
+import subprocess
+import sys
+
+from headwater.testing import BrokerProcess
+
+from .clients import confluent_produce
+
+
+def headwater(*args, timeout=30):
+    return subprocess.run([sys.executable, "-m", "headwater", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_bad_arguments(tmp_path):
+    for args, words in ((["broker"], "--data-dir"),
+                        (["broker", "--data-dir", str(tmp_path), "--port", "70000"], "--port"),
+                        (["broker", "--data-dir", str(tmp_path), "--num-partitions", "0"], "--num-partitions"),
+                        (["broker", "--data-dir", str(tmp_path), "--flush", "sometimes"], "--flush"),
+                        (["nonsense"], "invalid choice")):
+        result = headwater(*args)
+        assert result.returncode == 2
+        assert words in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_second_broker_on_same_data_dir_or_port_is_refused(broker, tmp_path):
+    same_dir = headwater("broker", "--data-dir", str(broker.data_dir), "--port", "0")
+    assert same_dir.returncode == 1
+    assert "in use by another broker" in same_dir.stderr and "Traceback" not in same_dir.stderr
+    same_port = headwater("broker", "--data-dir", str(tmp_path / "other"), "--port", str(broker.port))
+    assert same_port.returncode == 1
+    assert f"cannot serve on 127.0.0.1:{broker.port}" in same_port.stderr and "Traceback" not in same_port.stderr
+
+
+def test_sigterm_shuts_down_cleanly(tmp_path):
+    proc = BrokerProcess(tmp_path / "data").start()
+    confluent_produce(proc.bootstrap, "t", [(b"k", b"v", [])])
+    assert proc.stop() == 0
+    assert (tmp_path / "data" / "t-0" / ".clean-shutdown").exists()

@@ -1,0 +1,45 @@
+"""Long-polling fetches wake on append; ListOffsets finds earliest, latest and by timestamp."""
+import threading
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from headwater import records
+
+from .test_bad_input import fetch, produce
+from .wire import Wire
+
+
+def test_waiting_fetch_wakes_when_its_partition_grows(broker):
+    wire = Wire(broker.bootstrap, timeout=60)
+    assert produce(wire, "feed", 0, records.encode_batch([records.Record(0, 1, b"k", b"first")])).error_code == 0
+    result = {}
+    waiter = Wire(broker.bootstrap, timeout=60)
+
+    def long_poll():  # waits up to 10 minutes unless the append wakes it (the socket gives up after 60 s)
+        result["partition"] = fetch(waiter, "feed", 0, 1, max_wait_ms=600_000)
+
+    thread = threading.Thread(target=long_poll)
+    thread.start()
+    thread.join(1.0)
+    assert thread.is_alive(), "the fetch returned before there was anything new"
+    produce(wire, "feed", 0, records.encode_batch([records.Record(0, 2, b"k", b"second")]))
+    thread.join(60)
+    assert not thread.is_alive()
+    _, recs = records.decode_records(result["partition"].records)
+    assert [r.value for r in recs] == [b"second"]
+
+
+def test_list_offsets_earliest_latest_and_by_timestamp(broker):
+    base = 1_700_000_000_000
+    stamps = [base + 1000 * (i // 3) for i in range(60)]  # several records per timestamp, rising
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50})
+    for i, ts in enumerate(stamps):
+        producer.produce("timed", partition=0, value=b"%d" % i, timestamp=ts)
+    producer.flush(30)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    assert consumer.get_watermark_offsets(TopicPartition("timed", 0), timeout=10) == (0, 60)
+    for query in (base - 5, base, base + 500, base + 7000, base + 19_000, base + 19_001):
+        found = consumer.offsets_for_times([TopicPartition("timed", 0, query)], timeout=10)[0].offset
+        expected = next((i for i, ts in enumerate(stamps) if ts >= query), -1)
+        assert found == expected, (query, found, expected)
+    consumer.close()
