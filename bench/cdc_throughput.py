@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from headwater.cdc import pgoutput  # noqa: E402
+from headwater.cdc.shipper import new_producer  # noqa: E402
 from headwater.testing import start_broker  # noqa: E402
 from tests.cdc.conftest import PostgresServer  # noqa: E402
 
@@ -84,6 +85,20 @@ def main():
             pgoutput.decode(payload)
         decode_s = time.perf_counter() - started
 
+        # the same events produced straight from memory: what the broker and client take alone
+        events = [(m.key(), m.value()) for m in sample_events(broker.bootstrap, args.rows)]
+        producer = new_producer(broker.bootstrap)
+        started = time.perf_counter()
+        for key, value in events:
+            while True:
+                try:
+                    producer.produce("bench.replay", value=value, key=key)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        producer.flush()
+        produce_s = time.perf_counter() - started
+
         # 2. latency: --rate single-row commits per second; receive time minus commit time
         latency = measure_latency(pg, broker.bootstrap, args.rows, args.rate, args.seconds)
         consumer.close()
@@ -97,16 +112,29 @@ def main():
     rows = [
         ("PostgreSQL pg_logical_slot_get_binary_changes (peer)", f"{args.rows / raw_s:,.0f} changes/s", f"{raw_s:.2f} s"),
         ("headwater pgoutput decoder alone (same bytes)", f"{len(payloads) / decode_s:,.0f} msgs/s", f"{decode_s:.2f} s"),
+        ("confluent-kafka producer alone, same events (peer)", f"{args.rows / produce_s:,.0f} events/s", f"{produce_s:.2f} s"),
         ("headwater cdc postgres: commit -> acked in topic", f"{args.rows / connector_s:,.0f} events/s", f"{connector_s:.2f} s"),
         (f"commit-to-topic latency at {args.rate} commits/s, p50", f"{latency[0]:.1f} ms", f"{latency[2]} samples"),
         (f"commit-to-topic latency at {args.rate} commits/s, p99", f"{latency[1]:.1f} ms", ""),
     ]
     width = max(len(r[0]) for r in rows)
     print(f"CDC bench: {args.rows} inserts in one transaction, 3 partitions, acks=all, idempotent producer, "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print(f"{'measure':<{width}}  {'rate':>18}  {'time':>12}")
     for name, rate, took in rows:
         print(f"{name:<{width}}  {rate:>18}  {took:>12}")
+
+
+def sample_events(bootstrap, count):
+    """The connector's own events, read back from the topic."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-sample"})
+    parts = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
+    consumer.assign([TopicPartition(TOPIC, p, 0) for p in parts])
+    events = []
+    while len(events) < count:
+        events += [m for m in consumer.consume(1000, 1.0) if not m.error()]
+    consumer.close()
+    return events[:count]
 
 
 def measure_latency(pg, bootstrap, first_id, rate, seconds):

@@ -43,8 +43,11 @@ def topic_name(prefix, schema, table):
     return f"{prefix}.{schema}.{table}"
 
 
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # built once: it is the hot path
+
+
 def _dumps(obj):
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return _encode(obj).encode()
 
 
 def _key(key_columns, row):

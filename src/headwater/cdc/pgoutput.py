@@ -7,10 +7,6 @@ from dataclasses import dataclass
 import functools
 import struct
 
-# Column values in TupleData: the kind byte says what follows.
-NULL, UNCHANGED_TOAST, TEXT, BINARY = "n", "u", "t", "b"
-
-
 class UnchangedToast:
     """A TOASTed value the update did not touch: PostgreSQL does not send it."""
 
@@ -111,21 +107,24 @@ def _layout(fmt):
     return struct.Struct(fmt)
 
 
+_INT16, _INT32 = struct.Struct("!h"), struct.Struct("!i")
+
+
 class _Reader:
+    """A cursor over one message; running past the end raises struct.error (see `decode`)."""
+
     def __init__(self, data):
         self.data = bytes(data)
         self.pos = 0
 
     def take(self, fmt):
         layout = _layout(fmt)
-        if self.pos + layout.size > len(self.data):
-            raise DecodeError("message truncated")
         value = layout.unpack_from(self.data, self.pos)
         self.pos += layout.size
         return value[0] if len(value) == 1 else value
 
     def raw(self, n):
-        if self.pos + n > len(self.data):
+        if n < 0 or self.pos + n > len(self.data):
             raise DecodeError("message truncated")
         chunk = self.data[self.pos:self.pos + n]
         self.pos += n
@@ -140,25 +139,41 @@ class _Reader:
         return text
 
     def tuple_data(self):
+        # The hot loop of the stream: one pass with local variables, no helper calls.
+        data, pos = self.data, self.pos
+        (count,) = _INT16.unpack_from(data, pos)
+        pos += 2
         values = []
-        for _ in range(self.take("!h")):
-            kind = chr(self.take("!B"))
-            if kind == NULL:
+        for _ in range(count):
+            kind = data[pos]
+            pos += 1
+            if kind == 0x74 or kind == 0x62:  # 't' text, 'b' binary: Int32 length, then bytes
+                (length,) = _INT32.unpack_from(data, pos)
+                pos += 4
+                end = pos + length
+                if length < 0 or end > len(data):
+                    raise DecodeError("message truncated")
+                values.append(data[pos:end].decode() if kind == 0x74 else data[pos:end])
+                pos = end
+            elif kind == 0x6E:  # 'n'
                 values.append(None)
-            elif kind == UNCHANGED_TOAST:
+            elif kind == 0x75:  # 'u'
                 values.append(UNCHANGED)
-            elif kind == TEXT:
-                values.append(self.raw(self.take("!i")).decode())
-            elif kind == BINARY:
-                values.append(self.raw(self.take("!i")))
             else:
-                raise DecodeError(f"unknown tuple data kind {kind!r}")
+                raise DecodeError(f"unknown tuple data kind {chr(kind)!r}")
+        self.pos = pos
         return values
 
 
 def decode(payload):
     """Decode one pgoutput message."""
-    r = _Reader(payload)
+    try:
+        return _decode(_Reader(payload))
+    except (struct.error, IndexError):
+        raise DecodeError("message truncated") from None
+
+
+def _decode(r):
     tag = chr(r.take("!B"))
     if tag == "B":
         return Begin(*r.take("!qqI"))

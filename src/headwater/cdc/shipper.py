@@ -30,11 +30,20 @@ def new_producer(bootstrap):
 
 
 class Batch:
-    __slots__ = ("pending", "position")
+    __slots__ = ("pending", "position", "tracker")
 
-    def __init__(self):
+    def __init__(self, tracker):
         self.pending = 0
         self.position = None  # set on close
+        self.tracker = tracker
+
+    def delivered(self, err, _msg):
+        """Delivery callback of each of the batch's events (one bound method, no closure per event)."""
+        if err is not None:
+            self.tracker.error = err
+        else:
+            self.pending -= 1
+            self.tracker.delivered += 1
 
 
 class AckTracker:
@@ -43,9 +52,11 @@ class AckTracker:
     def __init__(self):
         self._batches = deque()
         self.durable = None
+        self.delivered = 0  # events acknowledged
+        self.error = None  # the first delivery error, if any
 
     def open(self):
-        batch = Batch()
+        batch = Batch(self)
         self._batches.append(batch)
         return batch
 
@@ -82,40 +93,40 @@ class Shipper:
         self.producer = producer
         self.tracker = AckTracker()
         self.on_wait = on_wait
-        self.delivered = 0
-        self._error = None
+
+    @property
+    def delivered(self):
+        return self.tracker.delivered
 
     def send(self, event, batch):
         batch.pending += 1
-
-        def acked():
-            batch.pending -= 1
-            self.delivered += 1
-
-        self.produce(event.topic, event.key, event.value, acked)
+        self._produce(event.topic, event.key, event.value, batch.delivered, None)
 
     def produce(self, topic, key, value, on_acked, partition=None):
         """Produce one record; `on_acked()` runs from `poll` once the broker acknowledged it."""
 
         def delivered(err, _msg):
             if err is not None:
-                self._error = err
+                self.tracker.error = err
             else:
                 on_acked()
 
+        self._produce(topic, key, value, delivered, partition)
+
+    def _produce(self, topic, key, value, callback, partition):
         extra = {} if partition is None else {"partition": partition}
         while True:
             try:
-                self.producer.produce(topic, value=value, key=key, on_delivery=delivered, **extra)
+                self.producer.produce(topic, value=value, key=key, on_delivery=callback, **extra)
                 return
-            except BufferError:
+            except BufferError:  # the local queue is full: the broker is slow or down
                 self.poll(0.1)
                 self.on_wait()
 
     def poll(self, timeout=0):
         self.producer.poll(timeout)
-        if self._error is not None:
-            raise DeliveryFailed(f"broker refused a change event: {self._error}")
+        if self.tracker.error is not None:
+            raise DeliveryFailed(f"broker refused a change event: {self.tracker.error}")
         return self.tracker.advance()
 
     def flush(self, timeout=None):
