@@ -11,10 +11,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from headwater.demo import orders
+from headwater.demo import cdc_shop, orders
 from headwater.testing import BrokerProcess
 
-CHAPTERS = [orders]  # each: run(bootstrap, console)
+CHAPTERS = [orders, cdc_shop]  # each: run(bootstrap, console)
 
 
 def main() -> int:
