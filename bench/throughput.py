@@ -3,7 +3,9 @@
     .venv/bin/python bench/throughput.py [--messages N] [--rate R] [--seconds S]
 
 One confluent-kafka producer (100-byte values, acks=1) and one consumer, per broker:
-produce and consume messages/s and MB/s, then end-to-end latency p50/p99 at a fixed rate.
+produce and consume messages/s and MB/s; the same with kcat, whose C loop shows what the
+broker takes when the client's Python is out of the way; then end-to-end latency p50/p99
+at a fixed rate.
 No real Kafka broker can be installed here (no JVM distribution on the reachable
 registries), so the peer is librdkafka's mock cluster, a Kafka-protocol broker in C. It
 keeps only a bounded tail of each partition in memory, so it is read back for as many
@@ -12,7 +14,9 @@ messages as it still holds ("messages consumed").
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -69,6 +73,22 @@ def consume_throughput(bootstrap: str, topic: str) -> tuple[int, float]:
     return got, last - start
 
 
+def kcat_throughput(bootstrap: str, topic: str, n: int, workdir: Path) -> tuple[float, float]:
+    """(produce s, consume s) for n messages with kcat: librdkafka with no Python in the loop."""
+    lines = workdir / "values.txt"
+    if not lines.exists():
+        lines.write_bytes((VALUE[:-1] + b"\n") * n)  # 99 bytes + newline: 100-byte values
+    start = time.perf_counter()
+    with open(lines, "rb") as f:
+        subprocess.run(["kcat", "-b", bootstrap, "-P", "-t", topic, "-X", "linger.ms=5", "-X", "acks=1"],
+                       stdin=f, check=True)
+    produced = time.perf_counter() - start
+    start = time.perf_counter()
+    subprocess.run(["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-c", str(n),
+                    "-f", "%o\n", "-X", "fetch.max.bytes=52428800"], check=True, stdout=subprocess.DEVNULL)
+    return produced, time.perf_counter() - start
+
+
 def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float]:
     """Produce at `rate` msg/s with the send time inside; the consumer measures arrival - send."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency", "fetch.wait.max.ms": 100,
@@ -103,17 +123,20 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float
     return samples
 
 
-def measure(name: str, bootstrap: str, args) -> dict:
+def measure(name: str, bootstrap: str, args, workdir: Path) -> dict:
     console.print(f"[bold]{name}[/]: producing {args.messages:,} messages")
     t_produce = produce_throughput(bootstrap, "bench", args.messages)
     console.print(f"[bold]{name}[/]: consuming them back")
     consumed, t_consume = consume_throughput(bootstrap, "bench")
+    console.print(f"[bold]{name}[/]: the same with kcat (C)")
+    k_produce, k_consume = kcat_throughput(bootstrap, "bench-kcat", args.messages, workdir)
     console.print(f"[bold]{name}[/]: latency at {args.rate:,} msg/s for {args.seconds}s")
     samples = sorted(latency(bootstrap, "latency", args.rate, args.seconds))
     mb = args.messages * len(VALUE) / 1e6
     return {"produce msg/s": args.messages / t_produce, "produce MB/s": mb / t_produce,
             "consume msg/s": consumed / t_consume, "consume MB/s": consumed * len(VALUE) / 1e6 / t_consume,
             "messages consumed": consumed,
+            "kcat produce msg/s": args.messages / k_produce, "kcat consume msg/s": args.messages / k_consume,
             "e2e p50 ms": statistics.median(samples) * 1000,
             "e2e p99 ms": samples[int(len(samples) * 0.99) - 1] * 1000,
             "latency samples": len(samples)}
@@ -127,12 +150,14 @@ def main() -> int:
     args = parser.parse_args()
 
     results = {}
-    with tempfile.TemporaryDirectory() as tmp, BrokerProcess(Path(tmp) / "data", "--flush", "never") as broker:
-        results["Headwater"] = measure("Headwater", broker.bootstrap, args)
+    workdir = Path(tempfile.mkdtemp(prefix="headwater-bench-"))
+    with BrokerProcess(workdir / "data", "--flush", "never") as broker:
+        results["Headwater"] = measure("Headwater", broker.bootstrap, args, workdir)
     # The mock cluster lives inside this client handle; other clients reach it over loopback.
     mock = Producer({"test.mock.num.brokers": 1, "bootstrap.servers": ""})
     mock_bootstrap = ",".join(f"{b.host}:{b.port}" for b in mock.list_topics(timeout=10).brokers.values())
-    results["librdkafka mock broker (C)"] = measure("librdkafka mock", mock_bootstrap, args)
+    results["librdkafka mock broker (C)"] = measure("librdkafka mock", mock_bootstrap, args, workdir)
+    shutil.rmtree(workdir)
 
     table = Table(title=f"Broker throughput: {args.messages:,} x 100-byte messages, acks=1")
     table.add_column("metric")

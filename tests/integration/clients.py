@@ -51,6 +51,14 @@ def confluent_consume(bootstrap, topic, partitions, count, timeout=60, **config)
     return got
 
 
+def log_end_offsets(bootstrap, topic, partitions) -> int:
+    """How many records the partitions hold (from offset 0), by their high watermarks."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    total = sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions)
+    consumer.close()
+    return total
+
+
 def kafka_python_produce(bootstrap, topic, messages, **config):
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **config)
     futures = [producer.send(topic, key=k, value=v, headers=h) for k, v, h in messages]

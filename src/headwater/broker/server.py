@@ -88,6 +88,9 @@ class Server:
             if response is not None:
                 writer.write(encode_response(header, spec, response))
                 await writer.drain()
+            # A client with requests already buffered would otherwise never yield the loop:
+            # one busy producer must not starve the fetches waiting to deliver its records.
+            await asyncio.sleep(0)
 
 
 async def serve(config: BrokerConfig, ready=None) -> None:
