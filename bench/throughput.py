@@ -93,7 +93,8 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float
     """Produce at `rate` msg/s with the send time inside; the consumer measures arrival - send."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency", "fetch.wait.max.ms": 100,
                          "fetch.min.bytes": 1})
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    # linger.ms=1: what a latency-minded user sets; 0 makes librdkafka send one request per message.
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1})
     producer.produce(topic, repr(time.perf_counter()).encode())  # creates the topic
     producer.flush(10)
     assign_all(consumer, topic)
