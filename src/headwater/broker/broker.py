@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import time
 import uuid
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from headwater.broker.growth import GrowthSignals
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.log import InvalidTopicError, Log, LogConfig, LogManager
 from headwater.protocol.errors import ErrorCode
-from headwater.records import NO_PRODUCER_ID, CorruptRecordError, iter_batches
+from headwater.records import ATTR_CONTROL, NO_PRODUCER_ID, CorruptRecordError, decode_records, iter_batches
 
 log = logging.getLogger("headwater.broker")
 
@@ -22,10 +23,12 @@ class DataDirInUse(Exception):
 
 
 class ProduceResult:
-    __slots__ = ("error", "base_offset", "message")
+    __slots__ = ("error", "base_offset", "message", "log_append_time")
 
-    def __init__(self, error: ErrorCode, base_offset: int = -1, message: str | None = None):
+    def __init__(self, error: ErrorCode, base_offset: int = -1, message: str | None = None,
+                 log_append_time: int = -1):
         self.error, self.base_offset, self.message = error, base_offset, message
+        self.log_append_time = log_append_time  # the broker's timestamp on LogAppendTime topics, else -1
 
 
 class Broker:
@@ -33,7 +36,8 @@ class Broker:
         self.config = config
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = self._lock_data_dir(config.data_dir)
-        self.logs = LogManager(config.data_dir, log_defaults or LogConfig())
+        self.logs = LogManager(config.data_dir,
+                               log_defaults or LogConfig.from_topic_configs(config.topic_defaults, LogConfig()))
         self.cluster_id = self._load_cluster_id(config.data_dir)
         self.producer_ids = ProducerIds(config.data_dir)
         self.growth = GrowthSignals()
@@ -86,6 +90,9 @@ class Broker:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
         if not batches or sum(h.size for _, h in batches) != len(buf):
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message="records end in a partial batch")
+        refused = self._topic_rules(topic, partition, buf, batches)
+        if refused:
+            return refused
         plog = topic.partitions[partition]
         idempotent = [h for _, h in batches if h.producer_id != NO_PRODUCER_ID]
         if idempotent:
@@ -97,7 +104,8 @@ class Broker:
                         return ProduceResult(error)
             except Duplicate as dup:
                 return ProduceResult(ErrorCode.NONE, dup.base_offset)
-        first, _last = plog.append(buf)
+        now_ms = int(time.time() * 1000)
+        first, _last = plog.append(buf, now_ms)
         if idempotent:
             offset = first
             for _, header in batches:
@@ -105,7 +113,30 @@ class Broker:
                     producers.appended(header, offset)
                 offset += header.last_offset_delta + 1
         self.growth.notify(topic_name, partition)
-        return ProduceResult(ErrorCode.NONE, first)
+        return ProduceResult(ErrorCode.NONE, first, log_append_time=now_ms if topic.config.log_append_time else -1)
+
+    @staticmethod
+    def _topic_rules(topic, partition: int, buf: bytearray, batches) -> ProduceResult | None:
+        """The topic's own limits: max.message.bytes per batch; keys on compacted topics (which
+        is the one case where the broker opens batches: the cleaner needs a key per record)."""
+        limit = topic.config.max_message_bytes
+        for _, header in batches:
+            if header.size > limit:
+                return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE, message=f"a batch of {header.size} bytes exceeds "
+                                     f"max.message.bytes {limit} of topic {topic.name!r}")
+        if not topic.config.compact:
+            return None
+        for pos, header in batches:
+            if header.attributes & ATTR_CONTROL:
+                continue
+            try:
+                _, records = decode_records(buf, pos)
+            except Exception as exc:  # a codec's own error on a bad compressed body
+                return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=f"cannot decode a batch: {exc}")
+            if any(r.key is None for r in records):
+                return ProduceResult(ErrorCode.INVALID_RECORD, message=f"compacted topic {topic.name!r} "
+                                     f"(cleanup.policy=compact) refuses records without a key, partition {partition}")
+        return None
 
     def _partition_producers(self, topic: str, partition: int, plog: Log) -> PartitionProducers:
         producers = self._producers.get((topic, partition))

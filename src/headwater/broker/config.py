@@ -1,7 +1,7 @@
 """Broker settings, with Kafka's names in the comments where one exists."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -18,6 +18,9 @@ class BrokerConfig:
     socket_request_max_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes: larger frames close the connection
     # "always": fsync before answering an acks=all produce; "never": leave it to the log's flush.messages/flush.ms
     flush: str = "always"
+    topic_defaults: dict[str, str] = field(default_factory=dict)  # broker defaults of topic configs, Kafka names
+    retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
+    cleaner_interval_ms: int = 15 * 1000               # log.cleaner.backoff.ms: pause between cleaner passes
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -35,10 +35,11 @@ async def produce(broker, header, request):
                 else:
                     appended.append((topic.name, part.index))
                 error, base_offset, message = result.error, result.base_offset, result.message
+                append_time = result.log_append_time
             else:
-                error, base_offset, message = refuse, -1, None
+                error, base_offset, message, append_time = refuse, -1, None, -1
             partitions.append(P(index=part.index, error_code=error, base_offset=base_offset,
-                                log_append_time_ms=-1, log_start_offset=_log_start(broker, topic.name, part.index),
+                                log_append_time_ms=append_time, log_start_offset=_log_start(broker, topic.name, part.index),
                                 error_message=message))
         responses.append(T(name=topic.name, partition_responses=partitions))
     if request.acks == ACKS_ALL and broker.config.flush == "always":

@@ -12,12 +12,13 @@ import signal
 import struct
 
 # Importing the API modules registers their handlers.
-from headwater.broker import api_versions, fetch, offsets, produce, topics  # noqa: F401
+from headwater.broker import api_versions, configs, fetch, logs, offsets, produce, topics  # noqa: F401
 from headwater.broker.groups import admin, commits, membership  # noqa: F401
 from headwater.broker.api_versions import api_versions_body
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.handlers import HANDLERS, client_host, supported_apis
+from headwater.broker.maintenance import LogMaintenance
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, ProtocolError, UnsupportedVersion, encode_response, parse_request
 
@@ -31,12 +32,15 @@ class Server:
         self.apis = supported_apis()
         self._connections: set[asyncio.Task] = set()
         self._server: asyncio.base_events.Server | None = None
+        cfg = broker.config
+        self.maintenance = LogMaintenance(broker.logs, cfg.retention_check_interval_ms, cfg.cleaner_interval_ms)
 
     async def start(self) -> int:
         cfg = self.broker.config
         self._server = await asyncio.start_server(self._serve, cfg.host, cfg.port)
         port = self._server.sockets[0].getsockname()[1]
         cfg.port = port  # an ephemeral port (0) becomes the real one, which Metadata advertises
+        self.maintenance.start()
         return port
 
     async def stop(self) -> None:
@@ -45,6 +49,7 @@ class Server:
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        await self.maintenance.stop()
         self.broker.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

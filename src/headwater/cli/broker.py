@@ -1,6 +1,7 @@
 """`headwater broker`: run a broker on a data directory."""
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import sys
@@ -10,6 +11,7 @@ from headwater.broker.broker import DataDirInUse
 from headwater.broker.config import BrokerConfig
 from headwater.broker.server import serve
 from headwater.cli.common import CommandError
+from headwater.log import LogConfig
 
 
 def _port(text: str) -> int:
@@ -34,6 +36,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _topic_config(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        LogConfig.from_topic_configs({name: value}, LogConfig())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return name, value
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("broker", help="run a Kafka-compatible broker")
     p.add_argument("--data-dir", required=True, type=Path, help="where the logs live")
@@ -46,6 +59,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--flush", choices=("always", "never"), default="always",
                    help="always: fsync before acknowledging an acks=all produce (default)")
     p.add_argument("--message-max-bytes", default=1048588, type=_positive, help="largest batch a produce may carry")
+    p.add_argument("--log-config", action="append", default=[], type=_topic_config, metavar="NAME=VALUE",
+                   help="broker default of a topic config, e.g. retention.ms=3600000 (repeatable)")
+    p.add_argument("--retention-check-interval-ms", default=300000, type=_positive,
+                   help="how often retention deletes old segments (default %(default)s)")
+    p.add_argument("--cleaner-interval-ms", default=15000, type=_positive,
+                   help="pause between log cleaner passes over compacted topics (default %(default)s)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.set_defaults(func=run)
 
@@ -56,7 +75,9 @@ def run(args) -> int:
     config = BrokerConfig(data_dir=args.data_dir, host=args.host, port=args.port,
                           advertised_listener=args.advertised_listener, num_partitions=args.num_partitions,
                           auto_create_topics=not args.no_auto_create, flush=args.flush,
-                          message_max_bytes=args.message_max_bytes)
+                          message_max_bytes=args.message_max_bytes, topic_defaults=dict(args.log_config),
+                          retention_check_interval_ms=args.retention_check_interval_ms,
+                          cleaner_interval_ms=args.cleaner_interval_ms)
 
     def ready(port: int) -> None:
         print(f"headwater broker listening on {args.host}:{port}", flush=True)

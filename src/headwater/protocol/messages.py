@@ -37,6 +37,7 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
 
@@ -73,6 +74,7 @@ MESSAGE_CLASSES = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (consumer.OffsetForLeaderEpochRequest, consumer.OffsetForLeaderEpochResponse),
     ApiKey.DESCRIBE_CONFIGS: (admin.DescribeConfigsRequest, admin.DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (admin.AlterConfigsRequest, admin.AlterConfigsResponse),
+    ApiKey.DESCRIBE_LOG_DIRS: (admin.DescribeLogDirsRequest, admin.DescribeLogDirsResponse),
     ApiKey.DELETE_GROUPS: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse),
 }

@@ -1,0 +1,59 @@
+"""DeleteRecords and DescribeLogDirs: moving a partition's start on request, and its size on disk."""
+from __future__ import annotations
+
+import logging
+import shutil
+
+from headwater.broker.handlers import handles
+from headwater.log import OffsetOutOfRangeError
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+
+log = logging.getLogger("headwater.broker")
+
+DeleteRecordsResponse = MESSAGE_CLASSES[ApiKey.DELETE_RECORDS][1]
+DescribeLogDirsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_LOG_DIRS][1]
+HIGH_WATERMARK = -1  # DeleteRecords: "everything appended so far"
+
+
+@handles(ApiKey.DELETE_RECORDS, 0, 2)
+async def delete_records(broker, header, request):
+    T = DeleteRecordsResponse.DeleteRecordsTopicResult
+    P = T.DeleteRecordsPartitionResult
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            plog = broker.logs.get_log(topic.name, part.partition_index)
+            error, low_watermark = ErrorCode.NONE, -1
+            if plog is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offset = plog.log_end_offset if part.offset == HIGH_WATERMARK else part.offset
+                try:
+                    low_watermark = plog.delete_records_before(offset)
+                    log.info("records of %s-%d before %d deleted", topic.name, part.partition_index, low_watermark)
+                except OffsetOutOfRangeError:
+                    error = ErrorCode.OFFSET_OUT_OF_RANGE
+            partitions.append(P(partition_index=part.partition_index, low_watermark=low_watermark, error_code=error))
+        topics.append(T(name=topic.name, partitions=partitions))
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
+
+
+@handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
+async def describe_log_dirs(broker, header, request):
+    R = DescribeLogDirsResponse.DescribeLogDirsResult
+    T = R.DescribeLogDirsTopic
+    P = T.DescribeLogDirsPartition
+    wanted = None if request.topics is None else {t.topic: set(t.partitions) for t in request.topics}
+    topics = []
+    for name, topic in sorted(broker.logs.topics.items()):
+        if wanted is not None and name not in wanted:
+            continue
+        partitions = [P(partition_index=i, partition_size=plog.size_bytes, offset_lag=0, is_future_key=False)
+                      for i, plog in enumerate(topic.partitions) if wanted is None or i in wanted[name]]
+        topics.append(T(name=name, partitions=partitions))
+    data_dir = broker.config.data_dir.resolve()
+    disk = shutil.disk_usage(data_dir)
+    result = R(error_code=0, log_dir=str(data_dir), topics=topics, total_bytes=disk.total, usable_bytes=disk.free)
+    return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[result])
