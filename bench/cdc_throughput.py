@@ -132,7 +132,7 @@ def sample_events(bootstrap, count):
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in parts])
     events = []
     while len(events) < count:
-        events += [m for m in consumer.consume(1000, 1.0) if not m.error()]
+        events += [m for m in consumer.consume(min(1000, count - len(events)), 1.0) if not m.error()]
     consumer.close()
     return events[:count]
 

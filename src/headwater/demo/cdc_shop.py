@@ -59,7 +59,7 @@ def _read(bootstrap: str, topic: str) -> list:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
         consumer.assign([TopicPartition(topic, partition, low)])
         while low < high:
-            for msg in consumer.consume(1000, 5.0):
+            for msg in consumer.consume(min(1000, high - low), 5.0):  # returns once that many arrived
                 low = msg.offset() + 1
                 records.append(msg)
     consumer.close()
