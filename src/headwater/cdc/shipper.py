@@ -21,6 +21,7 @@ def producer_config(bootstrap):
         "enable.idempotence": True,
         "linger.ms": 5,
         "message.timeout.ms": 0,  # infinite: while the broker is down we wait, never drop
+        "reconnect.backoff.max.ms": 1000,  # and notice within a second that it is back
         "partitioner": "murmur2_random",  # the Java client's choice: same key, same partition
     }
 
