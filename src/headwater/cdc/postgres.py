@@ -214,10 +214,10 @@ class PostgresConnector:
             shipper.poll(0)  # run delivery callbacks as we go
             self.report(shipper)
 
-    def report(self, shipper, force=False):
+    def report(self, shipper):
         """The status line, at most every status interval."""
         now = time.monotonic()
-        if self._on_status and (force or now - self._last_status >= self._status_interval):
+        if self._on_status and now - self._last_status >= self._status_interval:
             self.status.shipped = shipper.delivered
             self._on_status(self.status.line())
             self._last_status = now
@@ -295,7 +295,6 @@ class _Stream:
         self.relations = {}
         self.txn = None
         self.to_store = None
-        self.confirmed = 0
 
     def loop(self, should_stop):
         last_save = last_heartbeat = time.monotonic()
