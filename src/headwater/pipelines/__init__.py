@@ -8,4 +8,8 @@ One concept per module:
 - event_order: replaying a keyed stream in event-time order (for the processors below)
 - cep: complex event processing (a pattern over a keyed stream)
 - window_join: stream-stream join (searches x clicks, click-through rate)
+- changelog: reading a compacted changelog topic (key = id, value = JSON row, null = delete)
+- enrichment: stream-table join (clicks enriched with the profile as of their time)
+- materialized_view: table-table join maintained as a view (revenue per product)
+- exactly_once: idempotent sinks keyed on the micro-batch id (SQLite, Parquet, topic)
 """
