@@ -1,0 +1,227 @@
+"""`headwater groups`: list, describe (with lag), reset offsets of, and delete consumer groups.
+
+Everything goes through confluent-kafka's AdminClient (and a plain Consumer to peek at
+the oldest unconsumed record), so the command works against Kafka as well as Headwater.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime, timezone
+
+from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicCollection,
+                             TopicPartition)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from headwater.cli.common import CommandError, add_client_args, emit
+
+TIMEOUT = 30  # seconds for each admin call
+PEEK_TIMEOUT = 5  # seconds to find the oldest unconsumed record of the lagging partitions
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("groups", help="consumer groups: members, committed offsets, lag, replay")
+    sub = p.add_subparsers(dest="groups_command", required=True)
+    listing = sub.add_parser("list", help="list the consumer groups")
+    add_client_args(listing)
+    listing.set_defaults(func=list_groups)
+    describe = sub.add_parser("describe", help="members, assignment, committed offsets, lag and its age")
+    describe.add_argument("group")
+    add_client_args(describe)
+    describe.set_defaults(func=describe_group)
+    reset = sub.add_parser("reset-offsets", help="move a group's committed offsets (the group must have no members)")
+    reset.add_argument("group")
+    reset.add_argument("--topic", required=True)
+    mode = reset.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--to-earliest", action="store_true", help="the first offset still in the log")
+    mode.add_argument("--to-latest", action="store_true", help="the log end: skip everything not yet consumed")
+    mode.add_argument("--to-offset", type=int, metavar="N", help="offset N in every partition (clamped to the log)")
+    mode.add_argument("--to-datetime", type=_datetime, metavar="ISO",
+                      help="the first record at or after this time (ISO 8601; UTC unless a zone is given)")
+    mode.add_argument("--shift-by", type=int, metavar="N", help="move by N records (negative: back), clamped")
+    reset.add_argument("--dry-run", action="store_true", help="show the new offsets without committing them")
+    add_client_args(reset)
+    reset.set_defaults(func=reset_offsets)
+    delete = sub.add_parser("delete", help="delete a group without members, with its committed offsets")
+    delete.add_argument("group")
+    add_client_args(delete)
+    delete.set_defaults(func=delete_group)
+
+
+def _datetime(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 date-time, e.g. 2026-11-22T10:00:00Z") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _admin(args) -> AdminClient:
+    return AdminClient({"bootstrap.servers": args.bootstrap_server})
+
+
+def _result(future):
+    try:
+        return future.result(TIMEOUT)
+    except KafkaException as exc:
+        raise CommandError(exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)) from None
+
+
+# --- list ----------------------------------------------------------------------------------
+
+def list_groups(args) -> int:
+    admin = _admin(args)
+    listed = _result(admin.list_consumer_groups(request_timeout=TIMEOUT))
+    rows = [{"group": g.group_id, "state": g.state.name.lower(), "simple": g.is_simple_consumer_group}
+            for g in sorted(listed.valid, key=lambda g: g.group_id)]
+    emit(args, rows, title="consumer groups")
+    return 0
+
+
+# --- describe ------------------------------------------------------------------------------
+
+def _describe(admin, group: str):
+    desc = _result(admin.describe_consumer_groups([group], request_timeout=TIMEOUT)[group])
+    if desc.state.name == "DEAD":
+        raise CommandError(f"consumer group {group!r} does not exist")
+    return desc
+
+
+def _committed(admin, group: str) -> dict[tuple[str, int], int]:
+    request = [ConsumerGroupTopicPartitions(group)]
+    result = _result(admin.list_consumer_group_offsets(request, request_timeout=TIMEOUT)[group])
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+
+
+def _log_offsets(admin, partitions, spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    if not partitions:
+        return {}
+    futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=TIMEOUT)
+    return {(tp.topic, tp.partition): _result(f).offset for tp, f in futures.items()}
+
+
+def _oldest_unconsumed(bootstrap: str, positions: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """Timestamp (ms) of the first record at or after each position: what the group will read next."""
+    if not positions:
+        return {}
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "headwater-cli-peek",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
+    found, deadline = {}, time.monotonic() + PEEK_TIMEOUT
+    while len(found) < len(positions) and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None or msg.error():
+            continue
+        key = (msg.topic(), msg.partition())
+        if key not in found:
+            found[key] = msg.timestamp()[1]
+            consumer.pause([TopicPartition(*key)])
+    consumer.close()
+    return found
+
+
+def describe_group(args) -> int:
+    admin = _admin(args)
+    desc = _describe(admin, args.group)
+    owner = {}
+    members = []
+    for m in desc.members:
+        assigned = sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else []))
+        owner.update((tp, m.member_id) for tp in assigned)
+        members.append({"member": m.member_id, "instance": m.group_instance_id, "client": m.client_id,
+                        "host": m.host, "partitions": ", ".join(f"{t}-{p}" for t, p in assigned)})
+    committed = _committed(admin, args.group)
+    partitions = sorted(set(committed) | set(owner))
+    ends = _log_offsets(admin, partitions, OffsetSpec.latest())
+    lagging = {tp: committed.get(tp, 0) for tp in partitions if ends[tp] > committed.get(tp, ends[tp])}
+    oldest = _oldest_unconsumed(args.bootstrap_server, lagging)
+    now = time.time() * 1000
+    offsets = []
+    for tp in partitions:
+        c = committed.get(tp)
+        ts = oldest.get(tp)
+        offsets.append({"topic": tp[0], "partition": tp[1], "committed": c, "log_end": ends[tp],
+                        "lag": ends[tp] - c if c is not None else None,
+                        "oldest_unconsumed_age_s": round(max(now - ts, 0) / 1000, 1) if ts is not None else None,
+                        "member": owner.get(tp)})
+    summary = {"group": args.group, "state": desc.state.name.lower(), "protocol": desc.partition_assignor or None,
+               "members": members, "offsets": offsets}
+    if args.json:
+        json.dump(summary, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    emit(args, [{k: summary[k] for k in ("group", "state", "protocol")}], title="group")
+    emit(args, members, title="members")
+    emit(args, offsets, title="offsets")
+    return 0
+
+
+# --- reset-offsets -------------------------------------------------------------------------
+
+def _partitions_of(admin, topic: str) -> list[int]:
+    # DescribeTopics, not list_topics: a Metadata request for one topic would auto-create it
+    try:
+        desc = admin.describe_topics(TopicCollection([topic]), request_timeout=TIMEOUT)[topic].result(TIMEOUT)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise CommandError(f"topic {topic!r} does not exist") from None
+        raise
+    return sorted(p.id for p in desc.partitions)
+
+
+def _targets(args, admin, tps: list[tuple[str, int]], committed) -> dict[tuple[str, int], int]:
+    earliest = _log_offsets(admin, tps, OffsetSpec.earliest())
+    latest = _log_offsets(admin, tps, OffsetSpec.latest())
+
+    def clamp(tp, offset):
+        return min(max(offset, earliest[tp]), latest[tp])
+
+    if args.to_earliest:
+        return earliest
+    if args.to_latest:
+        return latest
+    if args.to_offset is not None:
+        return {tp: clamp(tp, args.to_offset) for tp in tps}
+    if args.shift_by is not None:  # a partition without a commit shifts from its earliest offset
+        return {tp: clamp(tp, committed.get(tp, earliest[tp]) + args.shift_by) for tp in tps}
+    by_time = _log_offsets(admin, tps, OffsetSpec.for_timestamp(int(args.to_datetime.timestamp() * 1000)))
+    return {tp: latest[tp] if by_time[tp] < 0 else by_time[tp] for tp in tps}  # nothing that late: the end
+
+
+def reset_offsets(args) -> int:
+    admin = _admin(args)
+    desc = _result(admin.describe_consumer_groups([args.group], request_timeout=TIMEOUT)[args.group])
+    if desc.members:
+        raise CommandError(f"consumer group {args.group!r} has {len(desc.members)} active member(s); "
+                           "stop its consumers before resetting offsets")
+    tps = [(args.topic, p) for p in _partitions_of(admin, args.topic)]
+    committed = _committed(admin, args.group) if desc.state.name != "DEAD" else {}
+    targets = _targets(args, admin, tps, committed)
+    if not args.dry_run:
+        request = [ConsumerGroupTopicPartitions(args.group, [TopicPartition(t, p, o) for (t, p), o in targets.items()])]
+        result = _result(admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT)[args.group])
+        failed = [tp for tp in result.topic_partitions if tp.error is not None]
+        if failed:
+            raise CommandError(f"could not commit {failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}")
+    rows = [{"topic": t, "partition": p, "previous": committed.get((t, p)), "new": targets[(t, p)]} for t, p in tps]
+    emit(args, rows, title=f"offsets of {args.group}" + (" (dry run: not committed)" if args.dry_run else ""))
+    return 0
+
+
+# --- delete --------------------------------------------------------------------------------
+
+def delete_group(args) -> int:
+    admin = _admin(args)
+    try:
+        admin.delete_consumer_groups([args.group], request_timeout=TIMEOUT)[args.group].result(TIMEOUT)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.code() == KafkaError.NON_EMPTY_GROUP:
+            raise CommandError(f"consumer group {args.group!r} has active members; stop them first") from None
+        if error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+            raise CommandError(f"consumer group {args.group!r} does not exist") from None
+        raise CommandError(error.str()) from None
+    emit(args, [{"group": args.group, "deleted": True}], title="deleted")
+    return 0
