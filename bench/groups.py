@@ -50,6 +50,11 @@ class Member(threading.Thread):
         self.join()
 
 
+def create_topic(bootstrap, name, partitions):
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the topic exists
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+
+
 def settled(members, since, partitions):
     """Every member was (re)assigned after `since` and together they hold every partition once."""
     held = [p for m in members for p in m.partitions]
@@ -67,7 +72,7 @@ def wait(predicate, timeout=120):
 def rebalance_times(bootstrap, heartbeat_ms, repeats):
     """(join seconds, leave seconds) of a group growing from 7 to 8 members and shrinking back, median."""
     topic, partitions = f"rebalance-{heartbeat_ms}", 16
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    create_topic(bootstrap, topic, partitions)
     group = f"bench-{heartbeat_ms}"
     members = [Member(bootstrap, group, topic, heartbeat_ms) for _ in range(7)]
     for m in members:
@@ -125,7 +130,7 @@ def consume_rate(bootstrap, topic, members, records):
 
 
 def produce(bootstrap, topic, records):
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 8, 1)])[topic].result(30)
+    create_topic(bootstrap, topic, 8)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
                          "compression.type": "none"})
     value = b"x" * 100

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from headwater.demo import cdc_shop, orders
+from headwater.demo import cdc_shop, groups, orders
 from headwater.testing import BrokerProcess
 
-CHAPTERS = [orders, cdc_shop]  # each: run(bootstrap, console)
+CHAPTERS = [orders, groups, cdc_shop]  # each: run(bootstrap, console)
 
 
 def main() -> int:
