@@ -5,7 +5,7 @@ import pytest
 from confluent_kafka import Consumer
 from kafka import KafkaConsumer
 
-from .clients import confluent_produce
+from .clients import confluent_produce, kcat
 from .groups import MemberProcess, admin, committed, create_topic, wait_for, wait_stable
 
 CLIENTS = [("confluent", "range"), ("confluent", "cooperative-sticky"), ("kafka-python", "roundrobin")]
@@ -115,3 +115,12 @@ def test_broker_restart_preserves_committed_offsets(broker, how):
             rest += [(r.partition, r.offset, r.value.decode()) for r in records]
     second.close()
     assert sorted(seen + rest) == sorted((p, o, v) for (p, o), v in truth.items())  # continues, no repeat
+
+
+def test_kcat_balanced_consumer_commits_what_it_read(broker):
+    truth = produce_numbered(broker.bootstrap, "events", 40)
+    out = kcat("-b", broker.bootstrap, "-G", "kcat-readers", "events", "-c", str(len(truth)), "-q",
+               "-X", "auto.offset.reset=earliest", "-f", "%p %o %s\\n")
+    read = {(int(p), int(o)): v for p, o, v in (line.split(" ", 2) for line in out.decode().splitlines())}
+    assert read == truth
+    assert committed(broker.bootstrap, "kcat-readers", "events", range(3)) == log_end_offsets(truth)
