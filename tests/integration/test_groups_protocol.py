@@ -39,11 +39,12 @@ class Client:
         self.member_id, self.generation, self.instance_id = "", -1, None
 
     def join(self, protocols=(("range", subscription("t")),), version=5, session_ms=6000, instance_id=None,
-             protocol_type="consumer"):
+             protocol_type="consumer", rebalance_ms=10000):
         P = JoinGroupRequest.JoinGroupRequestProtocol
         self.instance_id = instance_id
         response = self.wire.request(JoinGroupRequest(
-            group_id=self.group, session_timeout_ms=session_ms, rebalance_timeout_ms=10000, member_id=self.member_id,
+            group_id=self.group, session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms,
+            member_id=self.member_id,
             group_instance_id=instance_id, protocol_type=protocol_type,
             protocols=[P(name=n, metadata=m) for n, m in protocols]), version)
         if response.member_id:
@@ -116,16 +117,16 @@ def until_rebalance(client, attempts=100):
     raise AssertionError("no rebalance started")
 
 
-def stable_group(broker, members=1):
+def stable_group(broker, members=1, **join):
     """A group of `members` members, all joined and synced in one generation; the first is the leader."""
     clients = [Client(broker) for _ in range(members)]
     first = clients[0]
-    assert first.join_accepted().error_code == NONE
+    assert first.join_accepted(**join).error_code == NONE
     assert first.sync([(first.member_id, assignment("t", [0, 1, 2]))]).error_code == NONE
     if members > 1:
-        joins = [in_thread(c.join_accepted) for c in clients[1:]]
+        joins = [in_thread(c.join_accepted, **join) for c in clients[1:]]
         until_rebalance(first)
-        leader = first.join()
+        leader = first.join(**join)
         for c, j in zip(clients[1:], joins):
             assert j().error_code == NONE
         assert len(leader.members) == members
@@ -225,6 +226,17 @@ def test_static_member_rejoins_without_rebalance_and_fences_its_old_id(broker, t
 def test_silent_member_expires_after_session_timeout(broker, topic):
     a, b = stable_group(broker, 2)
     rejoined = in_thread(a.join)  # b never heartbeats again
+    response = rejoined()
+    assert response.error_code == NONE and [m.member_id for m in response.members] == [a.member_id]
+    assert b.heartbeat() == UNKNOWN_MEMBER_ID
+
+
+def test_member_that_heartbeats_but_never_rejoins_is_dropped_at_the_rebalance_timeout(broker, topic):
+    a, b = stable_group(broker, 2, rebalance_ms=2000)
+    rejoined = in_thread(a.join, rebalance_ms=2000)
+    until_rebalance(b)
+    while b.heartbeat() == REBALANCE_IN_PROGRESS:  # alive, but ignoring the call to rejoin
+        time.sleep(0.2)
     response = rejoined()
     assert response.error_code == NONE and [m.member_id for m in response.members] == [a.member_id]
     assert b.heartbeat() == UNKNOWN_MEMBER_ID
