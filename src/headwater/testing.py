@@ -1,10 +1,10 @@
 """Start real brokers as subprocesses: for tests, the demo and benchmarks."""
 from __future__ import annotations
 
+import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 READY = "headwater broker listening on "
@@ -24,15 +24,15 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30) -> "BrokerProcess":
+    def start(self, timeout: float = 120) -> "BrokerProcess":
         cmd = [sys.executable, "-m", "headwater", "broker", "--data-dir", str(self.data_dir),
                "--port", str(self.port), *self.extra_args]
         log = open(self.log_file, "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
         log.close()
-        deadline = time.monotonic() + timeout
-        line = self.proc.stdout.readline()
-        if not line.startswith(READY) or time.monotonic() > deadline:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line.startswith(READY):
             self.proc.kill()
             raise RuntimeError(f"broker did not start: {line!r}; see {self.log_file}:\n{self.log_file.read_text()[-2000:]}")
         self.port = int(line.rsplit(":", 1)[1])  # keep the port across restarts
