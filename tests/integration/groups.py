@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 class MemberProcess:
     """tests/integration/group_member.py as a child process; its processed records are in a file."""
 
+    running: list["MemberProcess"] = []  # reaped after every test (tests/integration/conftest.py)
+
     def __init__(self, bootstrap, group, topic, client, out: Path, **options):
         self.out = out
         cmd = [sys.executable, "-m", "tests.integration.group_member", "--client", client, "--bootstrap", bootstrap,
@@ -25,6 +27,15 @@ class MemberProcess:
         self.log = out.with_suffix(".log")
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        MemberProcess.running.append(self)
+
+    @classmethod
+    def reap(cls) -> None:
+        """Kill members a failed test left behind: an orphaned client spins reconnecting to a dead broker."""
+        while cls.running:
+            member = cls.running.pop()
+            if member.proc.poll() is None:
+                member.kill()
 
     def records(self) -> list[tuple[int, int, str]]:
         lines = self.out.read_text().splitlines()
