@@ -83,9 +83,9 @@ def admitted(batches: list[list[dict]], lateness_ms: int, time_field: str = "ts_
     return kept, dropped, final_watermark
 
 
-def user_events(seed: int, batches: int = 8, per_batch: int = 12, users=("ann", "bob", "cy")):
+def user_events(seed: int, batches: int = 6, per_batch: int = 12, users=("ann", "bob", "cy")):
     """Clicks of a few users: mostly in order, some late within a minute, and from the
-    fifth batch on some far too late (half an hour behind)."""
+    fourth batch on some far too late (half an hour behind)."""
     rng = random.Random(seed)
     out, clock, n = [], BASE_MS, 0
     for b in range(batches):
@@ -96,7 +96,7 @@ def user_events(seed: int, batches: int = 8, per_batch: int = 12, users=("ann", 
             t = clock
             if kind < 0.15:
                 t = clock - rng.randint(5_000, 60_000)  # late, but within the lateness
-            elif kind < 0.22 and b >= 4:
+            elif kind < 0.25 and b >= 3:
                 t = clock - rng.randint(30 * MINUTE, 40 * MINUTE)  # too late
             n += 1
             batch.append({"event_id": f"e{n}", "user_id": rng.choice(users), "ts_ms": t})

@@ -31,10 +31,10 @@ def test_clicks_enriched_with_profile_as_of_click_time(spark, broker, tmp_path):
     rng = random.Random(7)
     changes = profile_history(rng)
     clicks, clock = [], BASE_MS
-    for n in range(70):
+    for n in range(50):
         clock += rng.randint(10_000, 80_000)
         t = clock - (rng.randint(5_000, 50_000) if rng.random() < 0.2 else 0)
-        if n > 40 and rng.random() < 0.08:
+        if n > 25 and rng.random() < 0.1:
             t = clock - 40 * MINUTE  # far too late
         clicks.append({"event_id": f"k{n}", "user_id": rng.choice(("u1", "u2", "u3", "u4", "u5")), "ts_ms": t})
     create_topic(broker.bootstrap, "profiles", 1, **{"cleanup.policy": "compact"})
@@ -43,10 +43,10 @@ def test_clicks_enriched_with_profile_as_of_click_time(spark, broker, tmp_path):
                                            for u, row, t in changes])
     produce(broker.bootstrap, "clicks", [(None, json.dumps(c).encode(), 0, None, None) for c in clicks])
 
-    # Ground truth: batches of 10 clicks and 3 changes, one watermark over both.
+    # Ground truth: batches of 10 clicks and 4 changes, one watermark over both.
     events = [[{**c, "kind": 1} for c in clicks[i * 10:(i + 1) * 10]] +
               [{"event_id": f"change:{j}", "user_id": u, "ts_ms": t, "kind": 0, "row": row, "seq": j}
-               for j, (u, row, t) in enumerate(changes) if i * 3 <= j < (i + 1) * 3] for i in range(7)]
+               for j, (u, row, t) in enumerate(changes) if i * 4 <= j < (i + 1) * 4] for i in range(5)]
     kept, dropped, final_wm = admitted(events, 5 * MINUTE)
     expected = {}
     for user in ("u1", "u2", "u3", "u4", "u5"):
@@ -64,7 +64,7 @@ def test_clicks_enriched_with_profile_as_of_click_time(spark, broker, tmp_path):
                     .select(F.col("event_id").alias("click_id"), "user_id", F.timestamp_millis("ts_ms").alias("event_time")))
     profile_changes = changelog.changes(
         headwater_stream(spark, broker.bootstrap, subscribe="profiles", startingOffsets="earliest",
-                         maxOffsetsPerTrigger=3), PROFILE)
+                         maxOffsetsPerTrigger=4), PROFILE)
     rows, query = run_to_end(enrichment.enrich_clicks(click_stream, profile_changes), tmp_path / "ck")
 
     got = {r.click_id: (r.user_id, r.click_time, r.profile and json.loads(r.profile)) for r in rows}

@@ -8,7 +8,7 @@ from sparkdata import BASE_MS, MINUTE, file_stream, run_to_end, write_batches
 from headwater.pipelines import lateness, window_join
 
 
-def sessions(seed: int, batches: int = 6):
+def sessions(seed: int, batches: int = 4):
     """Searches and clicks per session: some clicks within 10 minutes, some later
     (no match), some searches without clicks; each side out of order within a minute."""
     rng = random.Random(seed)

@@ -20,6 +20,9 @@ LOCAL_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # A Python worker that starts slowly on a busy machine must not fail the query
+    # (the default waits 15 s for it to connect back).
+    "spark.python.authenticate.socketTimeout": "120s",
 }
 
 
