@@ -114,6 +114,10 @@ class _Transaction:
 
 
 class PostgresConnector:
+    """Capture `tables` into `<topic_prefix>.<schema>.<table>` topics on the broker at
+    `bootstrap`. `producer` may be a confluent_kafka.Producer of your own (security settings,
+    another cluster); it must keep acks=all and idempotence."""
+
     def __init__(self, dsn, tables, topic_prefix, bootstrap, *, slot="headwater",
                  publication="headwater", snapshot_mode="initial",
                  positions_topic="headwater-cdc-positions", heartbeat_interval=5.0,

@@ -112,6 +112,9 @@ def _unwrap(image):
 
 
 class SqliteConnector:
+    """Ship the changelog of the SQLite file at `path` into `<topic_prefix>.main.<table>`
+    topics. `producer` as for PostgresConnector."""
+
     def __init__(self, path, tables, topic_prefix, bootstrap, *,
                  positions_topic="headwater-cdc-positions", poll_interval=0.05, batch_rows=2000,
                  producer=None, log=print):
