@@ -29,7 +29,7 @@ def slot_active(dsn, slot="headwater"):
     return sql(dsn, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s AND active", (slot,))[0][0] == 1
 
 
-def caught_up(dsn, slot="headwater", timeout=60):
+def caught_up(dsn, slot="headwater", timeout=120):
     """The slot confirmed everything written so far: all changes are in the topics."""
     target = sql(dsn, "SELECT pg_current_wal_lsn()")[0][0]
     wait_for(lambda: sql(dsn, "SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots WHERE slot_name = %s",

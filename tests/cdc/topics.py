@@ -9,10 +9,10 @@ def read_topic(bootstrap, topic, json_keys=True):
     """Every record of every partition, as dicts; partition order kept, partitions concatenated."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdc-test-reader", "enable.auto.commit": False})
     try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        meta = consumer.list_topics(topic, timeout=60).topics[topic]
         records = []
         for partition in sorted(meta.partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=60)
             if high <= low:
                 continue
             consumer.assign([TopicPartition(topic, partition, low)])
@@ -62,7 +62,7 @@ def replay(records, key_field="id"):
     return table, history
 
 
-def wait_for(predicate, timeout=60, interval=0.2, what="condition"):
+def wait_for(predicate, timeout=120, interval=0.2, what="condition"):
     deadline = time.monotonic() + timeout
     while True:
         result = predicate()
