@@ -67,11 +67,13 @@ def test_inserts_updates_deletes_truncates_as_debezium_events(pg_db, broker):
         ("d", {"id": 1, "note": "y"}, None)]
     assert replay(audit)[0] == {}
 
-    # the connector's own position: the last record in the positions topic is what the slot confirmed
+    # the connector's own position, stored after the last change was acknowledged; the slot
+    # confirmed at least that much (psycopg2 may confirm the server's WAL end on top when idle)
     positions = [r for r in read_topic(broker.bootstrap, "headwater-cdc-positions", json_keys=False)
                  if r["key"] == b"postgresql:headwater"]
     confirmed = sql(pg_db, "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots")[0][0]
-    assert positions[-1]["value"] == {"lsn": int(confirmed), "snapshot_done": True}
+    assert positions[-1]["value"]["snapshot_done"] is True
+    assert t["source"]["lsn"] < positions[-1]["value"]["lsn"] <= int(confirmed)
 
 
 def test_snapshot_modes(pg_db, broker):
