@@ -2,8 +2,8 @@
 import time
 
 import pytest
-from confluent_kafka import Consumer
-from kafka import KafkaConsumer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer
 
 from .clients import confluent_produce, kcat
 from .groups import MemberProcess, admin, committed, create_topic, wait_for, wait_stable
@@ -102,10 +102,15 @@ def test_broker_restart_preserves_committed_offsets(broker, how):
             first.commit(msg, asynchronous=False)
     before = committed(broker.bootstrap, "audit", "events", range(3))
     first.close()
+    client = admin(broker.bootstrap)
+    doomed = [ConsumerGroupTopicPartitions("doomed", [TopicPartition("events", 0, 7)])]
+    client.alter_consumer_group_offsets(doomed)["doomed"].result(30)
+    client.delete_consumer_groups(["doomed"])["doomed"].result(30)  # tombstones in __consumer_offsets
     broker.stop() if how == "stop" else broker.kill()
     broker.restart()
     client = admin(broker.bootstrap)
-    assert "audit" in {g.group_id for g in client.list_consumer_groups().result(30).valid}
+    assert {g.group_id for g in client.list_consumer_groups().result(30).valid} == {"audit"}
+    assert committed(broker.bootstrap, "doomed", "events", [0]) == {0: -1001}  # deleted stays deleted
     assert committed(broker.bootstrap, "audit", "events", range(3)) == before
     second = KafkaConsumer("events", bootstrap_servers=broker.bootstrap, group_id="audit", enable_auto_commit=False,
                            auto_offset_reset="earliest")
@@ -124,3 +129,24 @@ def test_kcat_balanced_consumer_commits_what_it_read(broker):
     read = {(int(p), int(o)): v for p, o, v in (line.split(" ", 2) for line in out.decode().splitlines())}
     assert read == truth
     assert committed(broker.bootstrap, "kcat-readers", "events", range(3)) == log_end_offsets(truth)
+
+
+def test_kafka_python_admin_lists_describes_and_deletes_groups(broker):
+    truth = produce_numbered(broker.bootstrap, "events", 30)
+    member = KafkaConsumer("events", bootstrap_servers=broker.bootstrap, group_id="kp", auto_offset_reset="earliest",
+                           enable_auto_commit=False)
+    read = 0
+    while read < len(truth):
+        read += sum(len(records) for records in member.poll(timeout_ms=500).values())
+    member.commit()
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    assert [(g["group_id"], g["group_state"]) for g in client.list_groups()] == [("kp", "Stable")]
+    (described,) = client.describe_groups(["kp"]).values()
+    (m,) = described["members"]
+    assert m["member_assignment"]["assigned_partitions"] == [{"topic": "events", "partitions": [0, 1, 2]}]
+    offsets = client.list_group_offsets("kp")["kp"]
+    assert {tp.partition: o.offset for tp, o in offsets.items()} == log_end_offsets(truth)
+    member.close()
+    assert client.delete_groups(["kp"]) == {"kp": "OK"}
+    assert client.list_groups() == []
+    client.close()
