@@ -46,6 +46,10 @@ def kafka_python_member(args, process, stopping):
                              session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_MS,
                              metadata_max_age_ms=1000,
                              partition_assignment_strategy=[assignors[args.assignor or "range"]])
+    # kafka-python 3.0.12: a leader that joins before it has the topic's metadata rejoins once
+    # the metadata arrives, and if a poll times out during that rejoin's SyncGroup it never
+    # heartbeats again (its rejoin flag was never set). Knowing the partitions first avoids it.
+    consumer.partitions_for_topic(args.topic)
     uncommitted = 0
     while not stopping():
         for records in consumer.poll(timeout_ms=200, max_records=1).values():
