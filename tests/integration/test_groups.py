@@ -65,9 +65,9 @@ def test_killed_member_partitions_move_and_resume_at_last_commit(broker, tmp_pat
     # The victim commits every 7 messages, so it dies with processed-but-uncommitted records;
     # the others commit each one, so a rebalance redelivers nothing of theirs.
     victim = MemberProcess(broker.bootstrap, "inventory", "orders", client, tmp_path / "victim.txt",
-                           commit_every=7, delay_ms=20)
-    survivors = [MemberProcess(broker.bootstrap, "inventory", "orders", client, tmp_path / f"s{i}.txt", delay_ms=20)
-                 for i in range(2)]
+                           commit_every=7, delay_ms=20, session_timeout_ms=6000)
+    survivors = [MemberProcess(broker.bootstrap, "inventory", "orders", client, tmp_path / f"s{i}.txt", delay_ms=20,
+                               session_timeout_ms=6000) for i in range(2)]
     wait_stable(broker, "inventory", 3, 6)
     truth = produce_numbered(broker.bootstrap, "orders", 600)
     wait_for(lambda: len(victim.records()) >= 40, message="the victim to process some")

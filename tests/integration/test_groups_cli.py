@@ -26,7 +26,7 @@ def groups_json(broker, *args):
 
 def consumer(broker, group="replay"):
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+                  "auto.offset.reset": "earliest", "heartbeat.interval.ms": 500})
     c.subscribe(["clicks"])
     return c
 

@@ -30,7 +30,7 @@ class GroupMember(threading.Thread):
         self.name, self.handle = name, handle
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
                                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+                                  "heartbeat.interval.ms": 500})
         self.stopping = threading.Event()
         self.assignments: list[list[int]] = []
         self.processed = Counter()  # partition -> orders processed
