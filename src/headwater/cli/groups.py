@@ -58,8 +58,11 @@ def _datetime(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
+QUIET = 3  # librdkafka log_level: errors only, so informational lines do not trail our one-line messages
+
+
 def _admin(args) -> AdminClient:
-    return AdminClient({"bootstrap.servers": args.bootstrap_server})
+    return AdminClient({"bootstrap.servers": args.bootstrap_server, "log_level": QUIET})
 
 
 def _result(future):
@@ -107,7 +110,7 @@ def _oldest_unconsumed(bootstrap: str, positions: dict[tuple[str, int], int]) ->
     if not positions:
         return {}
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "headwater-cli-peek",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100, "log_level": QUIET})
     consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
     found, deadline = {}, time.monotonic() + PEEK_TIMEOUT
     while len(found) < len(positions) and time.monotonic() < deadline:
