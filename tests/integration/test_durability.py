@@ -39,59 +39,56 @@ def _produce_until_killed(bootstrap, topic, acked, stop):
 
 
 def test_sigkill_during_acks_all_produce_loses_nothing_acknowledged(tmp_path):
-    proc = BrokerProcess(tmp_path / "data", "--num-partitions", "2", "--flush", "always").start()
-    all_acked = []
-    for _ in range(4):
-        acked, stop = [], threading.Event()
-        thread = threading.Thread(target=_produce_until_killed, args=(proc.bootstrap, "payments", acked, stop))
-        thread.start()
-        deadline = time.monotonic() + 30
-        while len(acked) < 1500 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        proc.kill()  # mid-produce: requests are in flight
-        stop.set()
-        thread.join()
-        assert acked, "nothing was acknowledged before the kill"
-        all_acked += acked
-        proc.restart()
-    # Records written just before a kill but never acknowledged are in the log too: read it all.
-    everything = log_end_offsets(proc.bootstrap, "payments", range(2))
-    assert everything >= len(all_acked)
-    consumed = confluent_consume(proc.bootstrap, "payments", range(2), everything)
-    present = {(p, o): v for p, o, _, v, _ in consumed}
-    missing = [(p, o, v) for p, o, v in all_acked if present.get((p, o)) != v]
-    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:3]}"
-    proc.stop()
+    with BrokerProcess(tmp_path / "data", "--num-partitions", "2", "--flush", "always") as proc:
+        all_acked = []
+        for _ in range(4):
+            acked, stop = [], threading.Event()
+            thread = threading.Thread(target=_produce_until_killed, args=(proc.bootstrap, "payments", acked, stop))
+            thread.start()
+            deadline = time.monotonic() + 30
+            while len(acked) < 1500 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            proc.kill()  # mid-produce: requests are in flight
+            stop.set()
+            thread.join()
+            assert acked, "nothing was acknowledged before the kill"
+            all_acked += acked
+            proc.restart()
+        # Records written just before a kill but never acknowledged are in the log too: read it all.
+        everything = log_end_offsets(proc.bootstrap, "payments", range(2))
+        assert everything >= len(all_acked)
+        consumed = confluent_consume(proc.bootstrap, "payments", range(2), everything)
+        present = {(p, o): v for p, o, _, v, _ in consumed}
+        missing = [(p, o, v) for p, o, v in all_acked if present.get((p, o)) != v]
+        assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:3]}"
 
 
 def test_torn_tail_is_truncated_on_recovery(tmp_path):
-    proc = BrokerProcess(tmp_path / "data").start()
-    delivered = confluent_produce(proc.bootstrap, "torn", sample_messages(500))
-    proc.kill()
-    segment = sorted(Path(tmp_path / "data" / "torn-0").glob("*.log"))[-1]
-    intact = segment.read_bytes()
-    with open(segment, "ab") as f:  # half a batch, as a crash mid-write leaves it
-        f.write(intact[:40])
-    proc.restart()
-    consumed = confluent_consume(proc.bootstrap, "torn", [0], len(delivered))
-    assert sorted(consumed) == sorted(delivered)
-    assert segment.stat().st_size == len(intact)
-    more = confluent_produce(proc.bootstrap, "torn", [(b"k", b"next", [])])
-    assert more[0][1] == len(delivered)
-    proc.stop()
+    with BrokerProcess(tmp_path / "data") as proc:
+        delivered = confluent_produce(proc.bootstrap, "torn", sample_messages(500))
+        proc.kill()
+        segment = sorted(Path(tmp_path / "data" / "torn-0").glob("*.log"))[-1]
+        intact = segment.read_bytes()
+        with open(segment, "ab") as f:  # half a batch, as a crash mid-write leaves it
+            f.write(intact[:40])
+        proc.restart()
+        consumed = confluent_consume(proc.bootstrap, "torn", [0], len(delivered))
+        assert sorted(consumed) == sorted(delivered)
+        assert segment.stat().st_size == len(intact)
+        more = confluent_produce(proc.bootstrap, "torn", [(b"k", b"next", [])])
+        assert more[0][1] == len(delivered)
 
 
 def test_corrupted_last_batch_is_dropped_on_recovery(tmp_path):
-    proc = BrokerProcess(tmp_path / "data").start()
-    first = confluent_produce(proc.bootstrap, "flipped", [(b"a", b"first batch", [])])
-    second = confluent_produce(proc.bootstrap, "flipped", [(b"b", b"second batch", [])])
-    proc.kill()
-    segment = sorted(Path(tmp_path / "data" / "flipped-0").glob("*.log"))[-1]
-    data = bytearray(segment.read_bytes())
-    data[-3] ^= 0xFF  # flip a byte inside the last batch: its CRC no longer matches
-    segment.write_bytes(data)
-    proc.restart()
-    consumed = confluent_consume(proc.bootstrap, "flipped", [0], 1, timeout=5)
-    assert consumed == first
-    assert second[0][1] == 1
-    proc.stop()
+    with BrokerProcess(tmp_path / "data") as proc:
+        first = confluent_produce(proc.bootstrap, "flipped", [(b"a", b"first batch", [])])
+        second = confluent_produce(proc.bootstrap, "flipped", [(b"b", b"second batch", [])])
+        proc.kill()
+        segment = sorted(Path(tmp_path / "data" / "flipped-0").glob("*.log"))[-1]
+        data = bytearray(segment.read_bytes())
+        data[-3] ^= 0xFF  # flip a byte inside the last batch: its CRC no longer matches
+        segment.write_bytes(data)
+        proc.restart()
+        consumed = confluent_consume(proc.bootstrap, "flipped", [0], 1, timeout=5)
+        assert consumed == first
+        assert second[0][1] == 1
