@@ -49,9 +49,10 @@ def replay(records, key_field="id"):
             table.clear()
             continue
         key = r["key"][key_field]
-        # A change may carry the snapshot's own LSN (the first record after the consistent point).
+        # A change may carry the snapshot's own LSN (the first record after the consistent point),
+        # so a read sorts before a change at the same LSN. Redelivered reads are dropped too.
         position = (value["source"]["lsn"], value["op"] != "r")
-        if value["op"] != "r" and position <= last.get(key, (-1, False)):
+        if position <= last.get(key, (-1, False)):
             continue
         last[key] = position
         history.setdefault(key, []).append((value["op"], value["after"] or value["before"]))
