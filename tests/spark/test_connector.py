@@ -118,6 +118,29 @@ def test_records_lost_to_retention_fail_the_query_or_are_skipped(spark, broker, 
     assert sorted(bytes(r.value) for r in rows) == [b"r0", b"r1", b"r2", b"r6", b"r7", b"r8", b"r9"]
 
 
+def test_topic_recreated_behind_the_checkpoint_is_data_loss(spark, broker, tmp_path):
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(broker.bootstrap, "ledger", 1)
+    produce(broker.bootstrap, "ledger", [(None, f"a{i}".encode(), 0, None, None) for i in range(5)])
+    stream = headwater_stream(spark, broker.bootstrap, subscribe="ledger", startingOffsets="earliest")
+    out = tmp_path / "out"
+    run_to_end(stream.select("value"), tmp_path / "ck", parquet=out)  # at offset 5
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics(["ledger"])["ledger"].result(30)
+    create_topic(broker.bootstrap, "ledger", 1)
+    produce(broker.bootstrap, "ledger", [(None, f"b{i}".encode(), 0, None, None) for i in range(3)])
+
+    with pytest.raises(Exception, match="ledger-0: the log end offset went back from 5 to 3"):
+        run_to_end(stream.select("value"), tmp_path / "ck", parquet=out)
+    tolerant = headwater_stream(spark, broker.bootstrap, subscribe="ledger", startingOffsets="earliest",
+                                failOnDataLoss="false")
+    run_to_end(tolerant.select("value"), tmp_path / "ck", parquet=out)  # goes on from offset 3
+    produce(broker.bootstrap, "ledger", [(None, b"b3", 0, None, None)])
+    rows, _ = run_to_end(tolerant.select("value"), tmp_path / "ck", parquet=out)
+    assert sorted(bytes(r.value) for r in rows) == [b"a0", b"a1", b"a2", b"a3", b"a4", b"b3"]
+
+
 def test_sink_round_trip(spark, broker, tmp_path):
     create_topic(broker.bootstrap, "source", 2)
     create_topic(broker.bootstrap, "copy", 2)

@@ -7,7 +7,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from pyspark.sql.types import StructType
 
 from headwater.spark.cluster import TP, Cluster, from_json, to_json
-from headwater.spark.fetch import OffsetRange, read_range
+from headwater.spark.fetch import DataLossError, OffsetRange, read_range
 from headwater.spark.options import OptionError, ReaderOptions, reader_options
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
@@ -119,8 +119,15 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             latest = self.cluster.latest(self.cluster.partitions(self.options.subscription))
         self._latest = latest
-        # A partition that disappeared keeps its last offset; a new one starts at 0.
-        end = {**begin, **{tp: max(o, begin.get(tp, 0)) for tp, o in latest.items()}}
+        for (topic, partition), offset in latest.items():
+            if offset < begin.get((topic, partition), 0) and self.options.fail_on_data_loss:
+                raise DataLossError(
+                    f"partition {topic}-{partition}: the log end offset went back from "
+                    f"{begin[(topic, partition)]} to {offset} (was the topic deleted and re-created?): records may "
+                    f"have been lost. Set failOnDataLoss=false to go on from offset {offset}.")
+        # A partition that disappeared keeps its last offset; a new one starts at 0; one
+        # whose end went back goes on from its new end.
+        end = {**begin, **latest}
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(begin, end, limit.max_rows)
         return to_json(end)
@@ -147,7 +154,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def rate_limit(begin: dict[TP, int], end: dict[TP, int], max_rows: int) -> dict[TP, int]:
     """Move at most `max_rows` offsets past `begin`, shared in proportion to each
     partition's backlog (floor), the remainder one by one in partition order."""
-    backlog = {tp: e - begin.get(tp, 0) for tp, e in end.items()}
+    backlog = {tp: max(0, e - begin.get(tp, 0)) for tp, e in end.items()}
     total = sum(backlog.values())
     if total <= max_rows:
         return end
@@ -159,4 +166,4 @@ def rate_limit(begin: dict[TP, int], end: dict[TP, int], max_rows: int) -> dict[
         if share[tp] < backlog[tp]:
             share[tp] += 1
             spare -= 1
-    return {tp: begin.get(tp, 0) + share[tp] for tp in end}
+    return {tp: begin.get(tp, 0) + share[tp] if backlog[tp] else e for tp, e in end.items()}
