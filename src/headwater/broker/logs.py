@@ -45,13 +45,15 @@ async def describe_log_dirs(broker, header, request):
     R = DescribeLogDirsResponse.DescribeLogDirsResult
     T = R.DescribeLogDirsTopic
     P = T.DescribeLogDirsPartition
-    wanted = None if request.topics is None else {t.topic: set(t.partitions) for t in request.topics}
+    # No topics: all of them; a topic without partitions (kafka-python sends null): all of its partitions.
+    wanted = None if request.topics is None else {t.topic: t.partitions for t in request.topics}
     topics = []
     for name, topic in sorted(broker.logs.topics.items()):
         if wanted is not None and name not in wanted:
             continue
+        chosen = None if wanted is None else wanted[name]
         partitions = [P(partition_index=i, partition_size=plog.size_bytes, offset_lag=0, is_future_key=False)
-                      for i, plog in enumerate(topic.partitions) if wanted is None or i in wanted[name]]
+                      for i, plog in enumerate(topic.partitions) if not chosen or i in chosen]
         topics.append(T(name=name, partitions=partitions))
     data_dir = broker.config.data_dir.resolve()
     disk = shutil.disk_usage(data_dir)

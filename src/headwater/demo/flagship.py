@@ -11,16 +11,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from headwater.demo import cdc_shop, groups, orders
+from headwater.demo import cdc_shop, compaction, groups, orders
 from headwater.testing import BrokerProcess
 
-CHAPTERS = [orders, groups, cdc_shop]  # each: run(bootstrap, console)
+CHAPTERS = [orders, groups, cdc_shop, compaction]  # each: run(bootstrap, console)
 
 
 def main() -> int:
     console = Console()
     with tempfile.TemporaryDirectory(prefix="headwater-demo-") as tmp:
-        with BrokerProcess(Path(tmp) / "data", "--num-partitions", "3") as broker:
+        with BrokerProcess(Path(tmp) / "data", "--num-partitions", "3", "--cleaner-interval-ms", "500") as broker:
             console.print(f"[bold green]headwater broker[/] on {broker.bootstrap}, data in {broker.data_dir}")
             for chapter in CHAPTERS:
                 chapter.run(broker.bootstrap, console)

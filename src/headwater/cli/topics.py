@@ -1,0 +1,201 @@
+"""`headwater topics create|list|describe|alter|delete`: topics and their configs.
+
+Built on confluent-kafka's AdminClient, so the same commands work against a Kafka cluster.
+Partition sizes come from DescribeLogDirs, which only kafka-python's admin client sends.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                   NewTopic, OffsetSpec)
+
+from headwater.cli.common import CommandError, add_client_args, emit
+
+TIMEOUT = 15  # seconds for any one admin call: a missing broker is reported, not waited for
+
+
+def _config(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def add_parser(subparsers) -> None:
+    topics = subparsers.add_parser("topics", help="create, list, describe, alter and delete topics")
+    actions = topics.add_subparsers(dest="topics_action", required=True)
+
+    create = actions.add_parser("create", help="create a topic")
+    create.add_argument("topic")
+    create.add_argument("--partitions", type=_positive, default=1, help="number of partitions (default 1)")
+    create.add_argument("--config", type=_config, action="append", default=[], metavar="NAME=VALUE",
+                        help="topic config, e.g. cleanup.policy=compact (repeatable)")
+    create.set_defaults(func=create_topic)
+
+    listing = actions.add_parser("list", help="list topics")
+    listing.set_defaults(func=list_topics)
+
+    describe = actions.add_parser("describe", help="a topic's configs, partitions, offsets and sizes")
+    describe.add_argument("topic")
+    describe.add_argument("--all-configs", action="store_true", help="show defaults too, not only overrides")
+    describe.set_defaults(func=describe_topic)
+
+    alter = actions.add_parser("alter", help="set or remove topic configs")
+    alter.add_argument("topic")
+    alter.add_argument("--config", type=_config, action="append", default=[], metavar="NAME=VALUE",
+                       help="set a config (repeatable)")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="NAME",
+                       help="remove an override: back to the default (repeatable)")
+    alter.set_defaults(func=alter_topic)
+
+    delete = actions.add_parser("delete", help="delete topics and all their records")
+    delete.add_argument("topics", nargs="+", metavar="topic")
+    delete.set_defaults(func=delete_topics)
+
+    for parser in (create, listing, describe, alter, delete):
+        add_client_args(parser)
+
+
+# The clients log connection failures to stderr; the command reports them itself, in one line.
+_client_log = logging.getLogger("headwater.cli.topics.client")
+_client_log.addHandler(logging.NullHandler())
+_client_log.propagate = False
+logging.getLogger("kafka").addHandler(logging.NullHandler())
+
+
+def _admin(args) -> AdminClient:
+    return AdminClient({"bootstrap.servers": args.bootstrap_server, "socket.timeout.ms": TIMEOUT * 1000,
+                        "logger": _client_log})
+
+
+def _result(future, what: str):
+    try:
+        return future.result(TIMEOUT)
+    except KafkaException as exc:
+        error: KafkaError = exc.args[0]
+        raise CommandError(f"{what}: {error.str()}") from None
+    except TimeoutError:
+        raise CommandError(f"{what}: no answer within {TIMEOUT}s") from None
+
+
+def _metadata(args, admin):
+    """Metadata of every topic (asking for one by name could auto-create it)."""
+    try:
+        return admin.list_topics(timeout=TIMEOUT)
+    except KafkaException as exc:
+        raise CommandError(f"cannot reach a broker at {args.bootstrap_server}: {exc.args[0].str()}") from None
+
+
+def create_topic(args) -> int:
+    admin = _admin(args)
+    topic = NewTopic(args.topic, args.partitions, replication_factor=-1, config=dict(args.config))
+    _result(admin.create_topics([topic], request_timeout=TIMEOUT)[args.topic], f"cannot create topic {args.topic!r}")
+    print(f"created topic {args.topic} with {args.partitions} partition(s)")
+    return 0
+
+
+def list_topics(args) -> int:
+    metadata = _metadata(args, _admin(args))
+    rows = [{"topic": name, "partitions": len(t.partitions)} for name, t in sorted(metadata.topics.items())]
+    emit(args, rows, title="topics")
+    return 0
+
+
+def _configs(admin, topic: str) -> dict:
+    resource = ConfigResource("topic", topic)
+    return _result(admin.describe_configs([resource], request_timeout=TIMEOUT)[resource],
+                   f"cannot describe topic {topic!r}")
+
+
+def _offsets(admin, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+    """partition -> (log start offset, log end offset)."""
+    found = {}
+    for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
+        futures = admin.list_offsets({TopicPartition(topic, p): spec for p in partitions}, request_timeout=TIMEOUT)
+        for tp, future in futures.items():
+            found.setdefault(tp.partition, []).append(_result(future, f"cannot list offsets of {topic!r}").offset)
+    return {p: tuple(v) for p, v in found.items()}
+
+
+def partition_sizes(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    """partition -> bytes on disk, from DescribeLogDirs (kafka-python's admin client sends it)."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError as KPKafkaError
+
+    admin = None
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT * 1000)
+        answers = admin.describe_log_dirs({topic: partitions})
+    except KPKafkaError as exc:
+        raise CommandError(f"cannot read partition sizes from {bootstrap}: {exc}") from None
+    finally:
+        if admin is not None:
+            admin.close()
+    sizes: dict[int, int] = {}
+    for answer in answers:
+        for log_dir in answer["log_dirs"]:
+            for t in log_dir["topics"]:
+                for p in t["partitions"]:
+                    if t["name"] == topic:
+                        sizes[p["partition_index"]] = sizes.get(p["partition_index"], 0) + p["partition_size"]
+    return sizes
+
+
+def describe_topic(args) -> int:
+    admin = _admin(args)
+    metadata = _metadata(args, admin).topics.get(args.topic)
+    if metadata is None:
+        raise CommandError(f"unknown topic {args.topic!r}")
+    configs = _configs(admin, args.topic)
+    partitions = sorted(metadata.partitions)
+    offsets = _offsets(admin, args.topic, partitions)
+    sizes = partition_sizes(args.bootstrap_server, args.topic, partitions)
+    config_rows = [{"config": name, "value": entry.value,
+                    "source": "topic" if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value else "default"}
+                   for name, entry in sorted(configs.items())
+                   if args.all_configs or entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value]
+    partition_rows = [{"partition": p, "log start offset": offsets[p][0], "log end offset": offsets[p][1],
+                       "records": offsets[p][1] - offsets[p][0], "bytes": sizes.get(p)} for p in partitions]
+    if args.json:
+        json.dump({"topic": args.topic, "configs": {r["config"]: r["value"] for r in config_rows},
+                   "partitions": partition_rows}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    emit(args, config_rows or [{"config": "(none: every config has its default)"}],
+         title=f"{args.topic}: {'configs' if args.all_configs else 'config overrides'}")
+    emit(args, partition_rows, title=f"{args.topic}: partitions")
+    return 0
+
+
+def alter_topic(args) -> int:
+    if not args.config and not args.delete_config:
+        raise CommandError("nothing to alter: give --config NAME=VALUE or --delete-config NAME")
+    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in args.config]
+    entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in args.delete_config]
+    admin = _admin(args)
+    resource = ConfigResource("topic", args.topic, incremental_configs=entries)
+    _result(admin.incremental_alter_configs([resource], request_timeout=TIMEOUT)[resource],
+            f"cannot alter topic {args.topic!r}")
+    print(f"altered topic {args.topic}")
+    return 0
+
+
+def delete_topics(args) -> int:
+    admin = _admin(args)
+    futures = admin.delete_topics(args.topics, request_timeout=TIMEOUT)
+    for name in args.topics:
+        _result(futures[name], f"cannot delete topic {name!r}")
+        print(f"deleted topic {name}")
+    return 0
