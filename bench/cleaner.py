@@ -1,0 +1,170 @@
+"""Log cleaner throughput, and what a running cleaner costs concurrent producers.
+
+    .venv/bin/python bench/cleaner.py [--records N] [--keys K] [--seconds S]
+
+1. The cleaner alone, in-process on the storage engine: a compacted log of N records over
+   K keys (100-byte values, batches of 500) is written, its segments closed, and one
+   ``LogManager.clean`` pass timed; MB/s is log bytes read per second of the pass, per codec.
+2. A broker subprocess: confluent-kafka produce msg/s to a plain topic for S seconds,
+   while a compacted backlog on the same broker waits (min.compaction.lag.ms high) and
+   while the cleaner works through it (the lag lowered to 0 as the clock starts).
+There is no peer: no Kafka (JVM) broker can be installed here to run its cleaner beside ours.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import datetime
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from rich.console import Console
+from rich.table import Table
+
+from headwater.log import LogConfig, LogManager
+from headwater.records import Compression, Record, encode_batch
+from headwater.testing import BrokerProcess
+
+BATCH = 500
+console = Console(stderr=True)
+
+
+def compacted_batches(records: int, keys: int, codec: Compression, base: int = 0):
+    """Encoded batches of updates to `keys` keys (100-byte values), offsets from `base`."""
+    now = int(time.time() * 1000) - 60_000
+    for start in range(0, records, BATCH):
+        batch = [Record(base + i, now, b"key-%06d" % (i * 7919 % keys), b"%08d" % i + b"v" * 92)
+                 for i in range(start, min(start + BATCH, records))]
+        yield encode_batch(batch, base_offset=base + start, compression=codec)
+
+
+def cleaner_alone(records: int, keys: int, codec: Compression) -> dict:
+    with tempfile.TemporaryDirectory(prefix="hw-cleaner-bench-") as tmp:
+        logs = LogManager(Path(tmp), LogConfig())
+        topic = logs.create_topic("bench", 1, {"cleanup.policy": "compact", "segment.bytes": str(1 << 20)})
+        log = topic.partitions[0]
+        for batch in compacted_batches(records, keys, codec):
+            log.append(bytearray(batch))
+        log.roll()  # everything written becomes cleanable
+        before = log.size_bytes
+        start = time.perf_counter()
+        stats = logs.clean(int(time.time() * 1000))
+        elapsed = time.perf_counter() - start
+        after = log.size_bytes
+        logs.close()
+    return {"codec": codec.name.lower(), "records": f"{records:,}", "log MB": f"{before / 1e6:.1f}",
+            "after MB": f"{after / 1e6:.2f}", "seconds": f"{elapsed:.2f}",
+            "MB/s compacted": f"{stats.bytes_read / 1e6 / elapsed:.1f}",
+            "records/s": f"{records / elapsed:,.0f}"}
+
+
+def produce_rate(bootstrap: str, topic: str, seconds: float) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "enable.idempotence": False,
+                         "queue.buffering.max.messages": 1_000_000})
+    producer.produce(topic, b"warm-up")
+    producer.flush(30)
+    sent, value = 0, b"x" * 100
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        try:
+            producer.produce(topic, value)
+            sent += 1
+        except BufferError:
+            producer.poll(0.005)
+        if sent % 10_000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    return sent / (time.perf_counter() - start)
+
+
+def set_lag(admin: AdminClient, topic: str, lag_ms: int) -> None:
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("min.compaction.lag.ms", str(lag_ms), incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def fill_backlog(bootstrap: str, topic: str, records: int, keys: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4",
+                         "queue.buffering.max.messages": 1_000_000})
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, key=b"key-%06d" % (i * 7919 % keys), value=b"%08d" % i + b"v" * 92)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(120)
+
+
+CLEANED = re.compile(r"^(\S+ \S+) \w+ headwater.broker: log cleaner: .* (\d+) -> (\d+) bytes", re.M)
+
+
+def wait_for_pass(log_file: Path, offset: int, timeout: float = 600) -> tuple[float, int, int]:
+    """(end time, bytes read, bytes written) of the first cleaner pass logged after `offset` in the broker log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(log_file) as f:
+            f.seek(offset)
+            found = CLEANED.search(f.read())
+        if found:
+            ended = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            return ended, int(found.group(2)), int(found.group(3))
+        time.sleep(0.05)
+    raise RuntimeError("the cleaner pass did not finish")
+
+
+def cleaner_vs_producers(records: int, keys: int, seconds: float) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="hw-cleaner-bench-") as tmp:
+        with BrokerProcess(Path(tmp) / "data", "--cleaner-interval-ms", "100") as broker:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            backlog = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20),
+                       "min.compaction.lag.ms": str(3600_000)}
+            futures = admin.create_topics([NewTopic("backlog", 1, 1, config=backlog), NewTopic("events", 1, 1)])
+            for future in futures.values():
+                future.result(30)
+            console.print(f"filling a compacted backlog of {records:,} records...")
+            fill_backlog(broker.bootstrap, "backlog", records, keys)
+            time.sleep(1)
+            rows.append({"produce while": "cleaner idle",
+                         "msg/s (100 B, acks=1)": f"{produce_rate(broker.bootstrap, 'events', seconds):,.0f}",
+                         "cleaner pass": "-"})
+            offset = broker.log_file.stat().st_size
+            released = time.time()
+            set_lag(admin, "backlog", 0)  # the next pass (within 100 ms) takes the whole backlog
+            rate = produce_rate(broker.bootstrap, "events", seconds)
+            ended, read, written = wait_for_pass(broker.log_file, offset)
+            took = ended - released
+            rows.append({"produce while": "cleaner running", "msg/s (100 B, acks=1)": f"{rate:,.0f}",
+                         "cleaner pass": f"{read / 1e6:.1f} -> {written / 1e6:.2f} MB, ~{took:.1f} s"})
+    return rows
+
+
+def table(title: str, rows: list[dict]) -> Table:
+    t = Table(title=title)
+    for column in rows[0]:
+        t.add_column(column, justify="right")
+    for row in rows:
+        t.add_row(*row.values())
+    return t
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--keys", type=int, default=5_000)
+    parser.add_argument("--seconds", type=float, default=5)
+    args = parser.parse_args()
+    out = Console()
+    alone = [cleaner_alone(args.records, args.keys, codec)
+             for codec in (Compression.NONE, Compression.LZ4, Compression.ZSTD)]
+    out.print(table(f"log cleaner, one pass ({args.keys:,} keys, 100-byte values)", alone))
+    out.print(table("produce throughput with the cleaner idle and running",
+                    cleaner_vs_producers(args.records, args.keys, args.seconds)))
+
+
+if __name__ == "__main__":
+    main()
