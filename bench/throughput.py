@@ -103,9 +103,10 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float
     samples: list[float] = []
     done = threading.Event()
 
-    def receive():
+    def receive():  # poll, not consume(n): consume waits until n messages have gathered
         while len(samples) < total and not done.is_set():
-            for msg in consumer.consume(1000, 0.5):
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
                 samples.append(time.perf_counter() - float(msg.value()))
 
     receiver = threading.Thread(target=receive)
