@@ -13,10 +13,12 @@ There is no peer: no Kafka (JVM) broker can be installed here to run its cleaner
 from __future__ import annotations
 
 import argparse
+import random
 import re
 from datetime import datetime
 import tempfile
 import time
+from itertools import islice
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -32,13 +34,21 @@ BATCH = 500
 console = Console(stderr=True)
 
 
-def compacted_batches(records: int, keys: int, codec: Compression, base: int = 0):
-    """Encoded batches of updates to `keys` keys (100-byte values), offsets from `base`."""
+def updates(records: int, keys: int):
+    """(key, value) updates spread over `keys` keys; 100-byte values, half random (so codecs
+    compress them about 2:1, not 50:1 as a repeated byte would)."""
+    rng = random.Random(1)
+    for i in range(records):
+        yield b"key-%06d" % (i * 7919 % keys), rng.randbytes(50) + b"v" * 50
+
+
+def compacted_batches(records: int, keys: int, codec: Compression):
+    """Encoded batches of `updates`, offsets from 0."""
     now = int(time.time() * 1000) - 60_000
+    stream = enumerate(updates(records, keys))
     for start in range(0, records, BATCH):
-        batch = [Record(base + i, now, b"key-%06d" % (i * 7919 % keys), b"%08d" % i + b"v" * 92)
-                 for i in range(start, min(start + BATCH, records))]
-        yield encode_batch(batch, base_offset=base + start, compression=codec)
+        batch = [Record(i, now, key, value) for i, (key, value) in islice(stream, BATCH)]
+        yield encode_batch(batch, base_offset=start, compression=codec)
 
 
 def cleaner_alone(records: int, keys: int, codec: Compression) -> dict:
@@ -89,10 +99,10 @@ def set_lag(admin: AdminClient, topic: str, lag_ms: int) -> None:
 def fill_backlog(bootstrap: str, topic: str, records: int, keys: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4",
                          "queue.buffering.max.messages": 1_000_000})
-    for i in range(records):
+    for key, value in updates(records, keys):
         while True:
             try:
-                producer.produce(topic, key=b"key-%06d" % (i * 7919 % keys), value=b"%08d" % i + b"v" * 92)
+                producer.produce(topic, key=key, value=value)
                 break
             except BufferError:
                 producer.poll(0.01)
@@ -154,7 +164,7 @@ def table(title: str, rows: list[dict]) -> Table:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--keys", type=int, default=5_000)
     parser.add_argument("--seconds", type=float, default=5)
     args = parser.parse_args()

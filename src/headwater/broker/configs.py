@@ -122,8 +122,8 @@ def _incremental_overrides(topic, configs) -> dict[str, str | None]:
             overrides.pop(c.name, None)
         elif c.config_operation in (APPEND, SUBTRACT):
             if c.name not in LIST_CONFIGS:
-                raise ConfigError(ErrorCode.INVALID_CONFIG, f"{'APPEND' if c.config_operation == APPEND else 'SUBTRACT'}"
-                                  f" needs a list config, and {c.name!r} is not one")
+                operation = "APPEND" if c.config_operation == APPEND else "SUBTRACT"
+                raise ConfigError(ErrorCode.INVALID_CONFIG, f"{operation} needs a list config, and {c.name!r} is not one")
             current = [v for v in overrides.get(c.name, effective[c.name]).split(",") if v]
             items = [v.strip() for v in (c.value or "").split(",") if v.strip()]
             if c.config_operation == APPEND:
@@ -132,7 +132,8 @@ def _incremental_overrides(topic, configs) -> dict[str, str | None]:
                 current = [v for v in current if v not in items]
             overrides[c.name] = ",".join(current)
         else:
-            raise ConfigError(ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation} for {c.name!r}")
+            raise ConfigError(ErrorCode.INVALID_REQUEST,
+                              f"unknown config operation {c.config_operation} for {c.name!r}")
     return overrides
 
 

@@ -39,7 +39,8 @@ async def produce(broker, header, request):
             else:
                 error, base_offset, message, append_time = refuse, -1, None, -1
             partitions.append(P(index=part.index, error_code=error, base_offset=base_offset,
-                                log_append_time_ms=append_time, log_start_offset=_log_start(broker, topic.name, part.index),
+                                log_append_time_ms=append_time,
+                                log_start_offset=_log_start(broker, topic.name, part.index),
                                 error_message=message))
         responses.append(T(name=topic.name, partition_responses=partitions))
     if request.acks == ACKS_ALL and broker.config.flush == "always":
