@@ -2,6 +2,7 @@
 import threading
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 
 from headwater import records
 
@@ -43,3 +44,16 @@ def test_list_offsets_earliest_latest_and_by_timestamp(broker):
         expected = next((i for i, ts in enumerate(stamps) if ts >= query), -1)
         assert found == expected, (query, found, expected)
     consumer.close()
+
+
+def test_offset_for_leader_epoch_answers_the_log_end(broker):
+    wire = Wire(broker.bootstrap)
+    for _ in range(3):
+        produce(wire, "epochs", 0, records.encode_batch([records.Record(0, 1, b"k", b"v")]))
+    R = OffsetForLeaderEpochRequest[3]
+    request = R(replica_id=-1, topics=[R.OffsetForLeaderTopic(topic="epochs", partitions=[
+        R.OffsetForLeaderTopic.OffsetForLeaderPartition(partition=p, current_leader_epoch=0, leader_epoch=0)
+        for p in (0, 7)])])
+    parts = wire.request(request, 3).topics[0].partitions
+    assert (parts[0].error_code, parts[0].end_offset) == (0, 3)
+    assert parts[1].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION

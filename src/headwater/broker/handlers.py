@@ -24,3 +24,16 @@ def handles(key: ApiKey, min_version: int, max_version: int):
 
 def supported_apis() -> dict[int, Api]:
     return {key: spec for key, (spec, _) in HANDLERS.items()}
+
+
+def answer_partitions(broker, request_topics, topic_result, answer, *, topic_field: str = "name",
+                      partition_field: str = "partition_index") -> list:
+    """The common response shape: one result per requested topic, one ``answer(log or None,
+    topic name, requested partition)`` per partition. Field names differ between APIs."""
+    results = []
+    for topic in request_topics:
+        name = getattr(topic, topic_field)
+        partitions = [answer(broker.logs.get_log(name, getattr(part, partition_field)), name, part)
+                      for part in topic.partitions]
+        results.append(topic_result(**{topic_field: name, "partitions": partitions}))
+    return results

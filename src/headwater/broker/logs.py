@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import shutil
 
-from headwater.broker.handlers import handles
+from headwater.broker.handlers import answer_partitions, handles
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -20,24 +20,20 @@ HIGH_WATERMARK = -1  # DeleteRecords: "everything appended so far"
 async def delete_records(broker, header, request):
     T = DeleteRecordsResponse.DeleteRecordsTopicResult
     P = T.DeleteRecordsPartitionResult
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for part in topic.partitions:
-            plog = broker.logs.get_log(topic.name, part.partition_index)
-            error, low_watermark = ErrorCode.NONE, -1
-            if plog is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                offset = plog.log_end_offset if part.offset == HIGH_WATERMARK else part.offset
-                try:
-                    low_watermark = plog.delete_records_before(offset)
-                    log.info("records of %s-%d before %d deleted", topic.name, part.partition_index, low_watermark)
-                except OffsetOutOfRangeError:
-                    error = ErrorCode.OFFSET_OUT_OF_RANGE
-            partitions.append(P(partition_index=part.partition_index, low_watermark=low_watermark, error_code=error))
-        topics.append(T(name=topic.name, partitions=partitions))
-    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
+
+    def answer(plog, topic, part):
+        error, low_watermark = ErrorCode.NONE, -1
+        if plog is None:
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            offset = plog.log_end_offset if part.offset == HIGH_WATERMARK else part.offset
+            try:
+                low_watermark = plog.delete_records_before(offset)
+                log.info("records of %s-%d before %d deleted", topic, part.partition_index, low_watermark)
+            except OffsetOutOfRangeError:
+                error = ErrorCode.OFFSET_OUT_OF_RANGE
+        return P(partition_index=part.partition_index, low_watermark=low_watermark, error_code=error)
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=answer_partitions(broker, request.topics, T, answer))
 
 
 @handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
