@@ -4,9 +4,21 @@ from headwater.testing import BrokerProcess
 
 
 @pytest.fixture
-def broker(tmp_path):
+def start_broker(tmp_path):
+    """Start real Headwater brokers with the given flags; every one is stopped after the test."""
+    started = []
+
+    def start(*flags: str) -> BrokerProcess:
+        proc = BrokerProcess(tmp_path / f"data{len(started) or ''}", *flags).start()
+        started.append(proc)
+        return proc
+    yield start
+    for proc in started:
+        if proc.proc.poll() is None:
+            proc.stop()
+
+
+@pytest.fixture
+def broker(start_broker):
     """A real Headwater broker on an ephemeral loopback port, with a fresh data directory."""
-    proc = BrokerProcess(tmp_path / "data", "--num-partitions", "3").start()
-    yield proc
-    if proc.proc.poll() is None:
-        proc.stop()
+    return start_broker("--num-partitions", "3")

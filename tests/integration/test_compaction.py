@@ -10,7 +10,6 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from headwater.testing import BrokerProcess
 
 from .clients import CODECS
 from .logview import create_topic, log_bytes, produce_rounds, read_all, wait_until
@@ -21,11 +20,8 @@ COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "2048", "segment.ms":
 
 
 @pytest.fixture
-def cleaning_broker(tmp_path):
-    proc = BrokerProcess(tmp_path / "data", "--cleaner-interval-ms", "100").start()
-    yield proc
-    if proc.proc.poll() is None:
-        proc.stop()
+def cleaning_broker(start_broker):
+    return start_broker("--cleaner-interval-ms", "100")
 
 
 def latest_per_key(sent) -> dict:
@@ -100,10 +96,10 @@ def _kill_mid_clean(proc, partition_dir, window=5.0) -> bool:
     return False
 
 
-def test_sigkill_during_cleaning_loses_no_latest_value(tmp_path):
+def test_sigkill_during_cleaning_loses_no_latest_value(start_broker):
     """Kill the broker while the cleaner rewrites segments, repeatedly: after each restart
     the latest value of every key is still there, at its offset."""
-    proc = BrokerProcess(tmp_path / "data", "--cleaner-interval-ms", "200").start()
+    proc = start_broker("--cleaner-interval-ms", "200")
     topic = "accounts"
     create_topic(proc.bootstrap, topic, **{**COMPACTED, "segment.bytes": "16384"})
     rng = random.Random(4)
@@ -113,7 +109,7 @@ def test_sigkill_during_cleaning_loses_no_latest_value(tmp_path):
         batch += [(f"account-{k}".encode(), None) for k in rng.sample(range(60), 3)]
         sent += produce_rounds(proc.bootstrap, topic, [batch[i:i + 200] for i in range(0, len(batch), 200)],
                                **{"compression.type": ("zstd", "lz4")[round_no % 2], "acks": "all"})
-        caught += _kill_mid_clean(proc, tmp_path / "data" / f"{topic}-0")
+        caught += _kill_mid_clean(proc, proc.data_dir / f"{topic}-0")
         proc.restart()
         replay = read_all(proc.bootstrap, topic)
         offsets = [offset for offset, _, _ in replay]
@@ -122,4 +118,3 @@ def test_sigkill_during_cleaning_loses_no_latest_value(tmp_path):
     assert caught, "no kill landed while the cleaner was rewriting a segment"
     wait_until(lambda: len(read_all(proc.bootstrap, topic)) < len(sent) / 4, what="the cleaner to catch up")
     assert latest_per_key(read_all(proc.bootstrap, topic)) == latest_per_key(sent)
-    proc.stop()

@@ -11,7 +11,6 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kafka import KafkaConsumer, TopicPartition as KPTopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
-from headwater.testing import BrokerProcess
 
 from .logview import create_topic, log_bytes, produce_rounds, read_all, wait_until, watermarks
 
@@ -19,11 +18,8 @@ HOUR_MS = 3600 * 1000
 
 
 @pytest.fixture
-def retaining_broker(tmp_path):
-    proc = BrokerProcess(tmp_path / "data", "--retention-check-interval-ms", "100").start()
-    yield proc
-    if proc.proc.poll() is None:
-        proc.stop()
+def retaining_broker(start_broker):
+    return start_broker("--retention-check-interval-ms", "100")
 
 
 def test_retention_by_bytes_keeps_disk_bounded(retaining_broker):
