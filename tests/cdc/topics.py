@@ -1,8 +1,9 @@
 """Reading change topics back with a real confluent-kafka Consumer (assign, from the beginning)."""
 import json
-import time
 
 from confluent_kafka import Consumer, TopicPartition
+
+from ..polling import wait_until
 
 
 def read_topic(bootstrap, topic, json_keys=True):
@@ -64,11 +65,4 @@ def replay(records, key_field="id"):
 
 
 def wait_for(predicate, timeout=120, interval=0.2, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval)
+    return wait_until(predicate, timeout, interval, what)

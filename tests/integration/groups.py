@@ -9,6 +9,8 @@ from pathlib import Path
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ..polling import wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -90,9 +92,4 @@ def committed(bootstrap, group, topic, partitions) -> dict[int, int]:
 
 
 def wait_for(predicate, timeout=60, message="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {message}")
+    return wait_until(predicate, timeout, 0.1, message)

@@ -6,6 +6,8 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ..polling import wait_until  # noqa: F401  (the tests import it from here)
+
 
 def create_topic(bootstrap, name, partitions=1, **configs):
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -59,15 +61,7 @@ def read_all(bootstrap, topic, partition=0, timeout=60) -> list[tuple[int, bytes
     return got
 
 
-def wait_until(condition, timeout=60, interval=0.3, what="condition"):
-    """Poll until `condition()` returns a truthy value (background work is eventually visible)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(interval)
+
 
 
 def log_bytes(data_dir, topic, partition=0) -> int:
