@@ -1,11 +1,14 @@
 """Spark source benchmark: Headwater through the `headwater` source vs Spark's own
 rate source, and produce-to-window-result latency.
 
-    .venv/bin/python bench/spark_source.py [--rows 400000] [--rate 200] [--seconds 30]
+    .venv/bin/python bench/spark_source.py [--rows 400000] [--rounds 3] [--rate 200] [--seconds 30]
 
-1. Throughput: rows/s from a topic through the source into the `noop` sink, next to the
-   built-in `rate-micro-batch` source into the same sink, same batch size, same
-   session; rows/s = rows / time spent in micro-batches (Spark's triggerExecution).
+1. Throughput: rows/s from a topic through the source into the `noop` sink, next to
+   Spark's built-in `rate-micro-batch` source and to a Python source that only yields
+   one prebuilt Arrow batch (the floor cost of any Python data source), same batch
+   size, same session; rows/s = rows / time spent in micro-batches (Spark's
+   triggerExecution). A warm-up round, then the three take turns; the median round
+   is reported.
 2. Latency: events produced at a steady rate; a 1-second tumbling window count in
    update mode; for every window update written by foreachBatch, write time minus the
    produce time of the newest event in it. Median and p95.
@@ -16,14 +19,17 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
 from confluent_kafka import Producer
 from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 import headwater.spark
+from headwater.spark.fetch import ROWS_PER_BATCH, arrow_schema
+from headwater.spark.source import SCHEMA
 from headwater.testing import BrokerProcess
 
 
@@ -48,27 +54,81 @@ def batch_rate(query) -> tuple[int, float]:
     return rows, rows / seconds if seconds else 0.0
 
 
-def headwater_throughput(spark, bootstrap, topic, per_batch, workdir) -> tuple[int, float]:
-    stream = (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", per_batch).load())
-    query = (stream.writeStream.format("noop").option("checkpointLocation", str(workdir / "ck-hw"))
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
-    return batch_rate(query)
+def median_run(runs: list[tuple[int, float]]) -> tuple[int, float]:
+    return sorted(runs, key=lambda run: run[1])[len(runs) // 2]
 
 
-def rate_throughput(spark, per_batch, batches, workdir) -> tuple[int, float]:
-    stream = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", per_batch) \
-        .option("numPartitions", 2).load()
+class PrebuiltSource(DataSource):
+    """The floor of any Python data source: every batch is `rowsPerBatch` rows of one
+    Arrow record batch built once, with the Kafka source's schema. What this reaches is
+    the Python Data Source API's own limit (Python worker -> Arrow -> JVM) here."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "prebuilt"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema):
+        return PrebuiltReader(int(self.options["rowsPerBatch"]))
+
+
+class PrebuiltRange(InputPartition):
+    def __init__(self, rows: int):
+        self.rows = rows
+
+
+class PrebuiltReader(DataSourceStreamReader):
+    def __init__(self, rows_per_batch: int):
+        self.rows_per_batch = rows_per_batch
+        self.batches = 0
+
+    def initialOffset(self) -> dict:
+        return {"batch": 0}
+
+    def latestOffset(self) -> dict:
+        self.batches += 1
+        return {"batch": self.batches}
+
+    def partitions(self, start: dict, end: dict):
+        return [PrebuiltRange(self.rows_per_batch // 2)] * 2
+
+    def read(self, partition: PrebuiltRange):
+        n = ROWS_PER_BATCH
+        batch = pa.RecordBatch.from_arrays([
+            pa.array([b"123456"] * n), pa.array([b"x" * 100] * n), pa.array(["bench"] * n),
+            pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
+            pa.array([time.time_ns() // 1000] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32()),
+        ], schema=arrow_schema(False))
+        for _ in range(partition.rows // n):
+            yield batch
+
+
+def throughput(stream, batches: int, checkpoint: Path) -> tuple[int, float]:
+    """Rows per second spent in `batches` micro-batches of `stream` into the noop sink."""
     # A pause between batches lets the query be stopped without interrupting one
     # (the pause is not counted: the rate is rows per second spent in batches).
-    query = (stream.writeStream.format("noop").option("checkpointLocation", str(workdir / "ck-rate"))
-             .trigger(processingTime="2 seconds").start())
-    while query.lastProgress is None or query.lastProgress["batchId"] < batches or query.status["isTriggerActive"]:
+    query = (stream.writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+             .trigger(processingTime="1 second").start())
+    while (query.lastProgress is None or query.lastProgress["batchId"] < batches - 1
+           or query.status["isTriggerActive"]):
         time.sleep(0.05)
     query.stop()
     return batch_rate(query)
+
+
+def sources(spark, bootstrap: str, topic: str, per_batch: int) -> dict:
+    """The three streams measured side by side, each 2 partitions, `per_batch` rows a batch."""
+    return {
+        "headwater": lambda: (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
+                              .option("subscribe", topic).option("startingOffsets", "earliest")
+                              .option("maxOffsetsPerTrigger", per_batch).load()),
+        "prebuilt Arrow (Python floor)": lambda: (spark.readStream.format("prebuilt")
+                                                  .option("rowsPerBatch", per_batch).load()),
+        "rate-micro-batch": lambda: (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", per_batch)
+                                     .option("numPartitions", 2).load()),
+    }
 
 
 def latency(spark, bootstrap, topic, rate, seconds, workdir) -> list[float]:
@@ -108,6 +168,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--per-batch", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds after the warm-up")
     parser.add_argument("--rate", type=int, default=200, help="events/s for the latency run")
     parser.add_argument("--seconds", type=int, default=30)
     args = parser.parse_args()
@@ -116,17 +177,32 @@ def main() -> None:
     with BrokerProcess(workdir / "data", "--num-partitions", "2", "--flush", "never") as broker:
         fill(broker.bootstrap, "bench", args.rows)
         spark = headwater.spark.session(app_name="spark-source-bench")
-        headwater_throughput(spark, broker.bootstrap, "bench", args.per_batch, workdir / "warm")  # JIT, workers
-        hw_rows, hw_rate = headwater_throughput(spark, broker.bootstrap, "bench", args.per_batch, workdir)
-        rt_rows, rt_rate = rate_throughput(spark, args.per_batch, args.rows // args.per_batch, workdir)
+        spark.dataSource.register(PrebuiltSource)
+        streams = sources(spark, broker.bootstrap, "bench", args.per_batch)
+        batches = args.rows // args.per_batch
+        # Each source runs once to warm the JVM and the Python workers, then they take
+        # turns; the median round counts, since this small machine is noisy.
+        runs: dict[str, list[tuple[int, float]]] = {name: [] for name in streams}
+        for round_ in range(args.rounds + 1):
+            figures = []
+            for name, stream in streams.items():
+                rows, rate = throughput(stream(), batches, workdir / f"ck-{round_}-{len(figures)}")
+                figures.append(f"{name} {rate:,.0f}")
+                if round_:
+                    runs[name].append((rows, rate))
+            print(f"round {round_}{' (warm-up)' if round_ == 0 else ''}: " + ", ".join(figures) + " rows/s",
+                  flush=True)
         lat = latency(spark, broker.bootstrap, "latency", args.rate, args.seconds, workdir)
         spark.stop()
 
     print()
-    print(f"{'source -> noop sink':<34}{'rows':>10}{'rows/s':>14}")
-    print(f"{'headwater (2 partitions)':<34}{hw_rows:>10}{hw_rate:>14,.0f}")
-    print(f"{'rate-micro-batch (2 partitions)':<34}{rt_rows:>10}{rt_rate:>14,.0f}")
-    print(f"{'ratio headwater / rate':<34}{'':>10}{hw_rate / rt_rate:>14.2f}")
+    medians = {name: median_run(r) for name, r in runs.items()}
+    rate = medians["rate-micro-batch"][1]
+    print(f"{'source -> noop sink, 2 partitions':<34}{'rows':>10}{'rows/s':>12}{'/ rate':>8}")
+    for name, (rows, rows_per_s) in medians.items():
+        print(f"{name:<34}{rows:>10}{rows_per_s:>12,.0f}{rows_per_s / rate:>8.2f}")
+    floor = medians["prebuilt Arrow (Python floor)"][1]
+    print(f"headwater / Python floor: {medians['headwater'][1] / floor:.2f}")
     print()
     lat.sort()
     print(f"produce -> 1 s window update at {args.rate} events/s for {args.seconds} s: "

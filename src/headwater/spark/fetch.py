@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
+from bisect import bisect_left
 from typing import Iterator
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from pyspark.sql.datasource import InputPartition
 
 from headwater.spark.cluster import consumer
@@ -18,6 +20,12 @@ COLUMNS = [
 ]
 ROWS_PER_BATCH = 10_000
 STALL_TIMEOUT_S = 60.0
+# consume(n) waits for n messages or this long; n never exceeds what the range still
+# holds, so the wait only happens when compaction left gaps before the range's end.
+POLL_TIMEOUT_S = 0.2
+# librdkafka pauses fetching for fetch.queue.backoff.ms (default 1 s) whenever its
+# prefetch queue is full; a task reads as fast as it can, so resume almost at once.
+READER_CONFIG = {"enable.partition.eof": True, "fetch.queue.backoff.ms": 5}
 
 # librdkafka numbers timestamp types 1 (create) and 2 (log append); Spark's Kafka
 # source reports Kafka's own ids, 0 and 1.
@@ -49,13 +57,20 @@ def data_loss_message(rng: OffsetRange, log_start: int) -> str:
             f"Set failOnDataLoss=false to skip them.")
 
 
+# Spark reuses Python workers between tasks: a consumer kept per worker spares each task
+# the connection and metadata round trips. Between tasks it has no assignment, so it
+# fetches nothing in the background and no stale fetch error reaches the next task.
+_idle: dict[str, Consumer] = {}
+
+
 def read_range(client: dict, rng: OffsetRange, include_headers: bool, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
     """Yield the records of `rng` in offset order. Offsets missing inside the range
     (compacted away, or transaction markers) are normal; a range that starts below the
     log start offset is data loss."""
     if rng.start >= rng.end:
         return
-    kafka = consumer({**client, "enable.partition.eof": True})
+    key = json.dumps(client, sort_keys=True)
+    kafka = _idle.pop(key, None) or consumer({**client, **READER_CONFIG})
     try:
         log_start, _ = kafka.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=30)
         start = rng.start
@@ -63,11 +78,14 @@ def read_range(client: dict, rng: OffsetRange, include_headers: bool, fail_on_da
             if fail_on_data_loss:
                 raise DataLossError(data_loss_message(rng, log_start))
             start = log_start
-            if start >= rng.end:
-                return
-        kafka.assign([TopicPartition(rng.topic, rng.partition, start)])
-        yield from _batches(kafka, rng, start, include_headers)
-    finally:
+        if start < rng.end:
+            kafka.assign([TopicPartition(rng.topic, rng.partition, start)])
+            yield from _batches(kafka, rng, start, include_headers)
+            kafka.unassign()
+    except BaseException:  # an error, or Spark closing the generator early: state unknown
+        kafka.close()
+        raise
+    if _idle.setdefault(key, kafka) is not kafka:  # another reader here checked one in meanwhile
         kafka.close()
 
 
@@ -76,41 +94,43 @@ def _batches(kafka, rng: OffsetRange, start: int, include_headers: bool) -> Iter
     position = start
     idle_since = time.monotonic()
     while position < rng.end:
-        messages = kafka.consume(ROWS_PER_BATCH, timeout=1.0)
-        rows = []
-        for m in messages:
-            error = m.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    # At the high watermark: whatever lies before rng.end is gone (compacted
-                    # tail, or control records), so the range is complete.
-                    position = max(position, m.offset())
+        messages = kafka.consume(min(ROWS_PER_BATCH, rng.end - position), timeout=POLL_TIMEOUT_S)
+        rows = [m for m in messages if m.error() is None]
+        if len(rows) < len(messages):
+            for m in messages:
+                error = m.error()
+                if error is None:
                     continue
-                raise RuntimeError(f"reading {rng.topic}-{rng.partition} at offset {position}: {error.str()}")
-            if m.offset() >= rng.end:
-                position = rng.end
-                break
-            rows.append(m)
-            position = m.offset() + 1
-        if rows:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(f"reading {rng.topic}-{rng.partition} at offset {position}: {error.str()}")
+                # At the high watermark: whatever lies before rng.end is gone (compacted
+                # tail, or control records), so the range is complete.
+                position = max(position, m.offset())
+        offsets = [m.offset() for m in rows]
+        inside = bisect_left(offsets, rng.end)
+        if offsets:
+            position = rng.end if inside < len(offsets) else max(position, offsets[-1] + 1)
+        if inside:
             idle_since = time.monotonic()
-            yield _to_arrow(rows, schema, include_headers)
+            yield _to_arrow(rows[:inside], offsets[:inside], schema, include_headers)
         elif time.monotonic() - idle_since > STALL_TIMEOUT_S:
             raise RuntimeError(f"reading {rng.topic}-{rng.partition}: no record for {STALL_TIMEOUT_S:.0f} s "
                                f"at offset {position}, below the planned end {rng.end}")
 
 
-def _to_arrow(messages, schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
+def _to_arrow(messages, offsets: list[int], schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
     n = len(messages)
-    stamps = [m.timestamp() for m in messages]
+    kinds, stamps = zip(*[m.timestamp() for m in messages])
+    if 0 in kinds:  # a record without a timestamp: null, as in Spark's Kafka source
+        stamps = [ms if kind else None for kind, ms in zip(kinds, stamps)]
     columns = [
         pa.array([m.key() for m in messages], pa.binary()),
         pa.array([m.value() for m in messages], pa.binary()),
         pa.array([messages[0].topic()] * n, pa.string()),
         pa.array([messages[0].partition()] * n, pa.int32()),
-        pa.array([m.offset() for m in messages], pa.int64()),
-        pa.array([ms * 1000 if kind else None for kind, ms in stamps], pa.timestamp("us", tz="UTC")),
-        pa.array([_TIMESTAMP_TYPE.get(kind, -1) for kind, _ in stamps], pa.int32()),
+        pa.array(offsets, pa.int64()),
+        pa.array(stamps, pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
+        pa.array([_TIMESTAMP_TYPE.get(kind, -1) for kind in kinds], pa.int32()),
     ]
     if include_headers:
         columns.append(pa.array(
