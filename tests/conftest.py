@@ -2,6 +2,8 @@ import pytest
 
 from headwater.testing import BrokerProcess
 
+from .postgres import pg_db, postgres  # noqa: F401  (fixtures for tests/cdc and tests/spark)
+
 
 @pytest.fixture
 def start_broker(tmp_path):

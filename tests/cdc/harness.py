@@ -11,18 +11,8 @@ import psycopg2
 
 from headwater.cdc.postgres import PostgresConnector
 
+from ..postgres import sql
 from .topics import wait_for
-
-
-def sql(dsn, statement, params=None):
-    conn = psycopg2.connect(dsn)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute(statement, params)
-            return cur.fetchall() if cur.description else None
-    finally:
-        conn.close()
 
 
 def slot_active(dsn, slot="headwater"):

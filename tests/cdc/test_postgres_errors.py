@@ -6,7 +6,7 @@ import time
 
 from headwater.testing import BrokerProcess
 
-from .conftest import PostgresServer
+from ..postgres import PostgresServer
 from .harness import ConnectorProcess, Running, caught_up, slot_active, sql
 from .topics import changes, read_topic, wait_for
 

@@ -11,5 +11,5 @@ One concept per module:
 - changelog: reading a compacted changelog topic (key = id, value = JSON row, null = delete)
 - enrichment: stream-table join (clicks enriched with the profile as of their time)
 - materialized_view: table-table join maintained as a view (revenue per product)
-- exactly_once: idempotent sinks keyed on the micro-batch id (SQLite, Parquet, topic)
+- exactly_once: idempotent sinks keyed on the micro-batch id (SQLite, PostgreSQL, Parquet, topic)
 """

@@ -6,8 +6,8 @@ its offsets are in the checkpoint). A sink is then exactly-once if writing a bat
 second time changes nothing. Each sink here is a `foreachBatch` function that does so,
 keyed on the batch id Spark passes:
 
-- `SqliteUpsert`: rows upserted by their result key, the batch id recorded in the same
-  transaction; a batch already recorded is skipped.
+- `SqliteUpsert`, `PostgresUpsert`: rows upserted by their result key, the batch id
+  recorded in the same transaction; a batch already recorded is skipped.
 - `ParquetPerBatch`: one directory per batch id, overwritten on replay.
 - `TopicPerBatch`: records tagged with (batch id, sequence number) headers; on replay
   what already reached each partition is read back and not produced again.
@@ -19,8 +19,13 @@ import json
 import sqlite3
 import zlib
 
+import psycopg2
 from confluent_kafka import Producer, TopicPartition
-from pyspark.sql import DataFrame
+from psycopg2.extras import Json, execute_values
+from pyspark.sql import DataFrame, Row
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, ByteType, DateType, DecimalType, DoubleType,
+                               FloatType, IntegerType, LongType, MapType, ShortType, StringType, StructField,
+                               StructType, TimestampNTZType, TimestampType)
 
 from headwater.spark.cluster import Cluster, consumer
 from headwater.spark.options import Subscription
@@ -33,38 +38,128 @@ def _sort_key(row) -> tuple:
     return tuple("" if v is None else str(v) for v in row)
 
 
-class SqliteUpsert:
+class _Upsert:
+    """What the SQL sinks share: each batch in one transaction that first claims (sink,
+    batch_id) in `spark_batches`, then upserts the rows by key. A replayed batch finds
+    its claim taken and writes nothing; of two concurrent replays the second waits on
+    the first's claim (the primary key) and then finds it taken."""
+
+    batches_ddl = (f"CREATE TABLE IF NOT EXISTS {BATCHES_TABLE} (sink TEXT, batch_id BIGINT, rows BIGINT, "
+                   "PRIMARY KEY (sink, batch_id))")
+
+    def __init__(self, table: str, key_cols: list[str], param: str):
+        self.table, self.key_cols = table, list(key_cols)
+        self.claim_sql = (f"INSERT INTO {BATCHES_TABLE} (sink, batch_id, rows) VALUES ({param}, {param}, {param}) "
+                          "ON CONFLICT (sink, batch_id) DO NOTHING")
+
+    def sorted_rows(self, batch: DataFrame) -> list:
+        # Key order first: concurrent writers then lock the same keys in the same order.
+        keys = [batch.columns.index(k) for k in self.key_cols]
+        return sorted(batch.collect(), key=lambda row: _sort_key([row[i] for i in keys]) + _sort_key(row))
+
+    def table_ddl(self, column_defs: list[str]) -> str:
+        return (f"CREATE TABLE IF NOT EXISTS {self.table} ({', '.join(column_defs)}, "
+                f"PRIMARY KEY ({', '.join(self.key_cols)}))")
+
+    def upsert_sql(self, columns: list[str], values: str) -> str:
+        cols = columns + ["batch_id"]
+        updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c not in self.key_cols)
+        return (f"INSERT INTO {self.table} ({', '.join(cols)}) VALUES {values} "
+                f"ON CONFLICT ({', '.join(self.key_cols)}) DO UPDATE SET {updates}")
+
+
+class SqliteUpsert(_Upsert):
     """Upsert each batch's rows into `table` (created from the first batch's columns)
     with a `batch_id` column; `spark_batches` records (table, batch_id)."""
 
     def __init__(self, path: str, table: str, key_cols: list[str]):
-        self.path, self.table, self.key_cols = str(path), table, list(key_cols)
+        super().__init__(table, key_cols, "?")
+        self.path = str(path)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        rows = sorted(batch.collect(), key=_sort_key)
-        columns = batch.columns
+        rows, columns = self.sorted_rows(batch), batch.columns
         db = sqlite3.connect(self.path)
         try:
             with db:  # one transaction: the rows and the batch id, or neither
-                db.execute(f"CREATE TABLE IF NOT EXISTS {BATCHES_TABLE} (sink TEXT, batch_id INTEGER, rows INTEGER, "
-                           "PRIMARY KEY (sink, batch_id))")
-                if db.execute(f"SELECT 1 FROM {BATCHES_TABLE} WHERE sink = ? AND batch_id = ?",
-                              (self.table, batch_id)).fetchone():
-                    return
-                cols = ", ".join(columns + ["batch_id"])
-                db.execute(f"CREATE TABLE IF NOT EXISTS {self.table} ({cols}, PRIMARY KEY ({', '.join(self.key_cols)}))")
-                updates = ", ".join(f"{c} = excluded.{c}" for c in columns + ["batch_id"] if c not in self.key_cols)
-                db.executemany(
-                    f"INSERT INTO {self.table} ({cols}) VALUES ({', '.join('?' * (len(columns) + 1))}) "
-                    f"ON CONFLICT ({', '.join(self.key_cols)}) DO UPDATE SET {updates}",
-                    [tuple(_sql_value(v) for v in row) + (batch_id,) for row in rows])
-                db.execute(f"INSERT INTO {BATCHES_TABLE} VALUES (?, ?, ?)", (self.table, batch_id, len(rows)))
+                db.execute(self.batches_ddl)
+                if db.execute(self.claim_sql, (self.table, batch_id, len(rows))).rowcount == 0:
+                    return  # a replay
+                db.execute(self.table_ddl(columns + ["batch_id"]))
+                db.executemany(self.upsert_sql(columns, f"({', '.join('?' * (len(columns) + 1))})"),
+                               [tuple(_sql_value(v) for v in row) + (batch_id,) for row in rows])
         finally:
             db.close()
 
 
 def _sql_value(value):
     return value.isoformat(sep=" ") if hasattr(value, "isoformat") else value
+
+
+class PostgresUpsert(_Upsert):
+    """`SqliteUpsert` on PostgreSQL: the table gets typed columns from the batch's
+    schema (see `postgres_column`). A failure to reach or write the database fails the
+    query with a message naming the sink and the server; the batch is then not
+    recorded, and a restart on the same checkpoint writes it once."""
+
+    def __init__(self, dsn: str, table: str, key_cols: list[str]):
+        super().__init__(table, key_cols, "%s")
+        self.dsn = dsn
+        where = psycopg2.extensions.parse_dsn(dsn)
+        self.server = f"{where.get('host', 'localhost')}:{where.get('port', 5432)}/{where.get('dbname', '')}"
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        rows, columns = self.sorted_rows(batch), batch.columns
+        types, converts = zip(*(postgres_column(f) for f in batch.schema.fields))
+        values = [tuple(v if v is None or c is None else c(v) for v, c in zip(row, converts)) + (batch_id,)
+                  for row in rows]
+        try:
+            db = psycopg2.connect(self.dsn)
+            try:
+                with db, db.cursor() as cur:  # CREATE ... IF NOT EXISTS races with itself: one at a time
+                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+                    cur.execute(self.batches_ddl)
+                    cur.execute(self.table_ddl([f"{c} {t}" for c, t in zip(columns, types)] + ["batch_id bigint"]))
+                with db, db.cursor() as cur:  # one transaction: the rows and the batch id, or neither
+                    cur.execute(self.claim_sql, (self.table, batch_id, len(rows)))
+                    if cur.rowcount == 1:
+                        execute_values(cur, self.upsert_sql(columns, "%s"), values, page_size=1000)
+            finally:
+                db.close()
+        except psycopg2.Error as err:
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise RuntimeError(f"PostgresUpsert({self.table}) at {self.server}: batch {batch_id} "
+                               f"not written: {reason}") from None
+
+
+_DDL_LOCK = zlib.crc32(b"headwater.pipelines.exactly_once DDL")  # an advisory lock key
+_POSTGRES_TYPES = {BooleanType: "boolean", ByteType: "smallint", ShortType: "smallint", IntegerType: "integer",
+                   LongType: "bigint", FloatType: "real", DoubleType: "double precision", StringType: "text",
+                   BinaryType: "bytea", DateType: "date", TimestampNTZType: "timestamp"}
+
+
+def postgres_column(field: StructField):
+    """(PostgreSQL type, conversion of a collected value or None) for a Spark column."""
+    t = field.dataType
+    if isinstance(t, TimestampType):  # Spark collects local time without a zone
+        return "timestamptz", lambda v: v.astimezone()
+    if isinstance(t, DecimalType):
+        return f"numeric({t.precision}, {t.scale})", None
+    if isinstance(t, (ArrayType, MapType, StructType)):
+        return "jsonb", lambda v: Json(_plain(v), dumps=lambda o: json.dumps(o, default=str))
+    if type(t) not in _POSTGRES_TYPES:
+        raise TypeError(f"PostgresUpsert: no PostgreSQL type for column {field.name} ({t.simpleString()})")
+    return _POSTGRES_TYPES[type(t)], None
+
+
+def _plain(value):
+    """Structs (Rows) as objects, also inside arrays and maps, for JSON."""
+    if isinstance(value, Row):
+        return {k: _plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 class ParquetPerBatch:

@@ -1,4 +1,4 @@
-"""A real PostgreSQL 15 for the CDC tests: initdb in a temp dir, run as a non-root user."""
+"""A real PostgreSQL 15 for the CDC and Spark sink tests: initdb in a temp dir, run as a non-root user."""
 import glob
 import os
 import pwd
@@ -48,8 +48,7 @@ class PostgresServer:
                 "fsync = off\nshared_buffers = 32MB\n"
             )
         self.data = data
-        self._run(_pg_bin("pg_ctl"), "-D", data, "-l", os.path.join(self.dir, "log"), "-w", "start")
-        self._wait_ready()
+        self.start()
 
     def _run(self, *cmd):
         subprocess.run(self._as_user + list(cmd), check=True, stdout=subprocess.DEVNULL)
@@ -70,24 +69,36 @@ class PostgresServer:
         conn.autocommit = autocommit
         return conn
 
-    def execute(self, sql, params=None):
-        conn = self.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql, params)
-                return cur.fetchall() if cur.description else None
-        finally:
-            conn.close()
+    def execute(self, statement, params=None):
+        return sql(self.dsn, statement, params)
 
-    def crash_and_restart(self):
-        """Immediate shutdown (no checkpoint, like a crash), then start again on the same port."""
-        self._run(_pg_bin("pg_ctl"), "-D", self.data, "-m", "immediate", "-w", "stop")
+    def start(self):
         self._run(_pg_bin("pg_ctl"), "-D", self.data, "-l", os.path.join(self.dir, "log"), "-w", "start")
         self._wait_ready()
 
-    def stop(self):
+    def halt(self):
+        """Immediate shutdown (no checkpoint, like a crash); `start` brings it back on the same port."""
         self._run(_pg_bin("pg_ctl"), "-D", self.data, "-m", "immediate", "-w", "stop")
+
+    def crash_and_restart(self):
+        self.halt()
+        self.start()
+
+    def stop(self):
+        self.halt()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def sql(dsn, statement, params=None):
+    """Run one statement in autocommit; its rows, or None."""
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(statement, params)
+            return cur.fetchall() if cur.description else None
+    finally:
+        conn.close()
 
 
 @pytest.fixture(scope="session")
