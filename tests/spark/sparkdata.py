@@ -14,6 +14,8 @@ import os
 import random
 import uuid
 
+from headwater.pipelines.lateness import admitted  # noqa: F401 (the tests' watermark model)
+
 BASE_MS = 1_700_000_000_000 // 3_600_000 * 3_600_000  # an hour boundary
 MINUTE = 60_000
 
@@ -55,32 +57,6 @@ def run_to_end(df, checkpoint, name: str | None = None, mode: str = "append", pa
     query.awaitTermination()
     spark = df.sparkSession
     return (spark.read.parquet(str(parquet)) if parquet is not None else spark.table(name)).collect(), query
-
-
-def admitted(batches: list[list[dict]], lateness_ms: int, time_field: str = "ts_ms"):
-    """Which events survive the watermark, and how many are dropped.
-
-    Spark's watermark after a batch is the largest event time seen minus the
-    lateness; with a chain of stateful operators an event is dropped when its time is
-    at or before the watermark of the *previous* batch (late-event watermark).
-    """
-    kept, dropped, seen = [], 0, set()
-    max_seen = None
-    watermarks = [0]  # watermark in force for batch i (0 = none yet)
-    for i, batch in enumerate(batches):
-        late_watermark = watermarks[i - 1] if i >= 1 else 0
-        for event in batch:
-            if i >= 1 and late_watermark > 0 and event[time_field] <= late_watermark:
-                dropped += 1
-            elif event["event_id"] not in seen:  # a repeated delivery is not counted twice
-                seen.add(event["event_id"])
-                kept.append(event)
-        times = [e[time_field] for e in batch]
-        if times:
-            max_seen = max([max_seen or times[0]] + times)
-        watermarks.append(max(watermarks[-1], max_seen - lateness_ms) if max_seen is not None else 0)
-    final_watermark = max_seen - lateness_ms  # what the last (no-data) batch runs with
-    return kept, dropped, final_watermark
 
 
 def user_events(seed: int, batches: int = 6, per_batch: int = 12, users=("ann", "bob", "cy")):

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from headwater.demo import cdc_shop, compaction, groups, orders
+from headwater.demo import cdc_shop, compaction, groups, orders, stream_processing
 from headwater.testing import BrokerProcess
 
-CHAPTERS = [orders, groups, cdc_shop, compaction]  # each: run(bootstrap, console)
+CHAPTERS = [orders, groups, cdc_shop, compaction, stream_processing]  # each: run(bootstrap, console)
 
 
 def main() -> int:
@@ -22,8 +22,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="headwater-demo-") as tmp:
         with BrokerProcess(Path(tmp) / "data", "--num-partitions", "3", "--cleaner-interval-ms", "500") as broker:
             console.print(f"[bold green]headwater broker[/] on {broker.bootstrap}, data in {broker.data_dir}")
-            for chapter in CHAPTERS:
-                chapter.run(broker.bootstrap, console)
+            try:
+                for chapter in CHAPTERS:
+                    chapter.run(broker.bootstrap, console)
+            except stream_processing.CheckFailed as failed:
+                console.print(f"[bold red]the demo's check failed:[/] {failed}")
+                return 1
         console.print(f"broker stopped cleanly (exit status {broker.proc.returncode})")
     return 0
 

@@ -2,7 +2,7 @@
 
 One concept per module:
 
-- lateness: the watermark, late events, and counting the events dropped as too late
+- lateness: the watermark, late events, counting the events dropped as too late (and the same rule in plain Python)
 - windows: tumbling, hopping and session windows on event time
 - sliding: a sliding window per event
 - event_order: replaying a keyed stream in event-time order (for the processors below)

@@ -1,0 +1,363 @@
+"""Chapter: stream processing on Spark. The shop's morning (orders, searches, clicks,
+profile changes, payments: `shop_events`) goes into Headwater topics and through the
+pipelines of `headwater.pipelines`: each one a Structured Streaming query reading the
+`headwater` source with trigger(availableNow=True) into an exactly-once sink.
+
+Every answer is checked against plain Python (`stream_truth`) as the chapter runs: a
+difference raises `CheckFailed`, and `make demo` exits non-zero.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import functions as F
+from rich.table import Table
+
+from headwater.demo import stream_truth as truth
+from headwater.demo.shop_events import MINUTE, Morning, morning
+from headwater.pipelines import cep, changelog, enrichment, exactly_once, lateness, materialized_view, window_join, windows
+
+LATENESS, LATENESS_MS = "5 minutes", 5 * MINUTE
+ORDER = "event_id string, user_id string, product_id string, quantity int, ts_ms long"
+SEARCH = "event_id string, session_id string, user_id string, term string, ts_ms long"
+CLICK = "event_id string, session_id string, user_id string, product_id string, ts_ms long"
+PAYMENT = "event_id string, card_id string, status string, ts_ms long"
+PROFILE = "name string, tier string, city string"
+COMPACTED = {"cleanup.policy": "compact"}
+# One partition each, so maxOffsetsPerTrigger cuts the same micro-batches in every run.
+TOPICS = {"order-events": {}, "searches": {}, "clicks": {}, "payments": {}, "payment-alerts": {},
+          "user-profiles": COMPACTED, "shop-orders": COMPACTED, "shop-products": COMPACTED}
+# Micro-batches per event stream (a final one without data follows): the orders take
+# three, for the watermark to overtake the too-late ones; two show the others' ordering.
+BATCHES = {"order-events": 3, "searches": 2, "clicks": 2, "payments": 2}
+
+
+class CheckFailed(Exception):
+    """A pipeline's answer from Spark differs from the plain-Python one."""
+
+
+def clock(ms: int, seconds: bool = False) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%H:%M:%S" if seconds else "%H:%M")
+
+
+def _difference(got, expected) -> str:
+    if isinstance(got, dict) and isinstance(expected, dict):
+        wrong = [f"{k}: Spark {got.get(k, '-')} / Python {expected.get(k, '-')}"
+                 for k in sorted(set(got) | set(expected), key=str) if got.get(k) != expected.get(k)]
+    elif isinstance(got, set) and isinstance(expected, set):
+        wrong = [f"only Spark has {x}" for x in got - expected] + [f"only Python has {x}" for x in expected - got]
+    else:
+        wrong = [f"Spark {got} / Python {expected}"]
+    return "; ".join(map(str, wrong[:4])) + (f" (and {len(wrong) - 4} more)" if len(wrong) > 4 else "")
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title)
+    for i, column in enumerate(columns):
+        table.add_column(column, justify="left" if i == 0 else "right")
+    return table
+
+
+class Chapter:
+    """The pipelines, each run as a query, printed and checked in turn."""
+
+    def __init__(self, bootstrap: str, console, spark, workdir: Path, events: Morning):
+        self.bootstrap, self.console, self.spark, self.workdir = bootstrap, console, spark, workdir
+        self.morning = events
+        self.results = workdir / "results.db"
+        self.per_batch = {topic: -(-len(stream) // BATCHES[topic]) for topic, stream in
+                          (("order-events", events.orders), ("searches", events.searches), ("clicks", events.clicks),
+                           ("payments", events.payments))}
+        self.spark_seconds = self.step_seconds = 0.0
+
+    # -- plumbing ------------------------------------------------------------------
+
+    def produce(self) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for future in admin.create_topics([NewTopic(t, 1, 1, config=c) for t, c in TOPICS.items()]).values():
+            future.result(30)
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+        failed = []
+
+        def send(topic, key, value, timestamp=0):
+            producer.produce(topic, None if value is None else json.dumps(value), key, timestamp=timestamp,
+                             on_delivery=lambda err, _: err and failed.append(err))
+
+        m = self.morning
+        for topic, stream in (("order-events", m.orders), ("searches", m.searches), ("clicks", m.clicks),
+                              ("payments", m.payments)):
+            for event in stream:
+                send(topic, event["event_id"], event, event["ts_ms"])
+        for user, row, changed in m.profiles:
+            send("user-profiles", user, row, changed)  # the record time is the change's time
+        for product_id, row in m.products.items():
+            send("shop-products", product_id, row)
+        for order in sorted({o["event_id"]: o for o in m.orders}.values(), key=lambda o: o["event_id"]):
+            send("shop-orders", order["event_id"], {"product_id": order["product_id"], "quantity": order["quantity"]})
+        if producer.flush(30) or failed:
+            raise RuntimeError(f"producing the morning's events: {failed[:1] or 'not acknowledged'}")
+        self.console.print(
+            f"produced the morning's events: {len(m.orders)} orders, {len(m.searches)} searches, {len(m.clicks)} "
+            f"clicks, {len(m.payments)} payments, {len(m.profiles)} profile changes, and the shop's orders and "
+            f"products tables as compacted changelog topics")
+
+    def records(self, topic: str, per_batch: int | None = None):
+        reader = (self.spark.readStream.format("headwater").option("kafka.bootstrap.servers", self.bootstrap)
+                  .option("subscribe", topic).option("startingOffsets", "earliest"))
+        if per_batch:
+            reader = reader.option("maxOffsetsPerTrigger", per_batch)
+        return reader.load()
+
+    def events(self, topic: str, schema: str):
+        """An event topic as columns, with `event_time`, in this chapter's micro-batches."""
+        return (self.records(topic, self.per_batch[topic])
+                .select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select("e.*")
+                .withColumn("event_time", F.timestamp_millis("ts_ms")))
+
+    def run(self, name: str, frame, sink):
+        """Run a query over everything in its topics into a foreachBatch sink."""
+        started = time.monotonic()
+        with self.console.status(f"Spark: {name}..."):
+            query = (frame.writeStream.foreachBatch(sink)
+                     .option("checkpointLocation", str(self.workdir / "checkpoints" / name.replace(" ", "-")))
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+        self.step_seconds += time.monotonic() - started
+        return query
+
+    def sql(self, statement: str) -> list:
+        db = sqlite3.connect(self.results)
+        try:
+            return db.execute(statement).fetchall()
+        finally:
+            db.close()
+
+    def upsert(self, table: str, *key: str):
+        return exactly_once.SqliteUpsert(self.results, table, list(key))
+
+    def check(self, what: str, **answers) -> None:
+        """answers: name=(Spark's, plain Python's)."""
+        for name, (got, expected) in answers.items():
+            if got != expected:
+                raise CheckFailed(f"{what}: {name} from Spark differ from plain Python: {_difference(got, expected)}")
+        self.console.print(f"[green]✓[/] {what}: Spark's answers equal plain Python's "
+                           f"({self.step_seconds:.0f} s in Spark)")
+        self.spark_seconds, self.step_seconds = self.spark_seconds + self.step_seconds, 0.0
+
+    # -- the pipelines -------------------------------------------------------------
+
+    def order_windows(self) -> None:
+        orders = lateness.on_time(self.events("order-events", ORDER), "event_time", LATENESS)
+        starts = [F.unix_millis("window_start").alias("start_ms"), "events"]
+        tumbling_query = self.run("tumbling windows", windows.tumbling_counts(orders, "event_time", "10 minutes")
+                                  .select(*starts), self.upsert("tumbling", "start_ms"))
+        hopping_query = self.run("hopping windows", windows.hopping_counts(orders, "event_time", "20 minutes",
+                                                                           "10 minutes").select(*starts),
+                                 self.upsert("hopping", "start_ms"))
+        tumbling = dict(self.sql("SELECT start_ms, events FROM tumbling"))
+        hopping = dict(self.sql("SELECT start_ms, events FROM hopping"))
+
+        kept, dropped, watermark = lateness.admitted(truth.in_batches(self.morning.orders, self.per_batch["order-events"]),
+                                                     LATENESS_MS)
+        table = _table("orders per window of event time", "window from", "10-min tumbling", "20-min hopping")
+        for start in sorted(set(tumbling) | set(hopping)):
+            table.add_row(clock(start), *(str(found.get(start, "open" if start + size > watermark else "-"))
+                                          for found, size in ((tumbling, 10 * MINUTE), (hopping, 20 * MINUTE))))
+        self.console.print(table)
+        spark_dropped = lateness.dropped_events(tumbling_query)
+        self.console.print(
+            f"{truth.late_events(kept)} orders arrived late but within the {LATENESS} allowed, and count in their "
+            f"windows; {spark_dropped} arrived too late (placed offline, delivered 40 minutes on): dropped, and "
+            f"counted as dropped by Spark (numRowsDroppedByWatermark); one order delivered twice counts once. "
+            f"Watermark at the end: {clock(watermark)} (windows ending after it are still open).")
+        self.check("windows", tumbling=(tumbling, truth.window_counts(kept, watermark, 10 * MINUTE)),
+                   hopping=(hopping, truth.window_counts(kept, watermark, 20 * MINUTE, 10 * MINUTE)),
+                   dropped=((spark_dropped, lateness.dropped_events(hopping_query)), (dropped, dropped)))
+
+    def click_sessions(self) -> None:
+        clicks = lateness.on_time(self.events("clicks", CLICK), "event_time", LATENESS)
+        self.run("session windows", windows.session_counts(clicks, "event_time", "5 minutes", ["user_id"]).select(
+            "user_id", F.unix_millis("window_start").alias("start_ms"), F.unix_millis("window_end").alias("end_ms"),
+            "events"), self.upsert("sessions", "user_id", "start_ms"))
+        got = {(u, s): (e, n) for u, s, e, n in self.sql("SELECT user_id, start_ms, end_ms, events FROM sessions")}
+        kept, _, watermark = lateness.admitted(truth.in_batches(self.morning.clicks, self.per_batch["clicks"]), LATENESS_MS)
+
+        table = _table("click sessions per user (a session ends after 5 minutes without a click)", "user",
+                       "sessions: first click - end (clicks)")
+        for user in sorted({u for u, _ in got}):
+            table.add_row(user, ", ".join(f"{clock(s)}-{clock(e)} ({n})" for (u, s), (e, n) in sorted(got.items())
+                                          if u == user))
+        self.console.print(table)
+        self.check("session windows", sessions=(got, truth.sessions(kept, watermark, 5 * MINUTE)))
+
+    def click_through(self) -> None:
+        searches = self.events("searches", SEARCH).withColumnRenamed("event_id", "search_id")
+        clicks = self.events("clicks", CLICK).withColumnRenamed("event_id", "click_id")
+        outcomes_path = self.workdir / "search_outcomes"
+        self.run("searches x clicks", window_join.search_outcomes(
+            lateness.on_time(searches, "event_time", LATENESS, ["search_id"]),
+            lateness.on_time(clicks, "event_time", LATENESS, ["click_id"])), exactly_once.ParquetPerBatch(outcomes_path))
+        outcomes = self.spark.read.parquet(str(outcomes_path))
+        rows = outcomes.collect()
+        pairs = {(r.search_id, r.click_id) for r in rows if r.clicked}
+        misses = {r.search_id for r in rows if not r.clicked}
+        rates = {r.term: (r.searches, r.clicked_searches) for r in window_join.click_through_rates(outcomes).collect()}
+
+        table = _table("click-through rate per search term", "term", "searches", "clicked", "CTR")
+        for term, (n, clicked) in sorted(rates.items()):
+            table.add_row(term, str(n), str(clicked), f"{clicked / n:.0%}")
+        self.console.print(table)
+        want_pairs, want_misses = truth.search_outcomes(self.morning.searches, self.morning.clicks, 10 * MINUTE, LATENESS_MS)
+        undecided = len(self.morning.searches) - len({s for s, _ in pairs} | misses)
+        self.console.print(f"a search counts as clicked when a click of the same session follows within 10 "
+                           f"minutes; {undecided} searches without a click are still open (the watermark has not "
+                           f"passed their 10 minutes)")
+        self.check("stream-stream join", pairs=(pairs, want_pairs), misses=(misses, want_misses),
+                   rates=(rates, truth.click_through(self.morning.searches, want_pairs, want_misses)))
+
+    def enriched_clicks(self) -> None:
+        clicks = self.events("clicks", CLICK).select(F.col("event_id").alias("click_id"), "user_id", "event_time")
+        profiles = changelog.changes(self.records("user-profiles"), PROFILE)  # the whole table in the first batch
+        self.run("clicks x user profiles", enrichment.enrich_clicks(clicks, profiles, LATENESS).select(
+            "click_id", "user_id", F.unix_millis("click_time").alias("click_ms"), "profile"),
+            self.upsert("enriched_clicks", "click_id"))
+        got = {c: (u, t, p and json.loads(p))
+               for c, u, t, p in self.sql("SELECT click_id, user_id, click_ms, profile FROM enriched_clicks")}
+
+        changes = [{"event_id": f"change:{seq}", "user_id": user, "row": row, "ts_ms": t, "kind": enrichment.CHANGE,
+                    "seq": seq} for seq, (user, row, t) in enumerate(self.morning.profiles)]
+        batches = [[{**c, "kind": enrichment.CLICK} for c in chunk]
+                   for chunk in truth.in_batches(self.morning.clicks, self.per_batch["clicks"])]
+        batches[0] += changes
+        table = _table("clicks x user profiles, as of each click", "time", "user", "click", "tier", "city")
+        previous = {}
+        for click, (user, t, profile) in sorted(got.items(), key=lambda item: item[1][1]):
+            if user not in previous or previous[user] != profile:
+                table.add_row(clock(t, True), user, click, *(profile[k] if profile else "-" for k in ("tier", "city")))
+            previous[user] = profile
+        self.console.print(table)
+        self.console.print(f"{len(got)} clicks enriched; shown: each user's first click and every click that sees "
+                           f"a changed profile (cho deleted at 09:20, ben upgraded at 09:25, ana moved at 09:30)")
+        self.check("stream-table join", enriched=(got, truth.profiles_at_clicks(batches, LATENESS_MS)))
+
+    def revenue_view(self) -> None:
+        view_db = self.workdir / "view.db"
+        tables = self.records("shop-orders,shop-products")
+
+        def maintain():
+            self.run("orders x products view", tables, materialized_view.RevenueView(view_db, "shop-orders",
+                                                                                      "shop-products"))
+            return {p: (name, n, round(revenue, 2)) for p, (name, n, revenue) in
+                    materialized_view.read_view(view_db).items()}
+
+        orders = {o["event_id"]: o for o in self.morning.orders}
+        products = dict(self.morning.products)
+        want_before = truth.revenue_per_product(orders, products)
+        before = maintain()
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
+        for topic, key, row in self.morning.table_changes:
+            producer.produce(f"shop-{topic}", None if row is None else json.dumps(row), key)
+            table = orders if topic == "orders" else products
+            if row is None:
+                del table[key]
+            else:
+                table[key] = row
+        if producer.flush(30):
+            raise RuntimeError("the table changes were not acknowledged")
+        after = maintain()  # the same query again, on from its checkpoint
+
+        table = _table("revenue per product: orders x products, maintained from both changelogs",
+                       "product", "name", "orders", "revenue", "after the changes")
+        for product in sorted(set(before) | set(after)):
+            name, n, revenue = before[product]
+            then = after.get(product)
+            changed = "[bold]" if then != before[product] else ""
+            table.add_row(product, name, str(n), f"{revenue:,.2f}",
+                          f"{changed}{then[1]} orders, {then[2]:,.2f}" if then else "[bold]gone")
+        self.console.print(table)
+        self.console.print("the changes: tent's price 200.00 -> 180.00 (an update), rope removed from the "
+                           "catalogue and order o042 cancelled (deletes, as tombstones)")
+        round_view = lambda view: {p: (name, n, round(r, 2)) for p, (name, n, r) in view.items()}
+        self.check("table-table join", before=(before, round_view(want_before)),
+                   after=(after, round_view(truth.revenue_per_product(orders, products))))
+
+    def fraud_patterns(self) -> None:
+        payments = self.events("payments", PAYMENT).withColumnRenamed("event_id", "payment_id")
+        matches = cep.failures_then_success(lateness.on_time(payments, "event_time", LATENESS, ["payment_id"]))
+        self.run("payment patterns", matches.select(
+            "card_id", F.unix_millis("first_failure").alias("first_failure_ms"),
+            F.unix_millis("success_time").alias("success_ms"), "failures", "payment_id"),
+            exactly_once.TopicPerBatch({"bootstrap.servers": self.bootstrap}, "payment-alerts", "card_id"))
+        alerts = (self.spark.read.format("headwater").option("kafka.bootstrap.servers", self.bootstrap)
+                  .option("subscribe", "payment-alerts").load().collect())
+        got = {tuple(json.loads(bytes(r.value)).values()) for r in alerts}
+
+        table = _table("payment-alerts (complex events)", "card", "failures", "first failure", "success",
+                       "payment")
+        for card, first, success, failures, payment in sorted(got):
+            table.add_row(card, str(failures), clock(first, True), clock(success, True), payment)
+        self.console.print(table)
+        self.console.print("the pattern: three or more failed payments on a card, then a success, within 10 "
+                           "minutes. card-4242's second failure arrived after its success: the pattern runs in "
+                           "event-time order. card-1881 (success 11 minutes after its failures) and card-7007 (two "
+                           "failures) raise no alert.")
+        kept, _, watermark = lateness.admitted(truth.in_batches(self.morning.payments, self.per_batch["payments"]),
+                                               LATENESS_MS)
+        self.check("complex event processing", alerts=(got, truth.card_testing(kept, watermark, cep.WINDOW_MS)))
+
+
+@contextlib.contextmanager
+def _jvm_output_to(log_path: Path):
+    """Spark's JVM, started inside, inherits our stdout and stderr, where it and the
+    Python workers of transformWithState chatter: it gets a log file instead."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    with open(log_path, "ab") as log:
+        for fd in saved:
+            os.dup2(log.fileno(), fd)
+    try:
+        yield
+    finally:
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+def run(bootstrap: str, console, spark=None) -> None:
+    """The chapter against a broker; a SparkSession can be passed in (it is then left
+    running), otherwise one is started, its output in a log, and stopped."""
+    console.rule("[bold]Stream processing on Spark: windows, joins, a materialized view, patterns")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="headwater-streams-") as tmp:
+        workdir, own_session = Path(tmp), spark is None
+        if own_session:
+            import headwater.spark
+
+            console.print("starting Spark in local mode (a JVM: about 10 s)...")
+            try:
+                with _jvm_output_to(workdir / "spark.log"):
+                    spark = headwater.spark.session(app_name="headwater-demo")
+            except Exception:
+                console.print((workdir / "spark.log").read_text()[-3000:])
+                raise
+        try:
+            chapter = Chapter(bootstrap, console, spark, workdir, morning())
+            chapter.produce()
+            for pipeline in (chapter.order_windows, chapter.click_sessions, chapter.click_through,
+                             chapter.enriched_clicks, chapter.revenue_view, chapter.fraud_patterns):
+                pipeline()
+        finally:
+            if own_session:
+                spark.stop()
+    console.print(f"{chapter.spark_seconds:.0f} s in Spark queries, {time.monotonic() - started:.0f} s for the chapter")
