@@ -25,10 +25,10 @@ JOB = Path(window_job.__file__)
 
 
 def publish(bootstrap):
-    batches = user_events(seed=9, batches=5, per_batch=8)
+    events = [e for batch in user_events(seed=9, batches=5, per_batch=8) for e in batch]
     create_topic(bootstrap, "events", 1)
-    produce(bootstrap, "events", [(None, json.dumps(e).encode(), 0, None, None) for b in batches for e in b])
-    kept, _, final_wm = admitted(batches, 2 * MINUTE)
+    produce(bootstrap, "events", [(None, json.dumps(e).encode(), 0, None, None) for e in events])
+    kept, _, final_wm = admitted(window_job.micro_batches(events), 2 * MINUTE)
     truth = Counter()
     for e in kept:
         truth[(e["ts_ms"] // MINUTE * MINUTE, e["user_id"])] += 1

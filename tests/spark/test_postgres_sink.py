@@ -20,8 +20,6 @@ from headwater.pipelines.exactly_once import PostgresUpsert
 from tests.polling import wait_until
 from tests.postgres import PostgresServer, sql
 
-PER_BATCH = 8  # window_job's maxOffsetsPerTrigger
-
 
 def test_types_replayed_batch_and_updates(spark, pg_db):
     schema = ("user_id string, n long, score double, seen timestamp, active boolean, amount decimal(10,2), "
@@ -83,11 +81,10 @@ def test_concurrent_replays_write_a_batch_once(spark, pg_db):
 
 def publish(bootstrap) -> dict:
     """The events on a one-partition topic; returns {(user, window start ms): events admitted}."""
-    events = [e for batch in user_events(seed=11, batches=5, per_batch=PER_BATCH) for e in batch]
+    events = [e for batch in user_events(seed=11, batches=5, per_batch=window_job.PER_TRIGGER) for e in batch]
     create_topic(bootstrap, "events", 1)
     produce(bootstrap, "events", [(None, json.dumps(e).encode(), 0, None, None) for e in events])
-    batches = [events[i:i + PER_BATCH] for i in range(0, len(events), PER_BATCH)]  # as Spark reads them
-    kept, dropped, _ = admitted(batches, 2 * MINUTE)
+    kept, dropped, _ = admitted(window_job.micro_batches(events), 2 * MINUTE)
     assert dropped > 0
     return dict(Counter((e["user_id"], e["ts_ms"] // MINUTE * MINUTE) for e in kept))
 
