@@ -1,7 +1,9 @@
 """Chapter: stream processing on Spark. The shop's morning (orders, searches, clicks,
 profile changes, payments: `shop_events`) goes into Headwater topics and through the
 pipelines of `headwater.pipelines`: each one a Structured Streaming query reading the
-`headwater` source with trigger(availableNow=True) into an exactly-once sink.
+`headwater` source with trigger(availableNow=True) into an exactly-once sink. The
+queries start together, so Spark runs them side by side; each section then waits for
+its own, prints its results and checks them.
 
 Every answer is checked against plain Python (`stream_truth`) as the chapter runs: a
 difference raises `CheckFailed`, and `make demo` exits non-zero.
@@ -61,6 +63,10 @@ def _difference(got, expected) -> str:
     return "; ".join(map(str, wrong[:4])) + (f" (and {len(wrong) - 4} more)" if len(wrong) > 4 else "")
 
 
+def _in_cents(view: dict) -> dict:
+    return {product: (name, n, round(revenue, 2)) for product, (name, n, revenue) in view.items()}
+
+
 def _table(title: str, *columns: str) -> Table:
     table = Table(title=title)
     for i, column in enumerate(columns):
@@ -74,11 +80,10 @@ class Chapter:
     def __init__(self, bootstrap: str, console, spark, workdir: Path, events: Morning):
         self.bootstrap, self.console, self.spark, self.workdir = bootstrap, console, spark, workdir
         self.morning = events
-        self.results = workdir / "results.db"
         self.per_batch = {topic: -(-len(stream) // BATCHES[topic]) for topic, stream in
                           (("order-events", events.orders), ("searches", events.searches), ("clicks", events.clicks),
                            ("payments", events.payments))}
-        self.spark_seconds = self.step_seconds = 0.0
+        self.queries = []
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -124,48 +129,53 @@ class Chapter:
                 .select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select("e.*")
                 .withColumn("event_time", F.timestamp_millis("ts_ms")))
 
-    def run(self, name: str, frame, sink):
-        """Run a query over everything in its topics into a foreachBatch sink."""
-        started = time.monotonic()
-        with self.console.status(f"Spark: {name}..."):
-            query = (frame.writeStream.foreachBatch(sink)
-                     .option("checkpointLocation", str(self.workdir / "checkpoints" / name.replace(" ", "-")))
-                     .trigger(availableNow=True).start())
-            query.awaitTermination()
-        self.step_seconds += time.monotonic() - started
+    def start(self, name: str, frame, sink):
+        """Start a query over everything in its topics into a foreachBatch sink."""
+        query = (frame.writeStream.queryName(name).foreachBatch(sink)
+                 .option("checkpointLocation", str(self.workdir / "checkpoints" / name.replace(" ", "-")))
+                 .trigger(availableNow=True).start())
+        self.queries.append(query)
         return query
 
-    def sql(self, statement: str) -> list:
-        db = sqlite3.connect(self.results)
-        try:
-            return db.execute(statement).fetchall()
-        finally:
-            db.close()
+    def wait(self, *queries) -> None:
+        with self.console.status(f"Spark: {', '.join(q.name for q in queries)}..."):
+            for query in queries:
+                query.awaitTermination()
 
     def upsert(self, table: str, *key: str):
-        return exactly_once.SqliteUpsert(self.results, table, list(key))
+        """Rows upserted into `table`, in a database file of its own (queries run side by side)."""
+        return exactly_once.SqliteUpsert(self.workdir / f"{table}.db", table, list(key))
+
+    def rows(self, table: str, columns: str) -> list:
+        db = sqlite3.connect(self.workdir / f"{table}.db")
+        try:
+            return db.execute(f"SELECT {columns} FROM {table}").fetchall()
+        finally:
+            db.close()
 
     def check(self, what: str, **answers) -> None:
         """answers: name=(Spark's, plain Python's)."""
         for name, (got, expected) in answers.items():
             if got != expected:
                 raise CheckFailed(f"{what}: {name} from Spark differ from plain Python: {_difference(got, expected)}")
-        self.console.print(f"[green]✓[/] {what}: Spark's answers equal plain Python's "
-                           f"({self.step_seconds:.0f} s in Spark)")
-        self.spark_seconds, self.step_seconds = self.spark_seconds + self.step_seconds, 0.0
+        self.console.print(f"[green]✓[/] {what}: Spark's answers equal plain Python's")
 
     # -- the pipelines -------------------------------------------------------------
 
-    def order_windows(self) -> None:
+    # Each is a generator: it starts its queries and yields, so that Spark runs them
+    # all side by side; resumed, it waits for its own, prints and checks them.
+
+    def order_windows(self):
         orders = lateness.on_time(self.events("order-events", ORDER), "event_time", LATENESS)
         starts = [F.unix_millis("window_start").alias("start_ms"), "events"]
-        tumbling_query = self.run("tumbling windows", windows.tumbling_counts(orders, "event_time", "10 minutes")
+        tumbling_query = self.start("tumbling windows", windows.tumbling_counts(orders, "event_time", "10 minutes")
                                   .select(*starts), self.upsert("tumbling", "start_ms"))
-        hopping_query = self.run("hopping windows", windows.hopping_counts(orders, "event_time", "20 minutes",
-                                                                           "10 minutes").select(*starts),
-                                 self.upsert("hopping", "start_ms"))
-        tumbling = dict(self.sql("SELECT start_ms, events FROM tumbling"))
-        hopping = dict(self.sql("SELECT start_ms, events FROM hopping"))
+        hopping_query = self.start("hopping windows", windows.hopping_counts(orders, "event_time", "20 minutes",
+                                                                             "10 minutes").select(*starts),
+                                   self.upsert("hopping", "start_ms"))
+        yield
+        self.wait(tumbling_query, hopping_query)
+        tumbling, hopping = dict(self.rows("tumbling", "start_ms, events")), dict(self.rows("hopping", "start_ms, events"))
 
         kept, dropped, watermark = lateness.admitted(truth.in_batches(self.morning.orders, self.per_batch["order-events"]),
                                                      LATENESS_MS)
@@ -184,12 +194,14 @@ class Chapter:
                    hopping=(hopping, truth.window_counts(kept, watermark, 20 * MINUTE, 10 * MINUTE)),
                    dropped=((spark_dropped, lateness.dropped_events(hopping_query)), (dropped, dropped)))
 
-    def click_sessions(self) -> None:
+    def click_sessions(self):
         clicks = lateness.on_time(self.events("clicks", CLICK), "event_time", LATENESS)
-        self.run("session windows", windows.session_counts(clicks, "event_time", "5 minutes", ["user_id"]).select(
+        query = self.start("session windows", windows.session_counts(clicks, "event_time", "5 minutes", ["user_id"]).select(
             "user_id", F.unix_millis("window_start").alias("start_ms"), F.unix_millis("window_end").alias("end_ms"),
             "events"), self.upsert("sessions", "user_id", "start_ms"))
-        got = {(u, s): (e, n) for u, s, e, n in self.sql("SELECT user_id, start_ms, end_ms, events FROM sessions")}
+        yield
+        self.wait(query)
+        got = {(u, s): (e, n) for u, s, e, n in self.rows("sessions", "user_id, start_ms, end_ms, events")}
         kept, _, watermark = lateness.admitted(truth.in_batches(self.morning.clicks, self.per_batch["clicks"]), LATENESS_MS)
 
         table = _table("click sessions per user (a session ends after 5 minutes without a click)", "user",
@@ -200,13 +212,15 @@ class Chapter:
         self.console.print(table)
         self.check("session windows", sessions=(got, truth.sessions(kept, watermark, 5 * MINUTE)))
 
-    def click_through(self) -> None:
+    def click_through(self):
         searches = self.events("searches", SEARCH).withColumnRenamed("event_id", "search_id")
         clicks = self.events("clicks", CLICK).withColumnRenamed("event_id", "click_id")
         outcomes_path = self.workdir / "search_outcomes"
-        self.run("searches x clicks", window_join.search_outcomes(
+        query = self.start("searches x clicks", window_join.search_outcomes(
             lateness.on_time(searches, "event_time", LATENESS, ["search_id"]),
             lateness.on_time(clicks, "event_time", LATENESS, ["click_id"])), exactly_once.ParquetPerBatch(outcomes_path))
+        yield
+        self.wait(query)
         outcomes = self.spark.read.parquet(str(outcomes_path))
         rows = outcomes.collect()
         pairs = {(r.search_id, r.click_id) for r in rows if r.clicked}
@@ -225,14 +239,16 @@ class Chapter:
         self.check("stream-stream join", pairs=(pairs, want_pairs), misses=(misses, want_misses),
                    rates=(rates, truth.click_through(self.morning.searches, want_pairs, want_misses)))
 
-    def enriched_clicks(self) -> None:
+    def enriched_clicks(self):
         clicks = self.events("clicks", CLICK).select(F.col("event_id").alias("click_id"), "user_id", "event_time")
         profiles = changelog.changes(self.records("user-profiles"), PROFILE)  # the whole table in the first batch
-        self.run("clicks x user profiles", enrichment.enrich_clicks(clicks, profiles, LATENESS).select(
+        query = self.start("clicks x user profiles", enrichment.enrich_clicks(clicks, profiles, LATENESS).select(
             "click_id", "user_id", F.unix_millis("click_time").alias("click_ms"), "profile"),
             self.upsert("enriched_clicks", "click_id"))
+        yield
+        self.wait(query)
         got = {c: (u, t, p and json.loads(p))
-               for c, u, t, p in self.sql("SELECT click_id, user_id, click_ms, profile FROM enriched_clicks")}
+               for c, u, t, p in self.rows("enriched_clicks", "click_id, user_id, click_ms, profile")}
 
         changes = [{"event_id": f"change:{seq}", "user_id": user, "row": row, "ts_ms": t, "kind": enrichment.CHANGE,
                     "seq": seq} for seq, (user, row, t) in enumerate(self.morning.profiles)]
@@ -250,20 +266,21 @@ class Chapter:
                            f"a changed profile (cho deleted at 09:20, ben upgraded at 09:25, ana moved at 09:30)")
         self.check("stream-table join", enriched=(got, truth.profiles_at_clicks(batches, LATENESS_MS)))
 
-    def revenue_view(self) -> None:
+    def revenue_view(self):
         view_db = self.workdir / "view.db"
         tables = self.records("shop-orders,shop-products")
 
-        def maintain():
-            self.run("orders x products view", tables, materialized_view.RevenueView(view_db, "shop-orders",
-                                                                                      "shop-products"))
-            return {p: (name, n, round(revenue, 2)) for p, (name, n, revenue) in
-                    materialized_view.read_view(view_db).items()}
+        def maintain():  # one name, so one checkpoint: a second run goes on where the first stopped
+            return self.start("revenue view", tables, materialized_view.RevenueView(view_db, "shop-orders",
+                                                                                   "shop-products"))
 
+        first_run = maintain()
+        yield
+        self.wait(first_run)
+        before = _in_cents(materialized_view.read_view(view_db))
         orders = {o["event_id"]: o for o in self.morning.orders}
         products = dict(self.morning.products)
         want_before = truth.revenue_per_product(orders, products)
-        before = maintain()
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
         for topic, key, row in self.morning.table_changes:
             producer.produce(f"shop-{topic}", None if row is None else json.dumps(row), key)
@@ -274,7 +291,8 @@ class Chapter:
                 table[key] = row
         if producer.flush(30):
             raise RuntimeError("the table changes were not acknowledged")
-        after = maintain()  # the same query again, on from its checkpoint
+        self.wait(maintain())
+        after = _in_cents(materialized_view.read_view(view_db))
 
         table = _table("revenue per product: orders x products, maintained from both changelogs",
                        "product", "name", "orders", "revenue", "after the changes")
@@ -287,17 +305,18 @@ class Chapter:
         self.console.print(table)
         self.console.print("the changes: tent's price 200.00 -> 180.00 (an update), rope removed from the "
                            "catalogue and order o042 cancelled (deletes, as tombstones)")
-        round_view = lambda view: {p: (name, n, round(r, 2)) for p, (name, n, r) in view.items()}
-        self.check("table-table join", before=(before, round_view(want_before)),
-                   after=(after, round_view(truth.revenue_per_product(orders, products))))
+        self.check("table-table join", before=(before, _in_cents(want_before)),
+                   after=(after, _in_cents(truth.revenue_per_product(orders, products))))
 
-    def fraud_patterns(self) -> None:
+    def fraud_patterns(self):
         payments = self.events("payments", PAYMENT).withColumnRenamed("event_id", "payment_id")
         matches = cep.failures_then_success(lateness.on_time(payments, "event_time", LATENESS, ["payment_id"]))
-        self.run("payment patterns", matches.select(
+        query = self.start("payment patterns", matches.select(
             "card_id", F.unix_millis("first_failure").alias("first_failure_ms"),
             F.unix_millis("success_time").alias("success_ms"), "failures", "payment_id"),
             exactly_once.TopicPerBatch({"bootstrap.servers": self.bootstrap}, "payment-alerts", "card_id"))
+        yield
+        self.wait(query)
         alerts = (self.spark.read.format("headwater").option("kafka.bootstrap.servers", self.bootstrap)
                   .option("subscribe", "payment-alerts").load().collect())
         got = {tuple(json.loads(bytes(r.value)).values()) for r in alerts}
@@ -351,13 +370,19 @@ def run(bootstrap: str, console, spark=None) -> None:
             except Exception:
                 console.print((workdir / "spark.log").read_text()[-3000:])
                 raise
+        chapter = Chapter(bootstrap, console, spark, workdir, morning())
         try:
-            chapter = Chapter(bootstrap, console, spark, workdir, morning())
             chapter.produce()
-            for pipeline in (chapter.order_windows, chapter.click_sessions, chapter.click_through,
-                             chapter.enriched_clicks, chapter.revenue_view, chapter.fraud_patterns):
-                pipeline()
+            pipelines = [pipeline() for pipeline in (
+                chapter.order_windows, chapter.click_sessions, chapter.click_through, chapter.enriched_clicks,
+                chapter.revenue_view, chapter.fraud_patterns)]
+            for pipeline in pipelines:
+                next(pipeline)  # start its queries
+            for pipeline in pipelines:
+                next(pipeline, None)  # its results, checked
         finally:
+            for query in chapter.queries:
+                query.stop()  # those still running when a check failed
             if own_session:
                 spark.stop()
-    console.print(f"{chapter.spark_seconds:.0f} s in Spark queries, {time.monotonic() - started:.0f} s for the chapter")
+    console.print(f"{len(chapter.queries)} Spark queries; {time.monotonic() - started:.0f} s for the chapter")
