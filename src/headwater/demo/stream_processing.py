@@ -27,7 +27,8 @@ from rich.table import Table
 
 from headwater.demo import stream_truth as truth
 from headwater.demo.shop_events import MINUTE, Morning, morning
-from headwater.pipelines import cep, changelog, enrichment, exactly_once, lateness, materialized_view, window_join, windows
+from headwater.pipelines import (cep, changelog, enrichment, exactly_once, lateness, materialized_view, window_join,
+                                 windows)
 
 LATENESS, LATENESS_MS = "5 minutes", 5 * MINUTE
 ORDER = "event_id string, user_id string, product_id string, quantity int, ts_ms long"
@@ -49,7 +50,8 @@ class CheckFailed(Exception):
 
 
 def clock(ms: int, seconds: bool = False) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%H:%M:%S" if seconds else "%H:%M")
+    time_of_day = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return time_of_day.strftime("%H:%M:%S" if seconds else "%H:%M")
 
 
 def _difference(got, expected) -> str:
@@ -67,10 +69,11 @@ def _in_cents(view: dict) -> dict:
     return {product: (name, n, round(revenue, 2)) for product, (name, n, revenue) in view.items()}
 
 
-def _table(title: str, *columns: str) -> Table:
+def _table(title: str, *columns: str, numbers: int = 0) -> Table:
+    """A table whose last `numbers` columns hold numbers (aligned right)."""
     table = Table(title=title)
     for i, column in enumerate(columns):
-        table.add_column(column, justify="left" if i == 0 else "right")
+        table.add_column(column, justify="right" if i >= len(columns) - numbers else "left")
     return table
 
 
@@ -80,9 +83,9 @@ class Chapter:
     def __init__(self, bootstrap: str, console, spark, workdir: Path, events: Morning):
         self.bootstrap, self.console, self.spark, self.workdir = bootstrap, console, spark, workdir
         self.morning = events
-        self.per_batch = {topic: -(-len(stream) // BATCHES[topic]) for topic, stream in
-                          (("order-events", events.orders), ("searches", events.searches), ("clicks", events.clicks),
-                           ("payments", events.payments))}
+        self.streams = {"order-events": events.orders, "searches": events.searches, "clicks": events.clicks,
+                        "payments": events.payments}
+        self.per_batch = {topic: -(-len(stream) // BATCHES[topic]) for topic, stream in self.streams.items()}
         self.queries = []
 
     # -- plumbing ------------------------------------------------------------------
@@ -99,8 +102,7 @@ class Chapter:
                              on_delivery=lambda err, _: err and failed.append(err))
 
         m = self.morning
-        for topic, stream in (("order-events", m.orders), ("searches", m.searches), ("clicks", m.clicks),
-                              ("payments", m.payments)):
+        for topic, stream in self.streams.items():
             for event in stream:
                 send(topic, event["event_id"], event, event["ts_ms"])
         for user, row, changed in m.profiles:
@@ -142,6 +144,14 @@ class Chapter:
             for query in queries:
                 query.awaitTermination()
 
+    def batches(self, topic: str) -> list[list]:
+        """An event topic's events in the micro-batches the chapter's queries read."""
+        return truth.in_batches(self.streams[topic], self.per_batch[topic])
+
+    def admitted(self, topic: str):
+        """(events kept, too-late events dropped, final watermark) for a query of one topic."""
+        return lateness.admitted(self.batches(topic), LATENESS_MS)
+
     def upsert(self, table: str, *key: str):
         """Rows upserted into `table`, in a database file of its own (queries run side by side)."""
         return exactly_once.SqliteUpsert(self.workdir / f"{table}.db", table, list(key))
@@ -175,11 +185,12 @@ class Chapter:
                                    self.upsert("hopping", "start_ms"))
         yield
         self.wait(tumbling_query, hopping_query)
-        tumbling, hopping = dict(self.rows("tumbling", "start_ms, events")), dict(self.rows("hopping", "start_ms, events"))
+        tumbling = dict(self.rows("tumbling", "start_ms, events"))
+        hopping = dict(self.rows("hopping", "start_ms, events"))
 
-        kept, dropped, watermark = lateness.admitted(truth.in_batches(self.morning.orders, self.per_batch["order-events"]),
-                                                     LATENESS_MS)
-        table = _table("orders per window of event time", "window from", "10-min tumbling", "20-min hopping")
+        kept, dropped, watermark = self.admitted("order-events")
+        table = _table("orders per window of event time", "window from", "10-min tumbling", "20-min hopping",
+                       numbers=2)
         for start in sorted(set(tumbling) | set(hopping)):
             table.add_row(clock(start), *(str(found.get(start, "open" if start + size > watermark else "-"))
                                           for found, size in ((tumbling, 10 * MINUTE), (hopping, 20 * MINUTE))))
@@ -196,13 +207,14 @@ class Chapter:
 
     def click_sessions(self):
         clicks = lateness.on_time(self.events("clicks", CLICK), "event_time", LATENESS)
-        query = self.start("session windows", windows.session_counts(clicks, "event_time", "5 minutes", ["user_id"]).select(
+        sessions = windows.session_counts(clicks, "event_time", "5 minutes", ["user_id"])
+        query = self.start("session windows", sessions.select(
             "user_id", F.unix_millis("window_start").alias("start_ms"), F.unix_millis("window_end").alias("end_ms"),
             "events"), self.upsert("sessions", "user_id", "start_ms"))
         yield
         self.wait(query)
         got = {(u, s): (e, n) for u, s, e, n in self.rows("sessions", "user_id, start_ms, end_ms, events")}
-        kept, _, watermark = lateness.admitted(truth.in_batches(self.morning.clicks, self.per_batch["clicks"]), LATENESS_MS)
+        kept, _, watermark = self.admitted("clicks")
 
         table = _table("click sessions per user (a session ends after 5 minutes without a click)", "user",
                        "sessions: first click - end (clicks)")
@@ -218,7 +230,8 @@ class Chapter:
         outcomes_path = self.workdir / "search_outcomes"
         query = self.start("searches x clicks", window_join.search_outcomes(
             lateness.on_time(searches, "event_time", LATENESS, ["search_id"]),
-            lateness.on_time(clicks, "event_time", LATENESS, ["click_id"])), exactly_once.ParquetPerBatch(outcomes_path))
+            lateness.on_time(clicks, "event_time", LATENESS, ["click_id"])),
+            exactly_once.ParquetPerBatch(outcomes_path))
         yield
         self.wait(query)
         outcomes = self.spark.read.parquet(str(outcomes_path))
@@ -227,11 +240,12 @@ class Chapter:
         misses = {r.search_id for r in rows if not r.clicked}
         rates = {r.term: (r.searches, r.clicked_searches) for r in window_join.click_through_rates(outcomes).collect()}
 
-        table = _table("click-through rate per search term", "term", "searches", "clicked", "CTR")
+        table = _table("click-through rate per search term", "term", "searches", "clicked", "CTR", numbers=3)
         for term, (n, clicked) in sorted(rates.items()):
             table.add_row(term, str(n), str(clicked), f"{clicked / n:.0%}")
         self.console.print(table)
-        want_pairs, want_misses = truth.search_outcomes(self.morning.searches, self.morning.clicks, 10 * MINUTE, LATENESS_MS)
+        want_pairs, want_misses = truth.search_outcomes(self.morning.searches, self.morning.clicks, 10 * MINUTE,
+                                                        LATENESS_MS)
         undecided = len(self.morning.searches) - len({s for s, _ in pairs} | misses)
         self.console.print(f"a search counts as clicked when a click of the same session follows within 10 "
                            f"minutes; {undecided} searches without a click are still open (the watermark has not "
@@ -253,7 +267,7 @@ class Chapter:
         changes = [{"event_id": f"change:{seq}", "user_id": user, "row": row, "ts_ms": t, "kind": enrichment.CHANGE,
                     "seq": seq} for seq, (user, row, t) in enumerate(self.morning.profiles)]
         batches = [[{**c, "kind": enrichment.CLICK} for c in chunk]
-                   for chunk in truth.in_batches(self.morning.clicks, self.per_batch["clicks"])]
+                   for chunk in self.batches("clicks")]
         batches[0] += changes
         table = _table("clicks x user profiles, as of each click", "time", "user", "click", "tier", "city")
         previous = {}
@@ -295,7 +309,7 @@ class Chapter:
         after = _in_cents(materialized_view.read_view(view_db))
 
         table = _table("revenue per product: orders x products, maintained from both changelogs",
-                       "product", "name", "orders", "revenue", "after the changes")
+                       "product", "name", "orders", "revenue", "after the changes", numbers=3)
         for product in sorted(set(before) | set(after)):
             name, n, revenue = before[product]
             then = after.get(product)
@@ -321,17 +335,16 @@ class Chapter:
                   .option("subscribe", "payment-alerts").load().collect())
         got = {tuple(json.loads(bytes(r.value)).values()) for r in alerts}
 
-        table = _table("payment-alerts (complex events)", "card", "failures", "first failure", "success",
-                       "payment")
+        table = _table("payment-alerts (complex events)", "card", "first failure", "success", "payment",
+                       "failures", numbers=1)
         for card, first, success, failures, payment in sorted(got):
-            table.add_row(card, str(failures), clock(first, True), clock(success, True), payment)
+            table.add_row(card, clock(first, True), clock(success, True), payment, str(failures))
         self.console.print(table)
         self.console.print("the pattern: three or more failed payments on a card, then a success, within 10 "
                            "minutes. card-4242's second failure arrived after its success: the pattern runs in "
                            "event-time order. card-1881 (success 11 minutes after its failures) and card-7007 (two "
                            "failures) raise no alert.")
-        kept, _, watermark = lateness.admitted(truth.in_batches(self.morning.payments, self.per_batch["payments"]),
-                                               LATENESS_MS)
+        kept, _, watermark = self.admitted("payments")
         self.check("complex event processing", alerts=(got, truth.card_testing(kept, watermark, cep.WINDOW_MS)))
 
 
