@@ -2,8 +2,9 @@
 profile changes, payments: `shop_events`) goes into Headwater topics and through the
 pipelines of `headwater.pipelines`: each one a Structured Streaming query reading the
 `headwater` source with trigger(availableNow=True) into an exactly-once sink. The
-queries start together, so Spark runs them side by side; each section then waits for
-its own, prints its results and checks them.
+pipelines run one after another (several transformWithState queries started together
+once left a Python worker waiting forever for its state server); each prints its results
+and checks them.
 
 Every answer is checked against plain Python (`stream_truth`) as the chapter runs: a
 difference raises `CheckFailed`, and `make demo` exits non-zero.
@@ -153,7 +154,7 @@ class Chapter:
         return lateness.admitted(self.batches(topic), LATENESS_MS)
 
     def upsert(self, table: str, *key: str):
-        """Rows upserted into `table`, in a database file of its own (queries run side by side)."""
+        """Rows upserted into `table`, in a database file of its own."""
         return exactly_once.SqliteUpsert(self.workdir / f"{table}.db", table, list(key))
 
     def rows(self, table: str, columns: str) -> list:
@@ -172,8 +173,8 @@ class Chapter:
 
     # -- the pipelines -------------------------------------------------------------
 
-    # Each is a generator: it starts its queries and yields, so that Spark runs them
-    # all side by side; resumed, it waits for its own, prints and checks them.
+    # Each is a generator: it starts its queries and yields; resumed, it waits for
+    # them, prints and checks their results.
 
     def order_windows(self):
         orders = lateness.on_time(self.events("order-events", ORDER), "event_time", LATENESS)
@@ -391,7 +392,6 @@ def run(bootstrap: str, console, spark=None) -> None:
                 chapter.revenue_view, chapter.fraud_patterns)]
             for pipeline in pipelines:
                 next(pipeline)  # start its queries
-            for pipeline in pipelines:
                 next(pipeline, None)  # its results, checked
         finally:
             for query in chapter.queries:

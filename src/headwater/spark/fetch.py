@@ -23,9 +23,6 @@ STALL_TIMEOUT_S = 60.0
 # consume(n) waits for n messages or this long; n never exceeds what the range still
 # holds, so the wait only happens when compaction left gaps before the range's end.
 POLL_TIMEOUT_S = 0.2
-# librdkafka pauses fetching for fetch.queue.backoff.ms (default 1 s) whenever its
-# prefetch queue is full; a task reads as fast as it can, so resume almost at once.
-READER_CONFIG = {"enable.partition.eof": True, "fetch.queue.backoff.ms": 5}
 
 # librdkafka numbers timestamp types 1 (create) and 2 (log append); Spark's Kafka
 # source reports Kafka's own ids, 0 and 1.
@@ -51,6 +48,14 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
+def reader_config(client: dict) -> dict:
+    # librdkafka pauses fetching for fetch.queue.backoff.ms (default 1 s) whenever its
+    # prefetch queue is full; a task reads as fast as it can, so resume almost at once
+    # (unless the user's kafka.* options say otherwise). The end-of-partition event is
+    # how a range with a compacted tail ends, so it is always on.
+    return {"fetch.queue.backoff.ms": 5, **client, "enable.partition.eof": True}
+
+
 def data_loss_message(rng: OffsetRange, log_start: int) -> str:
     return (f"partition {rng.topic}-{rng.partition}: offsets {rng.start}..{log_start - 1} are no longer in "
             f"the log (log start offset is {log_start}): records were lost to retention or deletion. "
@@ -70,7 +75,7 @@ def read_range(client: dict, rng: OffsetRange, include_headers: bool, fail_on_da
     if rng.start >= rng.end:
         return
     key = json.dumps(client, sort_keys=True)
-    kafka = _idle.pop(key, None) or consumer({**client, **READER_CONFIG})
+    kafka = _idle.pop(key, None) or consumer(reader_config(client))
     try:
         log_start, _ = kafka.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=30)
         start = rng.start
