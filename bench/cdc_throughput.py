@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from headwater.cdc import pgoutput  # noqa: E402
 from headwater.cdc.shipper import new_producer  # noqa: E402
-from headwater.testing import start_broker  # noqa: E402
+from headwater.testing import start_broker, wait_until  # noqa: E402
 from tests.cdc.conftest import PostgresServer  # noqa: E402
 
 TOPIC = "bench.public.item"
@@ -33,14 +33,6 @@ TOPIC = "bench.public.item"
 def topic_size(consumer):
     parts = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
     return sum(consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in parts)
-
-
-def wait_until(predicate, timeout=300):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RuntimeError("timed out")
-        time.sleep(0.02)
 
 
 def main():
@@ -69,7 +61,7 @@ def main():
         # 1. bulk write: one transaction of --rows inserts
         pg.execute("INSERT INTO item SELECT g, md5(g::text) FROM generate_series(1, %s) g", (args.rows,))
         committed = time.perf_counter()
-        wait_until(lambda: topic_size(consumer) >= args.rows)
+        wait_until(lambda: topic_size(consumer) >= args.rows, 300, 0.02)
         connector_s = time.perf_counter() - committed
 
         conn = pg.connect()

@@ -20,7 +20,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from headwater.testing import start_broker
+from headwater.testing import start_broker, wait_until
 
 SESSION_MS = 6000
 
@@ -61,14 +61,6 @@ def settled(members, since, partitions):
     return all(m.assigned_at > since for m in members) and sorted(held) == list(range(partitions))
 
 
-def wait(predicate, timeout=120):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise RuntimeError("timed out")
-        time.sleep(0.005)
-
-
 def rebalance_times(bootstrap, heartbeat_ms, repeats):
     """(join seconds, leave seconds) of a group growing from 7 to 8 members and shrinking back, median."""
     topic, partitions = f"rebalance-{heartbeat_ms}", 16
@@ -77,7 +69,7 @@ def rebalance_times(bootstrap, heartbeat_ms, repeats):
     members = [Member(bootstrap, group, topic, heartbeat_ms) for _ in range(7)]
     for m in members:
         m.start()
-    wait(lambda: settled(members, 0, partitions))
+    wait_until(lambda: settled(members, 0, partitions), 120, 0.005)
     joins, leaves = [], []
     for _ in range(repeats):
         time.sleep(1)
@@ -85,12 +77,12 @@ def rebalance_times(bootstrap, heartbeat_ms, repeats):
         newcomer = Member(bootstrap, group, topic, heartbeat_ms)
         newcomer.start()
         members.append(newcomer)
-        wait(lambda: settled(members, t0, partitions))
+        wait_until(lambda: settled(members, t0, partitions), 120, 0.005)
         joins.append(time.monotonic() - t0)
         time.sleep(1)
         t0 = time.monotonic()
         members.pop().leave()
-        wait(lambda: settled(members, t0, partitions))
+        wait_until(lambda: settled(members, t0, partitions), 120, 0.005)
         leaves.append(time.monotonic() - t0)
     for m in members:
         m.leave()

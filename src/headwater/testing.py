@@ -5,6 +5,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 READY = "headwater broker listening on "
@@ -62,3 +63,17 @@ class BrokerProcess:
 def start_broker(data_dir: Path, *extra_args: str) -> BrokerProcess:
     return BrokerProcess(data_dir, *extra_args).start()
 
+
+
+def wait_until(condition, timeout=60, interval=0.3, what="condition"):
+    """Poll until `condition()` returns a truthy value, and return it; raise TimeoutError
+    after `timeout` seconds. For background work (a rebalance, a cleaner pass, a
+    connector) becoming visible."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)

@@ -3,7 +3,7 @@ import json
 
 from confluent_kafka import Consumer, TopicPartition
 
-from ..polling import wait_until
+from headwater.testing import wait_until
 
 
 def read_topic(bootstrap, topic, json_keys=True):

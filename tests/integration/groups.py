@@ -9,7 +9,7 @@ from pathlib import Path
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ..polling import wait_until
+from headwater.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 

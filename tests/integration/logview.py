@@ -1,12 +1,10 @@
-"""What a consumer sees of a whole partition, and waiting for background maintenance to show in it."""
+"""What a consumer sees of a whole partition, and how big its log is on disk."""
 from __future__ import annotations
 
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from ..polling import wait_until  # noqa: F401  (the tests import it from here)
 
 
 def create_topic(bootstrap, name, partitions=1, **configs):

@@ -10,9 +10,10 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from headwater.testing import wait_until
 
 from .clients import CODECS
-from .logview import create_topic, log_bytes, produce_rounds, read_all, wait_until
+from .logview import create_topic, log_bytes, produce_rounds, read_all
 
 SEGMENT_MS = 1000  # a produce after this long rolls the active segment, which makes it cleanable
 COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "2048", "segment.ms": str(SEGMENT_MS),

@@ -11,8 +11,9 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from kafka import KafkaConsumer, TopicPartition as KPTopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
+from headwater.testing import wait_until
 
-from .logview import create_topic, log_bytes, produce_rounds, read_all, wait_until, watermarks
+from .logview import create_topic, log_bytes, produce_rounds, read_all, watermarks
 
 HOUR_MS = 3600 * 1000
 

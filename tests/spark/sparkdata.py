@@ -14,7 +14,6 @@ import os
 import random
 import uuid
 
-from headwater.pipelines.lateness import admitted  # noqa: F401 (the tests' watermark model)
 
 BASE_MS = 1_700_000_000_000 // 3_600_000 * 3_600_000  # an hour boundary
 MINUTE = 60_000

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 import window_job
-from sparkdata import MINUTE, admitted, create_topic, headwater_batch, produce, user_events
+from sparkdata import MINUTE, create_topic, headwater_batch, produce, user_events
 
 from headwater.pipelines.exactly_once import _sort_key
+from headwater.pipelines.lateness import admitted, micro_batches
 
 JOB = Path(window_job.__file__)
 
@@ -28,7 +29,7 @@ def publish(bootstrap):
     events = [e for batch in user_events(seed=9, batches=5, per_batch=8) for e in batch]
     create_topic(bootstrap, "events", 1)
     produce(bootstrap, "events", [(None, json.dumps(e).encode(), 0, None, None) for e in events])
-    kept, _, final_wm = admitted(window_job.micro_batches(events), 2 * MINUTE)
+    kept, _, final_wm = admitted(micro_batches(events, window_job.PER_TRIGGER), 2 * MINUTE)
     truth = Counter()
     for e in kept:
         truth[(e["ts_ms"] // MINUTE * MINUTE, e["user_id"])] += 1

@@ -14,10 +14,11 @@ from decimal import Decimal
 import psycopg2
 import pytest
 import window_job
-from sparkdata import MINUTE, admitted, create_topic, produce, user_events
+from sparkdata import MINUTE, create_topic, produce, user_events
 
 from headwater.pipelines.exactly_once import PostgresUpsert
-from tests.polling import wait_until
+from headwater.pipelines.lateness import admitted, micro_batches
+from headwater.testing import wait_until
 from tests.postgres import PostgresServer, sql
 
 
@@ -84,7 +85,7 @@ def publish(bootstrap) -> dict:
     events = [e for batch in user_events(seed=11, batches=5, per_batch=window_job.PER_TRIGGER) for e in batch]
     create_topic(bootstrap, "events", 1)
     produce(bootstrap, "events", [(None, json.dumps(e).encode(), 0, None, None) for e in events])
-    kept, dropped, _ = admitted(window_job.micro_batches(events), 2 * MINUTE)
+    kept, dropped, _ = admitted(micro_batches(events, window_job.PER_TRIGGER), 2 * MINUTE)
     assert dropped > 0
     return dict(Counter((e["user_id"], e["ts_ms"] // MINUTE * MINUTE) for e in kept))
 

@@ -16,11 +16,6 @@ EVENT = "event_id string, user_id string, ts_ms long"
 PER_TRIGGER = 8  # maxOffsetsPerTrigger: ground truth must model these micro-batches
 
 
-def micro_batches(events: list) -> list[list]:
-    """The events as the job's micro-batches read them (one partition)."""
-    return [events[i:i + PER_TRIGGER] for i in range(0, len(events), PER_TRIGGER)]
-
-
 def counts(spark, bootstrap: str, topic: str):
     events = (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", PER_TRIGGER)

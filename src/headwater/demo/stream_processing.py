@@ -147,7 +147,7 @@ class Chapter:
 
     def batches(self, topic: str) -> list[list]:
         """An event topic's events in the micro-batches the chapter's queries read."""
-        return truth.in_batches(self.streams[topic], self.per_batch[topic])
+        return lateness.micro_batches(self.streams[topic], self.per_batch[topic])
 
     def admitted(self, topic: str):
         """(events kept, too-late events dropped, final watermark) for a query of one topic."""

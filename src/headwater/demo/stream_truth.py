@@ -11,11 +11,6 @@ from collections import Counter, defaultdict
 from headwater.pipelines.lateness import admitted
 
 
-def in_batches(events: list, per_batch: int) -> list[list]:
-    """The micro-batches a one-partition topic gives with maxOffsetsPerTrigger=per_batch."""
-    return [events[i:i + per_batch] for i in range(0, len(events), per_batch)]
-
-
 def window_counts(kept: list, final_watermark: int, size: int, slide: int | None = None) -> dict[int, int]:
     """Events per window start, for windows of `size` every `slide` (tumbling if equal)."""
     slide = slide or size

@@ -45,6 +45,12 @@ def dropped_events(query: StreamingQuery) -> int:
     return sum(batch["dropped_too_late"] for batch in watermark_report(query))
 
 
+def micro_batches(events: list, per_trigger: int) -> list[list]:
+    """The micro-batches a query reads a one-partition topic in, with
+    maxOffsetsPerTrigger = per_trigger (what `admitted` needs as its input)."""
+    return [events[i:i + per_trigger] for i in range(0, len(events), per_trigger)]
+
+
 def admitted(batches: list[list[dict]], lateness_ms: int, time_field: str = "ts_ms", id_field: str = "event_id"):
     """The rule `on_time` applies, in plain Python, to check a pipeline's answers:
     which events (dicts, in micro-batches as the query reads them) survive the
