@@ -7,13 +7,14 @@ a client would send them; the expected answers are Kafka's rules written out in 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from headwater.broker.producer_state import CACHED_BATCHES, ID_BLOCK, Duplicate, PartitionProducers, ProducerIds
+from headwater.broker.producer_state import ID_BLOCK, Duplicate, PartitionProducers, ProducerIds
 from headwater.protocol.errors import ErrorCode
 from headwater.records import BatchHeader, read_header
 
 E = ErrorCode
 PID = 7
 MAX_SEQUENCE = 2**31 - 1
+REMEMBERED = 5  # batches per producer and partition, as many as librdkafka and the Java client keep in flight
 
 
 def batch(first_sequence: int, count: int = 1, epoch: int = 0, pid: int = PID) -> BatchHeader:
@@ -54,11 +55,11 @@ def test_a_retry_of_any_of_the_last_five_batches_is_answered_with_its_original_b
         append(producers, header, offset)
         appended.append((header, offset))
         offset, sequence = offset + count, sequence + count
-    for header, base_offset in appended[-CACHED_BATCHES:]:
+    for header, base_offset in appended[-REMEMBERED:]:
         with pytest.raises(Duplicate) as dup:
             producers.check(header)
         assert dup.value.base_offset == base_offset
-    for header, _ in appended[:-CACHED_BATCHES]:  # forgotten: no longer recognisable as a retry
+    for header, _ in appended[:-REMEMBERED]:  # forgotten: no longer recognisable as a retry
         assert producers.check(header) is E.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert producers.check(batch(sequence)) is E.NONE  # the retries changed nothing
 
