@@ -103,8 +103,9 @@ class Log:
         segments: list[Segment] = []
         for i, base in enumerate(bases):
             next_base = bases[i + 1] if i + 1 < len(bases) else None
-            validate = not clean and (next_base is None or next_base > recovery_point)
-            segment, truncated = Segment.open(directory, base, config.index_interval_bytes, validate)
+            unflushed = not clean and (next_base is None or next_base > recovery_point)
+            segment, truncated = Segment.open(directory, base, config.index_interval_bytes,
+                                              recovery_point if unflushed else None)
             segments.append(segment)
             if truncated:
                 # Whatever followed a torn batch was never acknowledged as part of a whole log.
@@ -330,7 +331,7 @@ class Log:
         """Close and remove the directory (renamed first, so a crash never leaves a half-deleted log)."""
         with self.maintenance_lock, self.lock:
             for segment in self._segments:
-                segment.close()
+                segment.release()
             self.closed = True
         doomed = self.directory.with_name(f"{uuid.uuid4().hex}.deleted")  # short: any topic name fits
         os.replace(self.directory, doomed)
