@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
 import shutil
@@ -30,6 +31,7 @@ from .config import LogConfig
 from .partition import Log, fsync_directory
 from .retention import enforce_retention
 
+logger = logging.getLogger("headwater.log")
 CATALOG = "catalog.json"
 LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
@@ -154,13 +156,14 @@ class LogManager:
         self._write_catalog(remaining, {**self._deleting, name: len(topic.partitions)})
         del self.topics[name]
         self._deleting[name] = len(topic.partitions)
-        for log in topic.partitions:
-            log.delete()
-        del self._deleting[name]
         try:
-            self._write_catalog()
-        except OSError:
-            self._deleting[name] = len(topic.partitions)  # committed all the same: a restart finishes the job
+            for log in topic.partitions:
+                log.delete()
+            self._write_catalog(deleting={k: v for k, v in self._deleting.items() if k != name})
+        except OSError as exc:  # deleted all the same: the catalog lists it under "deleting" for a restart to finish
+            logger.warning("topic %s is deleted, its files will be removed at the next start: %s", name, exc)
+        else:
+            del self._deleting[name]
 
     def _remove_partitions(self, name: str, partitions: int) -> None:
         for p in range(partitions):
@@ -215,6 +218,8 @@ class LogManager:
                 log.flush()
 
     def close(self) -> None:
-        for topic in self.topics.values():
-            for log in topic.partitions:
+        for log in self._logs():
+            try:
                 log.close()
+            except OSError as exc:  # no clean-shutdown marker: the next start recovers this log
+                logger.warning("cannot close %s cleanly: %s", log.directory, exc)

@@ -16,6 +16,7 @@ deletes or rewrites closed segments (cleaner, retention) so they never overlap.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
@@ -30,6 +31,7 @@ from .config import LogConfig
 from .recovery import complete_interrupted_swaps
 from .segment import MAX_RELATIVE_OFFSET, BatchInfo, Segment, delete_segment_files
 
+logger = logging.getLogger("headwater.log")
 CLEAN_SHUTDOWN = ".clean-shutdown"
 RECOVERY_POINT = "recovery-point"
 LOG_START_OFFSET = "log-start-offset"
@@ -201,7 +203,10 @@ class Log:
         cfg = self.config
         if ((cfg.flush_messages is not None and self._unflushed_messages >= cfg.flush_messages)
                 or (cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms)):
-            self._flush()
+            try:
+                self._flush()
+            except OSError as exc:  # the append itself stands; the next one tries the flush again
+                logger.warning("cannot flush %s: %s", self.directory, exc)
 
     def flush(self) -> None:
         """fsync everything appended so far and move the recovery point to the log end."""

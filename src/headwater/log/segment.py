@@ -118,37 +118,40 @@ class Segment:
         SEGMENT_FILES.renamed(old[2], self.path)
 
     def _seek_recovery_point(self, recovery_point: int) -> int | None:
-        """Drop the index entries at or past ``recovery_point``, take the end offset and max
-        timestamp up to it from what remains, and return its byte position (None if the
-        segment's batch headers do not lead there)."""
-        relative = recovery_point - self.base_offset
-        self.offset_index.truncate(bisect_left(self.offset_index.keys, relative))
+        """Where validation resumes: the last indexed batch below ``recovery_point`` (so at most
+        ``index.interval.bytes`` of fsynced data is validated again). Keeps the index entries
+        and the offset and timestamp tracking as they were before that batch; None if no
+        indexed batch lies below the point."""
+        kept = bisect_left(self.offset_index.keys, recovery_point - self.base_offset)
+        if not kept:
+            return None
+        relative, position = self.offset_index.keys[kept - 1], self.offset_index.values[kept - 1]
+        self.offset_index.truncate(kept - 1)
+        # An entry pointing below the batch is true whenever it was written; the others are rebuilt.
         self.time_index.truncate(bisect_left(self.time_index.values, relative))
-        end = self._walk_headers(stop_at=recovery_point)
-        return end if end is not None and self.next_offset == recovery_point else None
+        self._track_time_index()
+        self.next_offset = self.base_offset + relative
+        self._bytes_since_index = self.index_interval_bytes  # the batch's index entry is written again
+        return position
 
-    def _load_tail(self) -> bool:
-        """Find the end offset and max timestamp from the last index entries; False if the tail is torn."""
-        return self._walk_headers() == self.size
-
-    def _walk_headers(self, stop_at: int | None = None) -> int | None:
-        """Track offsets and timestamps from the last index entries through the batch headers
-        after them, to the end or to offset ``stop_at``; returns the position reached (None:
-        a header out of place)."""
+    def _track_time_index(self) -> None:
+        """The max timestamp so far, from the time index."""
         if self.time_index.max_timestamp is not None:
             self.max_timestamp = self.time_index.max_timestamp
             self.offset_of_max_timestamp = self.base_offset + self.time_index.values[-1]
+
+    def _load_tail(self) -> bool:
+        """Find the end offset and max timestamp from the last index entries; False if the tail is torn."""
+        self._track_time_index()
         start = self.offset_index.values[-1] if len(self.offset_index) else 0
         end = start
         for position, header in self.iter_headers(start):
-            if stop_at is not None and header.base_offset >= stop_at:
-                break
             if header.magic != 2 or header.base_offset < self.next_offset:
-                return None
+                return False
             self._track(header.base_offset, header.last_offset, header.max_timestamp)
             end = position + header.size
         self._bytes_since_index = end - start
-        return end
+        return end == self.size
 
     def recover(self) -> int:
         """Validate every batch, truncate after the last good one, rebuild both indexes."""
