@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from headwater.log import Log, LogConfig
 from headwater.log.files import SEGMENT_FILES
 from headwater.records import Record, encode_batch
+
+from tables import table  # bench/tables.py
 
 CONFIG = LogConfig(segment_bytes=(1 << 31) - 1)   # one active segment, however big the run
 CHUNK = 1000                                     # batches per append call
@@ -78,15 +79,6 @@ def measure(megabytes: float, tail_mb: float) -> dict:
     return {"data MB": f"{size / 1e6:.0f}", "batches": f"{batches:,}", "from recovery point s": f"{from_point:.3f}",
             "whole segment s": f"{whole:.3f}", "µs/batch whole": f"{whole / batches * 1e6:.1f}",
             "clean shutdown s": f"{clean:.3f}"}
-
-
-def table(title: str, rows: list[dict]) -> Table:
-    t = Table(title=title)
-    for column in rows[0]:
-        t.add_column(column, justify="right")
-    for row in rows:
-        t.add_row(*row.values())
-    return t
 
 
 def main() -> None:

@@ -9,6 +9,9 @@ BENCH = Path(__file__).parents[2] / "bench"
 
 
 def load(name: str):
+    """A bench script as a module, imported the way running it would (its own directory on the path)."""
+    if str(BENCH) not in sys.path:
+        sys.path.append(str(BENCH))
     spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     module = sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -57,7 +57,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--num-partitions", default=1, type=_positive, help="partitions of auto-created topics")
     p.add_argument("--max-partitions", default=10000, type=_positive,
                    help="partitions the broker holds over all topics (default %(default)s)")
-    p.add_argument("--max-partitions-per-request", default=10000, type=_positive,
+    p.add_argument("--max-partitions-per-request", default=1000, type=_positive,
                    help="partitions one CreateTopics may ask for (default %(default)s)")
     p.add_argument("--no-auto-create", action="store_true", help="refuse produce/metadata for unknown topics")
     p.add_argument("--flush", choices=("always", "never"), default="always",

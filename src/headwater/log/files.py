@@ -53,13 +53,14 @@ class OpenFiles:
                     os.close(entry.fd)
 
     def _close_least_recent(self, keep: int) -> None:
-        for path in list(self._open):
-            if len(self._open) <= keep:
-                return
-            entry = self._open[path]
+        victims: list[Path] = []
+        for path, entry in self._open.items():   # oldest first
+            if len(self._open) - len(victims) <= keep:
+                break
             if not entry.pins:
-                del self._open[path]
-                os.close(entry.fd)
+                victims.append(path)
+        for path in victims:
+            os.close(self._open.pop(path).fd)
 
     def renamed(self, old: Path, new: Path) -> None:
         """``old`` was renamed to ``new``: an open descriptor follows the file."""
