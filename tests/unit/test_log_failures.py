@@ -11,7 +11,7 @@ import random
 import pytest
 
 from headwater.log import Log, LogConfig, LogManager, PartitionLimitError
-from headwater.log.files import SEGMENT_FILES
+from headwater.log.files import SEGMENT_FILES, OpenFiles
 
 from ..small_disk import fill_up, small_disk
 from .test_log import build_batch, crash, fill, read_all
@@ -115,3 +115,23 @@ def test_segment_descriptors_stay_within_the_pool(tmp_path, monkeypatch):
     manager = LogManager(tmp_path / "data", LogConfig(segment_bytes=3000, index_interval_bytes=200))
     assert {p: read_all(manager.get_log("many", p)) for p in range(40)} == expected
     assert open_descriptors() <= descriptors + 8
+
+
+def test_a_descriptor_in_use_is_never_closed_under_its_user(tmp_path):
+    pool = OpenFiles(capacity=2)
+    paths = [tmp_path / f"{i}.log" for i in range(4)]
+    with pool.use(paths[0]) as pinned:
+        for path in paths[1:]:
+            with pool.use(path):
+                pass
+        pool.close(paths[0])
+        os.fstat(pinned)  # still open: eviction and close both waited for the user
+        assert len(pool) == 1  # paths[1] and [2] were evicted, paths[0] let go of
+    with pytest.raises(OSError):
+        os.fstat(pinned)
+    os.rename(paths[3], tmp_path / "renamed.log")
+    pool.renamed(paths[3], tmp_path / "renamed.log")
+    with pool.use(tmp_path / "renamed.log") as fd:
+        os.write(fd, b"follows the file")
+    assert (tmp_path / "renamed.log").read_bytes() == b"follows the file"
+    assert len(pool) == 1  # the descriptor was reused, not opened again

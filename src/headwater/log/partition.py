@@ -6,8 +6,8 @@ Files in the directory besides the segments:
                        (fsynced before any segment below it is deleted);
 - ``cleaner-checkpoint`` where the log cleaner's dirty section begins;
 - ``.clean-shutdown``  written by ``close()`` after the last fsync, removed at open: its absence
-                       at open means a crash, so the segments from the recovery point on are
-                       validated batch by batch and truncated at the first bad one.
+                       at open means a crash, so the batches from the recovery point on are
+                       validated one by one and the log truncated at the first bad one.
 
 Threads: the broker calls everything from its event loop; the log cleaner and retention
 may run on another thread. ``lock`` guards the segment list and every file operation

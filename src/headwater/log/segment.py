@@ -79,10 +79,10 @@ class Segment:
 
         ``recovery_point`` None (a clean shutdown): the stored indexes are trusted and only
         the tail after the last index entry is walked to find the end. Otherwise every
-        batch from the recovery point on is validated (CRC, lengths, offsets), the file is
-        truncated at the first bad one and the indexes are rebuilt from there; what lies
-        below the recovery point was fsynced, indexes included, and is trusted. Missing or
-        corrupt indexes make the whole segment validated.
+        batch from the recovery point on (from the last indexed batch before it) is
+        validated (CRC, lengths, offsets), the file is truncated at the first bad one and
+        the indexes are rebuilt from there; what lies below was fsynced, indexes included,
+        and is trusted. Missing or corrupt indexes make the whole segment validated.
         """
         segment = cls(directory, base_offset, index_interval_bytes)
         offset_index = OffsetIndex.load(segment.index_path, segment.size)
