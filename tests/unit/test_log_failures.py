@@ -10,8 +10,12 @@ import random
 
 import pytest
 
+from headwater.broker.broker import Broker
+from headwater.broker.config import BrokerConfig
+from headwater.broker.groups.group import CommittedOffset
 from headwater.log import Log, LogConfig, LogManager, PartitionLimitError
 from headwater.log.files import SEGMENT_FILES, OpenFiles
+from headwater.protocol.errors import ErrorCode
 
 from ..small_disk import fill_up, small_disk
 from .test_log import build_batch, crash, fill, read_all
@@ -135,3 +139,20 @@ def test_a_descriptor_in_use_is_never_closed_under_its_user(tmp_path):
         os.write(fd, b"follows the file")
     assert (tmp_path / "renamed.log").read_bytes() == b"follows the file"
     assert len(pool) == 1  # the descriptor was reused, not opened again
+
+
+def test_offset_commit_on_a_full_disk_answers_coordinator_not_available(tmp_path):
+    with small_disk(tmp_path / "disk", "1m") as disk:
+        def commit(groups, offset: int) -> ErrorCode:
+            return groups.commit("g", -1, "", None, {("orders", 0): CommittedOffset(offset)})
+        broker = Broker(BrokerConfig(data_dir=disk / "data", flush="always"))
+        assert commit(broker.groups, 5) == ErrorCode.NONE
+        filler = fill_up(disk)
+        # The commit's few bytes fit the segment's last page; fsyncing it (index, recovery point) finds no room.
+        assert commit(broker.groups, 6) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        filler.unlink()
+        assert commit(broker.groups, 7) == ErrorCode.NONE
+        broker.close()
+        broker = Broker(BrokerConfig(data_dir=disk / "data", flush="always"))
+        assert broker.groups.committed("g")[("orders", 0)].offset == 7
+        broker.close()
