@@ -24,11 +24,12 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from rich.console import Console
-from rich.table import Table
 
 from headwater.log import LogConfig, LogManager
 from headwater.records import Compression, Record, encode_batch
 from headwater.testing import BrokerProcess
+
+from tables import table  # bench/tables.py
 
 BATCH = 500
 console = Console(stderr=True)
@@ -151,15 +152,6 @@ def cleaner_vs_producers(records: int, keys: int, seconds: float) -> list[dict]:
             rows.append({"produce while": "cleaner running", "msg/s (100 B, acks=1)": f"{rate:,.0f}",
                          "cleaner pass": f"{read / 1e6:.1f} -> {written / 1e6:.2f} MB, ~{took:.1f} s"})
     return rows
-
-
-def table(title: str, rows: list[dict]) -> Table:
-    t = Table(title=title)
-    for column in rows[0]:
-        t.add_column(column, justify="right")
-    for row in rows:
-        t.add_row(*row.values())
-    return t
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """Start real brokers as subprocesses: for tests, the demo and benchmarks."""
 from __future__ import annotations
 
+import resource
 import select
 import signal
 import subprocess
@@ -14,10 +15,12 @@ READY = "headwater broker listening on "
 class BrokerProcess:
     """A `headwater broker` child process on an ephemeral loopback port."""
 
-    def __init__(self, data_dir: Path, *extra_args: str, port: int = 0, log_file: Path | None = None):
+    def __init__(self, data_dir: Path, *extra_args: str, port: int = 0, log_file: Path | None = None,
+                 open_files: int | None = None):
         self.data_dir = Path(data_dir)
         self.extra_args = extra_args
         self.port = port
+        self.open_files = open_files   # the broker's RLIMIT_NOFILE, when a test lowers it
         self.log_file = log_file or self.data_dir.with_name(self.data_dir.name + ".broker.log")
         self.proc: subprocess.Popen | None = None
 
@@ -29,7 +32,8 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "headwater", "broker", "--data-dir", str(self.data_dir),
                "--port", str(self.port), *self.extra_args]
         log = open(self.log_file, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
+                                     preexec_fn=self._limit if self.open_files else None)
         log.close()
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else ""
@@ -38,6 +42,10 @@ class BrokerProcess:
             raise RuntimeError(f"broker did not start: {line!r}; see {self.log_file}:\n{self.log_file.read_text()[-2000:]}")
         self.port = int(line.rsplit(":", 1)[1])  # keep the port across restarts
         return self
+
+    def _limit(self) -> None:
+        if self.open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM and wait: a clean shutdown. Returns the exit status."""

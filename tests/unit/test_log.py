@@ -12,6 +12,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, OffsetOutOfRangeError, TopicExistsError,
                            UnknownTopicError)
+from headwater.log.files import SEGMENT_FILES
 from headwater.records import decode_records, iter_batches, read_header
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -171,9 +172,10 @@ def test_flush_policy_advances_recovery_point(tmp_path):
 
 
 def crash(log):
-    """Stop using ``log`` as a SIGKILL would: no close, no marker (descriptors just dropped)."""
+    """Stop using ``log`` as a SIGKILL would: no close, no marker, no pending index entry written
+    (descriptors just dropped)."""
     for segment in log.segments:
-        segment.close()
+        SEGMENT_FILES.close(segment.path)
 
 
 def test_clean_shutdown_marker(tmp_path):
@@ -190,8 +192,12 @@ def test_clean_shutdown_marker(tmp_path):
     log = Log.open(d, LogConfig())
     assert not (d / ".clean-shutdown").exists()
     assert log.log_end_offset == len(expected)
+    expected += fill(log, 5, random.Random(6))  # not flushed: past the recovery point
     crash(log)
-    # ... while after a crash the segment is validated and cut before the corrupt batch.
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(data)
+    # ... while after a crash what follows the recovery point is validated and cut before the corrupt batch.
     log = Log.open(d, LogConfig())
     assert log.log_end_offset < len(expected)
 
@@ -244,6 +250,53 @@ def test_recovery_starts_at_recovery_point(tmp_path):
     first_segment.write_bytes(data)
     log = Log.open(d, cfg)
     assert log.log_end_offset == end
+
+
+def test_recovery_validates_only_past_the_recovery_point_of_the_active_segment(tmp_path):
+    d = tmp_path / "t-0"
+    log = Log.open(d, LogConfig())
+    rng = random.Random(13)
+    fill(log, 30, rng)
+    log.flush()
+    point = log.log_end_offset
+    fill(log, 10, rng)
+    last = read_header(log.read(log.log_end_offset - 1, 1))
+    path = log.active_segment.path
+    crash(log)
+    data = bytearray(path.read_bytes())
+    data[read_header(data).size - 1] ^= 0xFF  # the first batch's records: fsynced, below the point, not re-read
+    data[-1] ^= 0xFF                          # the last batch, past the point: validated, cut off
+    path.write_bytes(data)
+    log = Log.open(d, LogConfig())
+    assert len(log.segments) == 1 and point < last.base_offset
+    assert log.log_end_offset == last.base_offset
+    assert log.recovery_point == last.base_offset
+
+
+def test_recovery_from_the_recovery_point_rebuilds_what_a_full_recovery_does(tmp_path):
+    d = tmp_path / "t-0"
+    cfg = LogConfig(index_interval_bytes=300)
+    log = Log.open(d, cfg)
+    rng = random.Random(14)
+    expected = fill(log, 60, rng)
+    log.flush()
+    expected += fill(log, 40, rng)
+    last = read_header(log.read(log.log_end_offset - 1, 1))
+    path = log.active_segment.path
+    crash(log)
+    os.truncate(path, os.path.getsize(path) - 3)  # torn last batch
+    log = Log.open(d, cfg)
+    kept = [e for e in expected if e[0] < last.base_offset]
+    assert read_all(log) == kept
+    for target in (1500, 3000, 4900):
+        assert log.offset_for_timestamp(target) == next(((o, ts) for o, _, _, ts in kept if ts >= target), None)
+    log.close()
+    partial = {p.name: p.read_bytes() for p in sorted(d.glob("*index"))}
+    for index in d.glob("*index"):
+        index.unlink()
+    Log.open(d, cfg).close()  # indexes rebuilt from the whole segment
+    assert {p.name: p.read_bytes() for p in sorted(d.glob("*index"))} == partial
+    assert len(partial[f"{0:020d}.index"]) > 8
 
 
 def test_torn_tail_in_older_segment_removes_later_segments(tmp_path):

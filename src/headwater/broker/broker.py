@@ -13,7 +13,7 @@ from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
-from headwater.log import InvalidTopicError, Log, LogConfig, LogManager
+from headwater.log import InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, TopicExistsError
 from headwater.protocol.errors import ErrorCode
 from headwater.records import ATTR_CONTROL, NO_PRODUCER_ID, CorruptRecordError, decode_records, iter_batches
 
@@ -22,6 +22,20 @@ log = logging.getLogger("headwater.broker")
 
 class DataDirInUse(Exception):
     pass
+
+
+# What a topic creation (CreateTopics, or auto-creation on Metadata and Produce) may fail with.
+CREATION_ERRORS: dict[type[Exception], ErrorCode] = {
+    InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
+    TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
+    PartitionLimitError: ErrorCode.POLICY_VIOLATION,
+    ValueError: ErrorCode.INVALID_CONFIG,
+    OSError: ErrorCode.KAFKA_STORAGE_ERROR,   # a full disk, too many open files
+}
+
+
+def creation_error(exc: Exception) -> ErrorCode:
+    return next(code for kind, code in CREATION_ERRORS.items() if isinstance(exc, kind))
 
 
 class ProduceResult:
@@ -39,7 +53,8 @@ class Broker:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = self._lock_data_dir(config.data_dir)
         self.logs = LogManager(config.data_dir,
-                               log_defaults or LogConfig.from_topic_configs(config.topic_defaults, LogConfig()))
+                               log_defaults or LogConfig.from_topic_configs(config.topic_defaults, LogConfig()),
+                               config.max_partitions)
         self.cluster_id = self._load_cluster_id(config.data_dir)
         self.producer_ids = ProducerIds(config.data_dir)
         self.growth = GrowthSignals()
@@ -78,8 +93,8 @@ class Broker:
         """Validate and append one partition's batches; the unit of work is the batch, never the record."""
         try:
             topic = self.topic_for_produce(topic_name)
-        except InvalidTopicError as exc:
-            return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION, message=str(exc))
+        except tuple(CREATION_ERRORS) as exc:
+            return ProduceResult(creation_error(exc), message=str(exc))
         if topic is None or not 0 <= partition < len(topic.partitions):
             return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if not records:
@@ -109,7 +124,10 @@ class Broker:
             except Duplicate as dup:
                 return ProduceResult(ErrorCode.NONE, dup.base_offset)
         now_ms = int(time.time() * 1000)
-        first, _last = plog.append(buf, now_ms)
+        try:
+            first, _last = plog.append(buf, now_ms)
+        except OSError as exc:  # the log is left as it was: the producer may retry once there is room
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot write to {plog.directory}: {exc}")
         if idempotent:
             offset = first
             for _, header in batches:

@@ -14,6 +14,10 @@ class BrokerConfig:
     node_id: int = 0
     auto_create_topics: bool = True       # auto.create.topics.enable
     num_partitions: int = 1               # num.partitions, for auto-created topics
+    # Each partition costs files and memory, and creating one ~1.5 ms of the event loop: bound them.
+    # Kafka refuses more than 10,000 partitions in one CreateTopics (POLICY_VIOLATION); one broker, less.
+    max_partitions_per_request: int = 1_000
+    max_partitions: int = 10_000          # over all topics, auto-created ones included
     message_max_bytes: int = 1048588      # message.max.bytes: the largest batch a produce may carry
     socket_request_max_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes: larger frames close the connection
     # "always": fsync before answering an acks=all produce; "never": leave it to the log's flush.messages/flush.ms

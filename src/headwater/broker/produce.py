@@ -32,8 +32,6 @@ async def produce(broker, header, request):
                 if result.error:
                     log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,
                                 result.message or "")
-                else:
-                    appended.append((topic.name, part.index))
                 error, base_offset, message = result.error, result.base_offset, result.message
                 append_time = result.log_append_time
             else:
@@ -42,13 +40,26 @@ async def produce(broker, header, request):
                                 log_append_time_ms=append_time,
                                 log_start_offset=_log_start(broker, topic.name, part.index),
                                 error_message=message))
+            if error == ErrorCode.NONE:
+                appended.append((broker.logs.get_log(topic.name, part.index), partitions[-1]))
         responses.append(T(name=topic.name, partition_responses=partitions))
     if request.acks == ACKS_ALL and broker.config.flush == "always":
-        for name, index in appended:
-            broker.logs.get_log(name, index).flush()
+        for plog, response in appended:
+            _flush(plog, response)
     if request.acks == 0:
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+def _flush(plog, response) -> None:
+    """fsync before acknowledging; if that fails the producer is told so (and retries: an idempotent
+    producer's retry is recognised as the batch already appended, and flushed again)."""
+    try:
+        plog.flush()
+    except OSError as exc:
+        response.error_code, response.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, -1
+        response.error_message = f"cannot fsync {plog.directory}: {exc}"
+        log.warning("produce to %s: %s", plog.directory.name, response.error_message)
 
 
 def _log_start(broker, topic: str, partition: int) -> int:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import logging
 
+from headwater.broker.broker import CREATION_ERRORS, creation_error
 from headwater.broker.handlers import handles
-from headwater.log import InvalidTopicError, TopicExistsError, UnknownTopicError
+from headwater.log import UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
@@ -41,8 +42,9 @@ async def metadata(broker, header, request):
         if name not in broker.logs.topics and allow_create:
             try:
                 broker.topic_for_produce(name)
-            except InvalidTopicError:
-                error = ErrorCode.INVALID_TOPIC_EXCEPTION
+            except tuple(CREATION_ERRORS) as exc:
+                error = creation_error(exc)
+                log.warning("cannot auto-create topic %r: %s", name, exc)
         topics.append(_topic_metadata(broker, name, error))
     cfg = broker.config
     host, port = cfg.advertised
@@ -55,11 +57,17 @@ async def metadata(broker, header, request):
 async def create_topics(broker, header, request):
     R = CreateTopicsResponse.CreatableTopicResult
     results = []
+    requested = sum(broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+                    for t in request.topics)
+    limit = broker.config.max_partitions_per_request
     for t in request.topics:
         error, message = ErrorCode.NONE, None
         partitions = broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
         configs = {c.name: c.value for c in t.configs}
-        if t.replication_factor not in (-1, 1):
+        if requested > limit:  # as Kafka does, the whole request fails
+            error, message = ErrorCode.POLICY_VIOLATION, (f"the request asks for {requested} partitions, more than "
+                                                          f"{limit} (max.partitions.per.request)")
+        elif t.replication_factor not in (-1, 1):
             error, message = ErrorCode.INVALID_REPLICATION_FACTOR, "a single Headwater broker keeps one replica"
         elif t.assignments:
             error, message = ErrorCode.INVALID_REQUEST, "manual replica assignment is not supported"
@@ -67,16 +75,17 @@ async def create_topics(broker, header, request):
             error, message = ErrorCode.INVALID_PARTITIONS, f"partition count must be at least 1, got {partitions}"
         elif t.name in broker.logs.topics:
             error, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
-        elif not request.validate_only:
+        else:
             try:
-                broker.logs.create_topic(t.name, partitions, configs)
-                log.info("created topic %s with %d partition(s) %s", t.name, partitions, configs or "")
-            except InvalidTopicError as exc:
-                error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)
-            except TopicExistsError as exc:
-                error, message = ErrorCode.TOPIC_ALREADY_EXISTS, str(exc)
-            except ValueError as exc:
-                error, message = ErrorCode.INVALID_CONFIG, str(exc)
+                if request.validate_only:
+                    broker.logs.check_partition_limit(partitions)
+                else:
+                    broker.logs.create_topic(t.name, partitions, configs)
+                    log.info("created topic %s with %d partition(s) %s", t.name, partitions, configs or "")
+            except tuple(CREATION_ERRORS) as exc:
+                error, message = creation_error(exc), str(exc)
+                if error == ErrorCode.KAFKA_STORAGE_ERROR:
+                    log.warning("cannot create topic %s: %s", t.name, exc)
         results.append(R(name=t.name, error_code=error, error_message=message))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
@@ -86,11 +95,15 @@ async def delete_topics(broker, header, request):
     R = DeleteTopicsResponse.DeletableTopicResult
     results = []
     for name in request.topic_names:
+        message = None
         try:
             broker.delete_topic(name)
             log.info("deleted topic %s", name)
             error = ErrorCode.NONE
         except UnknownTopicError:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        results.append(R(name=name, error_code=error))
+        except OSError as exc:  # nothing changed: the catalog is written first
+            error, message = ErrorCode.KAFKA_STORAGE_ERROR, f"cannot delete topic {name!r}: {exc}"
+            log.warning("%s", message)
+        results.append(R(name=name, error_code=error, error_message=message))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

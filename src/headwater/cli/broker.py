@@ -55,6 +55,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--advertised-listener", type=_listener, metavar="HOST:PORT",
                    help="address given to clients in Metadata, when they reach the broker through a proxy or NAT")
     p.add_argument("--num-partitions", default=1, type=_positive, help="partitions of auto-created topics")
+    p.add_argument("--max-partitions", default=10000, type=_positive,
+                   help="partitions the broker holds over all topics (default %(default)s)")
+    p.add_argument("--max-partitions-per-request", default=1000, type=_positive,
+                   help="partitions one CreateTopics may ask for (default %(default)s)")
     p.add_argument("--no-auto-create", action="store_true", help="refuse produce/metadata for unknown topics")
     p.add_argument("--flush", choices=("always", "never"), default="always",
                    help="always: fsync before acknowledging an acks=all produce (default)")
@@ -74,6 +78,8 @@ def run(args) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = BrokerConfig(data_dir=args.data_dir, host=args.host, port=args.port,
                           advertised_listener=args.advertised_listener, num_partitions=args.num_partitions,
+                          max_partitions=args.max_partitions,
+                          max_partitions_per_request=args.max_partitions_per_request,
                           auto_create_topics=not args.no_auto_create, flush=args.flush,
                           message_max_bytes=args.message_max_bytes, topic_defaults=dict(args.log_config),
                           retention_check_interval_ms=args.retention_check_interval_ms,

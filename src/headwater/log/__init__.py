@@ -8,8 +8,9 @@ Old data goes by retention (retention.py) and, for compacted topics, the log cle
 """
 from .cleaner import CleanerStats
 from .config import LogConfig
-from .manager import InvalidTopicError, LogManager, Topic, TopicExistsError, UnknownTopicError
+from .manager import (InvalidTopicError, LogManager, PartitionLimitError, Topic, TopicExistsError,
+                      UnknownTopicError)
 from .partition import Log, OffsetOutOfRangeError
 
-__all__ = ["CleanerStats", "InvalidTopicError", "Log", "LogConfig", "LogManager", "OffsetOutOfRangeError", "Topic",
-           "TopicExistsError", "UnknownTopicError"]
+__all__ = ["CleanerStats", "InvalidTopicError", "Log", "LogConfig", "LogManager", "OffsetOutOfRangeError",
+           "PartitionLimitError", "Topic", "TopicExistsError", "UnknownTopicError"]

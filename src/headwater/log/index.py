@@ -4,7 +4,8 @@
 - ``.timeindex`` (time index):   max timestamp so far i64 -> relative offset u32 of the batch holding it.
 
 Both are kept in memory as two parallel arrays (a 1 GiB segment with the default 4 KiB
-interval needs ~256k entries) and appended to their file; an index that fails its sanity
+interval needs ~256k entries); new entries reach their file at ``flush``, which opens it
+just for that, so an index holds no file descriptor. An index that fails its sanity
 checks on load is reported as corrupt so the segment rebuilds it from the log.
 """
 from __future__ import annotations
@@ -15,6 +16,8 @@ from array import array
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+from .files import write_fully
+
 
 class SparseIndex:
     ENTRY: struct.Struct
@@ -24,8 +27,7 @@ class SparseIndex:
         self.path = path
         self.keys = array(self.KEY_TYPE)
         self.values = array("I")
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._dirty = False
+        self._stored = 0   # entries already in the file
 
     @classmethod
     def create(cls, path: Path) -> SparseIndex:
@@ -47,10 +49,8 @@ class SparseIndex:
         for key, value in cls.ENTRY.iter_unpack(data):
             index.keys.append(key)
             index.values.append(value)
-        if not index._sane(segment_size):
-            index.close()
-            return None
-        return index
+        index._stored = len(index)
+        return index if index._sane(segment_size) else None
 
     def _sane(self, segment_size: int) -> bool:
         keys, values = self.keys, self.values
@@ -60,21 +60,30 @@ class SparseIndex:
     def append(self, key: int, value: int) -> None:
         self.keys.append(key)
         self.values.append(value)
-        os.write(self._fd, self.ENTRY.pack(key, value))
-        self._dirty = True
+
+    def truncate(self, count: int) -> None:
+        """Keep the first ``count`` entries, in memory and in the file."""
+        del self.keys[count:], self.values[count:]
+        if self._stored > count:
+            os.truncate(self.path, count * self.ENTRY.size)
+            self._stored = count
 
     def __len__(self) -> int:
         return len(self.keys)
 
     def flush(self) -> None:
-        if self._dirty:
-            os.fsync(self._fd)
-            self._dirty = False
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Write the entries appended since the last flush, and fsync them."""
+        if self._stored == len(self):
+            return
+        pending = b"".join(self.ENTRY.pack(k, v) for k, v in zip(self.keys[self._stored:], self.values[self._stored:]))
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            # At the stored length, not appended: whatever a failed flush left past it is overwritten.
+            write_fully(fd, pending, self._stored * self.ENTRY.size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._stored = len(self)
 
 
 class OffsetIndex(SparseIndex):

@@ -9,14 +9,17 @@ Layout::
 
 The catalog is one small file replaced atomically (temp file, fsync, rename, fsync of the
 directory), so topic names of any legal length fit. A topic exists once the catalog lists
-it. Deleting a topic moves it to ``deleting`` in the catalog (the commit point), renames
+it. Every change is written to the catalog before it is made in memory: a write that fails
+(a full disk) changes nothing. Deleting a topic moves it to ``deleting`` in the catalog (the commit point), renames
 and removes its partition directories, then drops it from ``deleting``; a restart finishes
 any deletion it finds there. Partition directories left without a catalog entry by a
 crash inside create_topic are wiped when a topic of that name is created again.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 import re
 import shutil
@@ -28,6 +31,7 @@ from .config import LogConfig
 from .partition import Log, fsync_directory
 from .retention import enforce_retention
 
+logger = logging.getLogger("headwater.log")
 CATALOG = "catalog.json"
 LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
@@ -44,6 +48,10 @@ class InvalidTopicError(Exception):
     pass
 
 
+class PartitionLimitError(Exception):
+    """Creating the partitions would take the broker past its limit of partitions."""
+
+
 @dataclass
 class Topic:
     name: str
@@ -58,10 +66,11 @@ def validate_topic_name(name: str) -> None:
 
 
 class LogManager:
-    def __init__(self, data_dir: Path, defaults: LogConfig = LogConfig()):
+    def __init__(self, data_dir: Path, defaults: LogConfig = LogConfig(), max_partitions: int | None = None):
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.defaults = defaults
+        self.max_partitions = max_partitions   # over all topics; None: no limit
         self.topics: dict[str, Topic] = {}
         try:
             catalog = json.loads((self.data_dir / CATALOG).read_text())
@@ -77,22 +86,38 @@ class LogManager:
             logs = [Log.open(self._partition_dir(name, p), config) for p in range(meta["partitions"])]
             self.topics[name] = Topic(name, logs, meta["configs"], config)
         if self._deleting:
+            self._write_catalog(deleting={})
             self._deleting.clear()
-            self._write_catalog()
 
     def _partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
 
-    def _write_catalog(self) -> None:
+    @property
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics.values())
+
+    def check_partition_limit(self, partitions: int) -> None:
+        """PartitionLimitError if ``partitions`` more would exceed the broker's limit."""
+        if self.max_partitions is not None and self.partition_count + partitions > self.max_partitions:
+            raise PartitionLimitError(f"{partitions} more partition(s) would exceed the broker's limit of "
+                                      f"{self.max_partitions} (it has {self.partition_count}; max.partitions)")
+
+    def _write_catalog(self, topics: dict[str, Topic] | None = None, deleting: dict[str, int] | None = None) -> None:
+        """Write the catalog as it is in memory, or with ``topics`` / ``deleting`` as they are about to be."""
+        topics = self.topics if topics is None else topics
         catalog = {"topics": {t.name: {"partitions": len(t.partitions), "configs": t.configs}
-                              for t in self.topics.values()},
-                   "deleting": self._deleting}
+                              for t in topics.values()},
+                   "deleting": self._deleting if deleting is None else deleting}
         path = self.data_dir / CATALOG
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w") as f:
-            json.dump(catalog, f, sort_keys=True, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(tmp, "w") as f:
+                json.dump(catalog, f, sort_keys=True, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk: give back what the partial copy took
+            raise
         os.replace(tmp, path)
         fsync_directory(self.data_dir)
 
@@ -102,27 +127,43 @@ class LogManager:
             raise TopicExistsError(f"topic {name!r} already exists")
         if not isinstance(partitions, int) or partitions < 1:
             raise ValueError(f"number of partitions must be at least 1, got {partitions!r}")
+        self.check_partition_limit(partitions)
         configs = {k: str(v) for k, v in (configs or {}).items() if v is not None}  # null: the default
         config = LogConfig.from_topic_configs(configs, self.defaults)
-        logs = []
-        for p in range(partitions):
-            directory = self._partition_dir(name, p)
-            shutil.rmtree(directory, ignore_errors=True)  # leftovers of a create that crashed
-            logs.append(Log.open(directory, config))
-        topic = self.topics[name] = Topic(name, logs, configs, config)
-        self._write_catalog()
+        logs: list[Log] = []
+        try:
+            for p in range(partitions):
+                directory = self._partition_dir(name, p)
+                shutil.rmtree(directory, ignore_errors=True)  # leftovers of a create that crashed
+                logs.append(Log.open(directory, config))
+            topic = Topic(name, logs, configs, config)
+            # A name being deleted before a crash would have its new partitions removed at the next start.
+            self._write_catalog({**self.topics, name: topic}, {k: v for k, v in self._deleting.items() if k != name})
+        except BaseException:
+            for log in logs:
+                log.delete()
+            self._remove_partitions(name, partitions)
+            raise
+        self.topics[name] = topic
+        self._deleting.pop(name, None)
         return topic
 
     def delete_topic(self, name: str) -> None:
-        topic = self.topics.pop(name, None)
+        topic = self.topics.get(name)
         if topic is None:
             raise UnknownTopicError(f"unknown topic {name!r}")
+        remaining = {k: t for k, t in self.topics.items() if k != name}
+        self._write_catalog(remaining, {**self._deleting, name: len(topic.partitions)})
+        del self.topics[name]
         self._deleting[name] = len(topic.partitions)
-        self._write_catalog()
-        for log in topic.partitions:
-            log.delete()
-        del self._deleting[name]
-        self._write_catalog()
+        try:
+            for log in topic.partitions:
+                log.delete()
+            self._write_catalog(deleting={k: v for k, v in self._deleting.items() if k != name})
+        except OSError as exc:  # deleted all the same: the catalog lists it under "deleting" for a restart to finish
+            logger.warning("topic %s is deleted, its files will be removed at the next start: %s", name, exc)
+        else:
+            del self._deleting[name]
 
     def _remove_partitions(self, name: str, partitions: int) -> None:
         for p in range(partitions):
@@ -142,8 +183,8 @@ class LogManager:
             else:
                 overrides[key] = str(value)
         config = LogConfig.from_topic_configs(overrides, self.defaults)
+        self._write_catalog({**self.topics, name: dataclasses.replace(topic, configs=overrides)})
         topic.configs, topic.config = overrides, config
-        self._write_catalog()
         for log in topic.partitions:
             log.update_config(config)
         return topic
@@ -177,6 +218,8 @@ class LogManager:
                 log.flush()
 
     def close(self) -> None:
-        for topic in self.topics.values():
-            for log in topic.partitions:
+        for log in self._logs():
+            try:
                 log.close()
+            except OSError as exc:  # no clean-shutdown marker: the next start recovers this log
+                logger.warning("cannot close %s cleanly: %s", log.directory, exc)

@@ -6,8 +6,8 @@ Files in the directory besides the segments:
                        (fsynced before any segment below it is deleted);
 - ``cleaner-checkpoint`` where the log cleaner's dirty section begins;
 - ``.clean-shutdown``  written by ``close()`` after the last fsync, removed at open: its absence
-                       at open means a crash, so the segments from the recovery point on are
-                       validated batch by batch and truncated at the first bad one.
+                       at open means a crash, so the batches from the recovery point on are
+                       validated one by one and the log truncated at the first bad one.
 
 Threads: the broker calls everything from its event loop; the log cleaner and retention
 may run on another thread. ``lock`` guards the segment list and every file operation
@@ -16,6 +16,7 @@ deletes or rewrites closed segments (cleaner, retention) so they never overlap.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
@@ -30,6 +31,7 @@ from .config import LogConfig
 from .recovery import complete_interrupted_swaps
 from .segment import MAX_RELATIVE_OFFSET, BatchInfo, Segment, delete_segment_files
 
+logger = logging.getLogger("headwater.log")
 CLEAN_SHUTDOWN = ".clean-shutdown"
 RECOVERY_POINT = "recovery-point"
 LOG_START_OFFSET = "log-start-offset"
@@ -103,8 +105,9 @@ class Log:
         segments: list[Segment] = []
         for i, base in enumerate(bases):
             next_base = bases[i + 1] if i + 1 < len(bases) else None
-            validate = not clean and (next_base is None or next_base > recovery_point)
-            segment, truncated = Segment.open(directory, base, config.index_interval_bytes, validate)
+            unflushed = not clean and (next_base is None or next_base > recovery_point)
+            segment, truncated = Segment.open(directory, base, config.index_interval_bytes,
+                                              recovery_point if unflushed else None)
             segments.append(segment)
             if truncated:
                 # Whatever followed a torn batch was never acknowledged as part of a whole log.
@@ -200,7 +203,10 @@ class Log:
         cfg = self.config
         if ((cfg.flush_messages is not None and self._unflushed_messages >= cfg.flush_messages)
                 or (cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms)):
-            self._flush()
+            try:
+                self._flush()
+            except OSError as exc:  # the append itself stands; the next one tries the flush again
+                logger.warning("cannot flush %s: %s", self.directory, exc)
 
     def flush(self) -> None:
         """fsync everything appended so far and move the recovery point to the log end."""
@@ -330,7 +336,7 @@ class Log:
         """Close and remove the directory (renamed first, so a crash never leaves a half-deleted log)."""
         with self.maintenance_lock, self.lock:
             for segment in self._segments:
-                segment.close()
+                segment.release()
             self.closed = True
         doomed = self.directory.with_name(f"{uuid.uuid4().hex}.deleted")  # short: any topic name fits
         os.replace(self.directory, doomed)

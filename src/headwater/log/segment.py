@@ -1,19 +1,23 @@
 """A log segment: one ``<20-digit base offset>.log`` file of record batches plus its two indexes.
 
-Batches are stored exactly as the producer sent them (base offset stamped in). The file
-descriptor stays open for the segment's life: appends go through ``os.write`` on an
-O_APPEND descriptor, reads through ``os.pread``.
+Batches are stored exactly as the producer sent them (base offset stamped in). The
+``.log`` descriptor is borrowed from a bounded pool (files.py) for each read or write.
+Appends are ``pwrite``s at the segment's size, not O_APPEND writes: an append that fails
+part-way (a full disk) is cut back off, and if even that fails the next append overwrites
+it, so a torn batch never sits between acknowledged ones.
 """
 from __future__ import annotations
 
 import os
 import time
+from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
 from headwater.records import (ATTR_LOG_APPEND_TIME, HEADER_SIZE, BatchHeader, CorruptRecordError, decode_records,
                                read_header, validate_batch)
 
+from .files import SEGMENT_FILES, write_fully
 from .index import OffsetIndex, TimeIndex
 
 SCAN_CHUNK = 64 * 1024          # read-ahead when walking batch headers
@@ -48,8 +52,8 @@ class Segment:
         self.suffix = suffix   # ".cleaned" / ".swap" while the log cleaner builds a replacement
         self.path = directory / segment_name(base_offset, ".log" + suffix)
         self.index_interval_bytes = index_interval_bytes
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        with SEGMENT_FILES.use(self.path) as fd:
+            self.size = os.fstat(fd).st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -69,27 +73,30 @@ class Segment:
         return segment
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int, validate: bool) -> tuple[Segment, int]:
+    def open(cls, directory: Path, base_offset: int, index_interval_bytes: int,
+             recovery_point: int | None) -> tuple[Segment, int]:
         """Open an existing segment; returns it and how many bytes recovery truncated.
 
-        ``validate`` checks every batch (CRC, lengths, offsets), truncates at the first bad
-        one and rebuilds both indexes; without it the stored indexes are trusted (and
-        rebuilt the same way when missing or corrupt) and only the tail after the last
-        index entry is walked to find the end.
+        ``recovery_point`` None (a clean shutdown): the stored indexes are trusted and only
+        the tail after the last index entry is walked to find the end. Otherwise every
+        batch from the recovery point on (from the last indexed batch before it) is
+        validated (CRC, lengths, offsets), the file is truncated at the first bad one and
+        the indexes are rebuilt from there; what lies below was fsynced, indexes included,
+        and is trusted. Missing or corrupt indexes make the whole segment validated.
         """
         segment = cls(directory, base_offset, index_interval_bytes)
-        if not validate:
-            offset_index = OffsetIndex.load(segment.index_path, segment.size)
-            time_index = TimeIndex.load(segment.time_index_path, segment.size)
-            if offset_index is not None and time_index is not None:
-                segment.offset_index, segment.time_index = offset_index, time_index
-                if segment._load_tail():
-                    segment.rolling_ms = int(time.time() * 1000) if segment.size else None
-                    return segment, 0
-            for index in (offset_index, time_index):
-                if index is not None:
-                    index.close()
-        truncated = segment.recover()
+        offset_index = OffsetIndex.load(segment.index_path, segment.size)
+        time_index = TimeIndex.load(segment.time_index_path, segment.size)
+        truncated = None
+        if offset_index is not None and time_index is not None:
+            segment.offset_index, segment.time_index = offset_index, time_index
+            if recovery_point is None:
+                truncated = 0 if segment._load_tail() else None
+            elif recovery_point > base_offset:
+                position = segment._seek_recovery_point(recovery_point)
+                truncated = None if position is None else segment._recover_from(position)
+        if truncated is None:
+            truncated = segment.recover()
         segment.rolling_ms = int(time.time() * 1000) if segment.size else None
         return segment, truncated
 
@@ -108,12 +115,34 @@ class Segment:
         self.offset_index.path, self.time_index.path = self.index_path, self.time_index_path
         for source, target in zip(old, (self.offset_index.path, self.time_index.path, self.path)):
             os.replace(source, target)
+        SEGMENT_FILES.renamed(old[2], self.path)
 
-    def _load_tail(self) -> bool:
-        """Find the end offset and max timestamp from the last index entries; False if the tail is torn."""
+    def _seek_recovery_point(self, recovery_point: int) -> int | None:
+        """Where validation resumes: the last indexed batch below ``recovery_point`` (so at most
+        ``index.interval.bytes`` of fsynced data is validated again). Keeps the index entries
+        and the offset and timestamp tracking as they were before that batch; None if no
+        indexed batch lies below the point."""
+        kept = bisect_left(self.offset_index.keys, recovery_point - self.base_offset)
+        if not kept:
+            return None
+        relative, position = self.offset_index.keys[kept - 1], self.offset_index.values[kept - 1]
+        self.offset_index.truncate(kept - 1)
+        # An entry pointing below the batch is true whenever it was written; the others are rebuilt.
+        self.time_index.truncate(bisect_left(self.time_index.values, relative))
+        self._track_time_index()
+        self.next_offset = self.base_offset + relative
+        self._bytes_since_index = self.index_interval_bytes  # the batch's index entry is written again
+        return position
+
+    def _track_time_index(self) -> None:
+        """The max timestamp so far, from the time index."""
         if self.time_index.max_timestamp is not None:
             self.max_timestamp = self.time_index.max_timestamp
             self.offset_of_max_timestamp = self.base_offset + self.time_index.values[-1]
+
+    def _load_tail(self) -> bool:
+        """Find the end offset and max timestamp from the last index entries; False if the tail is torn."""
+        self._track_time_index()
         start = self.offset_index.values[-1] if len(self.offset_index) else 0
         end = start
         for position, header in self.iter_headers(start):
@@ -131,32 +160,38 @@ class Segment:
         self.next_offset = self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
         self._bytes_since_index = 0
-        end = 0
-        for header in self._valid_batches():
+        return self._recover_from(0)
+
+    def _recover_from(self, position: int) -> int:
+        """Validate the batches from ``position`` (a batch boundary whose offset and index
+        state are known), index them, truncate after the last good one."""
+        end = position
+        for header in self._valid_batches(position):
             self._index(BatchInfo(end, header.base_offset, header.last_offset, header.max_timestamp, header.size))
             end += header.size
         self._maybe_index_time()  # the final max timestamp, as seal() leaves it
         truncated = self.size - end
         if truncated:
-            os.ftruncate(self._fd, end)
+            with SEGMENT_FILES.use(self.path) as fd:
+                os.ftruncate(fd, end)
             self.size = end
         self._dirty = True
         return truncated
 
-    def _valid_batches(self):
-        """Yield the headers of the valid prefix of the file, in order."""
-        pos, chunk, chunk_start = 0, b"", 0
+    def _valid_batches(self, pos: int):
+        """Yield the headers of the valid batches from ``pos`` on, in order."""
+        chunk, chunk_start = b"", pos
         while pos < self.size:
             at = pos - chunk_start
             if len(chunk) - at < HEADER_SIZE or len(chunk) - at < read_header(chunk, at).size:
-                chunk, chunk_start, at = os.pread(self._fd, RECOVERY_CHUNK, pos), pos, 0
+                chunk, chunk_start, at = self._pread(RECOVERY_CHUNK, pos), pos, 0
                 if len(chunk) < HEADER_SIZE:
                     return
                 size = read_header(chunk).size
                 if size > self.size - pos:
                     return
                 if size > len(chunk):
-                    chunk = os.pread(self._fd, size, pos)
+                    chunk = self._pread(size, pos)
             try:
                 header = validate_batch(chunk, at)
             except CorruptRecordError:
@@ -170,12 +205,20 @@ class Segment:
     # --- writing ---------------------------------------------------------------------------
 
     def append(self, data, batches: list[BatchInfo], now_ms: int | None = None) -> None:
-        """Write ``data`` (whole batches, offsets stamped) and index it; ``batches`` positions are within ``data``."""
-        view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += os.write(self._fd, view[written:])
+        """Write ``data`` (whole batches, offsets stamped) and index it; ``batches`` positions are within ``data``.
+
+        An OSError (ENOSPC, EIO) leaves the segment as it was: size, indexes, and the file
+        cut back to its old length."""
         start = self.size
+        with SEGMENT_FILES.use(self.path) as fd:
+            try:
+                write_fully(fd, data, start)
+            except OSError:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:
+                    pass  # the next append writes at ``start`` over the torn bytes anyway
+                raise
         if self.rolling_ms is None:
             self.rolling_ms = int(time.time() * 1000) if now_ms is None else now_ms
         for batch in batches:
@@ -208,20 +251,24 @@ class Segment:
 
     def flush(self) -> None:
         if self._dirty:
-            os.fsync(self._fd)
+            with SEGMENT_FILES.use(self.path) as fd:
+                os.fsync(fd)
             self._dirty = False
         self.offset_index.flush()
         self.time_index.flush()
 
     def close(self) -> None:
-        self.offset_index.close()
-        self.time_index.close()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Write the index entries still pending (those of a rebuilt index, say) and let go of the file."""
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.release()
+
+    def release(self) -> None:
+        """Let go of the file without writing anything (it is about to be deleted)."""
+        SEGMENT_FILES.close(self.path)
 
     def delete(self) -> None:
-        self.close()
+        self.release()
         delete_segment_files(self.directory, self.base_offset)
 
     # --- reading ---------------------------------------------------------------------------
@@ -232,7 +279,7 @@ class Segment:
         while position + HEADER_SIZE <= self.size:
             at = position - window_start
             if at + HEADER_SIZE > len(window):
-                window, window_start, at = os.pread(self._fd, SCAN_CHUNK, position), position, 0
+                window, window_start, at = self._pread(SCAN_CHUNK, position), position, 0
             header = read_header(window, at)
             if header.batch_length < HEADER_SIZE - 12 or position + header.size > self.size:
                 return
@@ -259,10 +306,14 @@ class Segment:
                 if position + header.size > limit:
                     break
                 end = position + header.size
-        return os.pread(self._fd, end - start, start)
+        return self._pread(end - start, start)
 
     def batch_at(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        return self._pread(size, position)
+
+    def _pread(self, size: int, position: int) -> bytes:
+        with SEGMENT_FILES.use(self.path) as fd:
+            return os.pread(fd, size, position)
 
     def find_timestamp(self, timestamp: int, from_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at/after ``from_offset`` with timestamp >= ``timestamp``."""

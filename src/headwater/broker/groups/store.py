@@ -84,7 +84,11 @@ class GroupStore:
             log.error("cannot write to %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message or "")
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its offsets log refuses a write
         if self._fsync_each_write:
-            self.logs.get_log(OFFSETS_TOPIC, 0).flush()
+            try:
+                self.logs.get_log(OFFSETS_TOPIC, 0).flush()
+            except OSError as exc:  # written, not durable: the client is told, and commits again
+                log.error("cannot fsync %s: %s", OFFSETS_TOPIC, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
     def store_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
