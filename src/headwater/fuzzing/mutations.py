@@ -17,8 +17,8 @@ import crc32c
 
 from headwater.fuzzing.corpus import HOSTILE_TOPIC, Seed, TIMESTAMP, field_paths, non_nullable_paths, set_path
 from headwater.protocol.messages import Api, ApiKey, ProtocolError, UnsupportedVersion, parse_request
-from headwater.records import (ATTR_COMPRESSION_MASK, ATTR_CONTROL, CRC_START, HEADER, HEADER_SIZE, Compression,
-                               Record, encode_batch, read_header)
+from headwater.records import (ATTR_COMPRESSION_MASK, ATTR_CONTROL, CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD,
+                               Compression, Record, encode_batch, read_header)
 
 _SIZE = struct.Struct(">i")
 # Extreme values per integer width: the edges, -1, and values that are large but plausible.
@@ -148,7 +148,7 @@ def _reseal(batch: bytearray, **fields) -> bytearray:
 
 def _reseal_body(batch: bytearray, body: bytes) -> bytearray:
     out = bytearray(batch[:HEADER_SIZE]) + body
-    return _reseal(out, batch_length=len(out) - 12)
+    return _reseal(out, batch_length=len(out) - LOG_OVERHEAD)
 
 
 def _bad_crc(rng, batch):
