@@ -69,8 +69,9 @@ class CampaignReport:
 
 class Campaign:
     def __init__(self, broker: BrokerProcess, apis: dict[int, Api], seed: int, connections: int = 16,
-                 batch: int = 1000, answer_timeout: float = 1.0, spare_partition_floods: bool = True):
-        self.broker, self.apis = broker, apis
+                 batch: int = 1000, answer_timeout: float = 1.0, spare_partition_floods: bool = True,
+                 hostile_topic: str = HOSTILE_TOPIC):
+        self.broker, self.apis, self.hostile_topic = broker, apis, hostile_topic
         self.spare = mutations.spare_partition_floods(apis) if spare_partition_floods else (lambda wire: False)
         self.host, self.port = "127.0.0.1", broker.port
         self.rng = random.Random(seed)
@@ -180,7 +181,7 @@ class Campaign:
         round_trip = RoundTrip(self.broker.bootstrap)
         round_trip.start()
         report.rss_before = self.broker.rss_bytes()
-        stream = mutations.mutants(self.rng, valid_requests(self.apis), self.spare)
+        stream = mutations.mutants(self.rng, valid_requests(self.apis), self.spare, self.hostile_topic)
         sent = 0
         while sent < frames:
             size = min(self.batch, frames - sent)

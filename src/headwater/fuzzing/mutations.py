@@ -116,7 +116,7 @@ def extreme_integer(rng: random.Random, seed: Seed) -> bytes | None:
     return framed(bytes(request.encode(header=True)))
 
 
-def hostile_records(rng: random.Random, seed: Seed, topic: str = HOSTILE_TOPIC) -> bytes | None:
+def hostile_records(rng: random.Random, seed: Seed, topic: str) -> bytes | None:
     """A Produce whose record batch is broken in one of the ways a log validator must catch."""
     paths = [path for path, field in field_paths(seed.api.request._struct, seed.request, seed.version)
              if field.type_str == "records"]
@@ -226,7 +226,7 @@ def hostile_batch(rng: random.Random) -> bytes:
 MUTATIONS: dict[str, Callable[[random.Random, Seed], bytes | None]] = {
     "bit flips": bit_flips, "truncation": truncation, "extreme count": extreme_count,
     "api key and version": api_key_and_version, "short size prefix": short_size_prefix, "garbage": garbage,
-    "null field": null_field, "extreme integer": extreme_integer, "hostile records": hostile_records,
+    "null field": null_field, "extreme integer": extreme_integer,
 }
 
 
@@ -245,15 +245,16 @@ def spare_partition_floods(apis: dict[int, Api]) -> Callable[[bytes], bool]:
     return floods
 
 
-def mutants(rng: random.Random, seeds: list[Seed], spare: Callable[[bytes], bool] = lambda wire: False):
-    """An endless stream of Mutants: mostly mutated seeds, some valid ones, a few length lies;
-    none that ``spare`` picks out."""
-    for mutant in _mutants(rng, seeds):
+def mutants(rng: random.Random, seeds: list[Seed], spare: Callable[[bytes], bool] = lambda wire: False,
+            hostile_topic: str = HOSTILE_TOPIC):
+    """An endless stream of Mutants: mostly mutated seeds, some valid ones, a few length lies,
+    hostile record batches produced to ``hostile_topic``; none that ``spare`` picks out."""
+    for mutant in _mutants(rng, seeds, hostile_topic):
         if not spare(mutant.wire):
             yield mutant
 
 
-def _mutants(rng: random.Random, seeds: list[Seed]):
+def _mutants(rng: random.Random, seeds: list[Seed], hostile_topic: str):
     produce = [s for s in seeds if any(f.type_str == "records" for _, f in
                                        field_paths(s.api.request._struct, s.request, s.version))]
     while True:
@@ -267,7 +268,7 @@ def _mutants(rng: random.Random, seeds: list[Seed]):
                          seed.name, answerable=False, desyncs=True)
         elif roll < 0.25:
             seed = rng.choice(produce)
-            yield Mutant(hostile_records(rng, seed), "hostile records", seed.name)
+            yield Mutant(hostile_records(rng, seed, hostile_topic), "hostile records", seed.name)
         else:
             seed = rng.choice(seeds)
             name = rng.choice(list(MUTATIONS))
