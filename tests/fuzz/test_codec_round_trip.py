@@ -14,10 +14,19 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.handlers import HANDLERS
 from headwater.broker.server import Server
 from headwater.fuzzing.corpus import TOPIC, non_nullable_paths, set_path, valid_requests
-from headwater.protocol.messages import ApiKey, ProtocolError, encode_response, parse_request
+from headwater.protocol.messages import (ApiKey, ProtocolError, encode_response, parse_request,
+                                         response_header_is_flexible)
 
 APIS = {key: spec for key, (spec, _) in HANDLERS.items()}
 SEEDS = valid_requests(APIS)
+# From Kafka's schemas: the first version whose response header has tagged fields (ApiVersions never has).
+FIRST_FLEXIBLE = {ApiKey.PRODUCE: 9, ApiKey.FETCH: 12, ApiKey.LIST_OFFSETS: 6, ApiKey.METADATA: 9,
+                  ApiKey.OFFSET_COMMIT: 8, ApiKey.OFFSET_FETCH: 6, ApiKey.FIND_COORDINATOR: 3, ApiKey.JOIN_GROUP: 6,
+                  ApiKey.HEARTBEAT: 4, ApiKey.LEAVE_GROUP: 4, ApiKey.SYNC_GROUP: 4, ApiKey.DESCRIBE_GROUPS: 5,
+                  ApiKey.LIST_GROUPS: 3, ApiKey.CREATE_TOPICS: 5, ApiKey.DELETE_TOPICS: 4, ApiKey.DELETE_RECORDS: 2,
+                  ApiKey.INIT_PRODUCER_ID: 2, ApiKey.OFFSET_FOR_LEADER_EPOCH: 4, ApiKey.DESCRIBE_CONFIGS: 4,
+                  ApiKey.ALTER_CONFIGS: 2, ApiKey.DESCRIBE_LOG_DIRS: 2, ApiKey.DELETE_GROUPS: 2,
+                  ApiKey.INCREMENTAL_ALTER_CONFIGS: 1}
 
 
 def test_corpus_covers_every_advertised_version():
@@ -65,9 +74,10 @@ def test_responses_round_trip_through_the_real_handlers(tmp_path):
                 frame = encode_response(header, spec, response)
                 (size,) = struct.unpack_from(">i", frame)
                 assert size == len(frame) - 4, seed.name
-                flexible = spec.response.flexible_version_q(seed.version) and spec.key != ApiKey.API_VERSIONS
                 stream = io.BytesIO(frame[4:])
+                flexible = response_header_is_flexible(spec, seed.version)
                 assert ResponseHeader.decode(stream, flexible=flexible).correlation_id == 1
+                assert stream.tell() == 4 + flexible and flexible == (seed.version >= FIRST_FLEXIBLE.get(spec.key, 99))
                 decoded = spec.response.decode(frame[4 + stream.tell():], version=seed.version)
                 assert schema_values(spec.response._struct, decoded, seed.version) == \
                     schema_values(spec.response._struct, response, seed.version), seed.name

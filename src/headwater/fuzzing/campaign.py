@@ -21,7 +21,7 @@ from headwater.fuzzing.corpus import HOSTILE_TOPIC, TOPIC, encode_request, valid
 from headwater.fuzzing import mutations
 from headwater.fuzzing.mutations import Mutant
 from headwater.fuzzing.witnesses import CANARY_TOPIC, ROUND_TRIP_TOPIC, Canary, LogScan, RoundTrip
-from headwater.protocol.messages import Api
+from headwater.protocol.messages import Api, response_header_is_flexible
 from headwater.testing import BrokerProcess
 
 CANARY_PARTITIONS = 3
@@ -95,10 +95,11 @@ class Campaign:
                     session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
                         partition=partition, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
                         partition_max_bytes=64 << 20)])], forgotten_topics_data=[], rack_id="")
-        response = await self._call(request, 11, FetchRequest)
+        response = await self._call(request, 11)
         return bytes(response.responses[0].partitions[0].records or b"")
 
-    async def _call(self, request, version: int, request_class, timeout: float = LIVENESS_TIMEOUT):
+    async def _call(self, request, version: int, timeout: float = LIVENESS_TIMEOUT):
+        """Send one request object on a fresh connection; return its decoded response."""
         reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), timeout)
         try:
             frame = encode_request(request, version)
@@ -106,10 +107,9 @@ class Campaign:
             await writer.drain()
             (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout))
             body = io.BytesIO(await asyncio.wait_for(reader.readexactly(size), timeout))
-            response_class = self.apis[request_class.API_KEY].response
-            flexible = response_class.flexible_version_q(version) and request_class is not ApiVersionsRequest
-            ResponseHeader.decode(body, flexible=flexible)
-            return response_class.decode(body.read(), version=version)
+            spec = self.apis[type(request).API_KEY]
+            ResponseHeader.decode(body, flexible=response_header_is_flexible(spec, version))
+            return spec.response.decode(body.read(), version=version)
         finally:
             writer.close()
 
@@ -120,8 +120,8 @@ class Campaign:
             return False
         try:
             await self._call(ApiVersionsRequest[3](client_software_name="fuzz-liveness",
-                                                   client_software_version="1"), 3, ApiVersionsRequest)
-        except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+                                                   client_software_version="1"), 3)
+        except (asyncio.TimeoutError, OSError, asyncio.IncompleteReadError):
             self.report.crashed = self.broker.proc.poll() is not None
             self.report.hung = not self.report.crashed
             return False
@@ -134,7 +134,10 @@ class Campaign:
         report, reader, writer = self.report, None, None
         for mutant in frames:
             if writer is None:
-                reader, writer = await asyncio.open_connection(self.host, self.port)
+                try:
+                    reader, writer = await asyncio.open_connection(self.host, self.port)
+                except OSError:
+                    return  # the broker is gone: the liveness check after the batch says so
                 port = writer.get_extra_info("sockname")[1]
             report.frames += 1
             report.mutations[mutant.mutation] += 1

@@ -189,11 +189,17 @@ def null_field(struct, value, version: int, path: str = "") -> str | None:
     return None
 
 
+def response_header_is_flexible(spec: Api, version: int) -> bool:
+    """Whether the response header carries a tagged-field byte: from the API's first flexible
+    version on, except ApiVersions, whose responses always use header v0."""
+    return spec.key != ApiKey.API_VERSIONS and spec.response.flexible_version_q(version)
+
+
 def encode_response(header: RequestHeader, spec: Api, response, version: int | None = None) -> bytes:
     """Frame a response. ApiVersions always uses response header v0 (clients parse it before
     they know whether the broker is flexible); other flexible versions add a tagged-field byte."""
     version = header.api_version if version is None else version
     body = response.encode(version=version)
-    flexible = spec.key != ApiKey.API_VERSIONS and spec.response.flexible_version_q(version)
+    flexible = response_header_is_flexible(spec, version)
     head = struct.pack(">ii", 4 + flexible + len(body), header.correlation_id)
     return b"".join((head, b"\x00" if flexible else b"", body))
