@@ -241,7 +241,7 @@ def spare_partition_floods(apis: dict[int, Api]) -> Callable[[bytes], bool]:
             _, request = parse_request(wire[4:], apis)
         except (ProtocolError, UnsupportedVersion):
             return False
-        return any(t.num_partitions > 100 for t in request.topics)
+        return any(t.num_partitions > 100 for t in request.topics or ())
     return floods
 
 
