@@ -62,8 +62,6 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: a fresh one, printed)")
     parser.add_argument("--connections", type=int, default=16, help="concurrent client connections")
     parser.add_argument("--smoke", action="store_true", help="a few seconds: 1,000 frames")
-    parser.add_argument("--flood-partitions", action="store_true",
-                        help="also send CreateTopics asking for more than 100 partitions (issue 10 finding 3)")
     parser.add_argument("--hostile-into-read-topic", action="store_true",
                         help=f"produce hostile batches to {TOPIC!r}, which the corpus reads (and ListOffsets by time), "
                              f"instead of {HOSTILE_TOPIC!r} (issue 10 finding 6)")
@@ -77,7 +75,6 @@ def main() -> int:
         log_file = Path(tmp).with_suffix(".broker.log")  # outlives the data, for the findings
         with BrokerProcess(Path(tmp) / "data", log_file=log_file) as broker:
             campaign = Campaign(broker, supported_apis(), seed, connections=args.connections,
-                                spare_partition_floods=not args.flood_partitions,
                                 hostile_topic=TOPIC if args.hostile_into_read_topic else HOSTILE_TOPIC)
             report = asyncio.run(campaign.run(frames))
     console.print(table(report))

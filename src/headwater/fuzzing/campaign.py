@@ -18,8 +18,7 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from headwater.fuzzing.corpus import HOSTILE_TOPIC, TOPIC, encode_request, valid_requests
-from headwater.fuzzing import mutations
-from headwater.fuzzing.mutations import Mutant
+from headwater.fuzzing.mutations import Mutant, mutants
 from headwater.fuzzing.witnesses import CANARY_TOPIC, ROUND_TRIP_TOPIC, Canary, LogScan, RoundTrip
 from headwater.protocol.messages import Api, response_header_is_flexible
 from headwater.testing import BrokerProcess
@@ -69,10 +68,8 @@ class CampaignReport:
 
 class Campaign:
     def __init__(self, broker: BrokerProcess, apis: dict[int, Api], seed: int, connections: int = 16,
-                 batch: int = 1000, answer_timeout: float = 1.0, spare_partition_floods: bool = True,
-                 hostile_topic: str = HOSTILE_TOPIC):
+                 batch: int = 1000, answer_timeout: float = 1.0, hostile_topic: str = HOSTILE_TOPIC):
         self.broker, self.apis, self.hostile_topic = broker, apis, hostile_topic
-        self.spare = mutations.spare_partition_floods(apis) if spare_partition_floods else (lambda wire: False)
         self.host, self.port = "127.0.0.1", broker.port
         self.rng = random.Random(seed)
         self.report = CampaignReport(seed=seed)
@@ -184,7 +181,7 @@ class Campaign:
         round_trip = RoundTrip(self.broker.bootstrap)
         round_trip.start()
         report.rss_before = self.broker.rss_bytes()
-        stream = mutations.mutants(self.rng, valid_requests(self.apis), self.spare, self.hostile_topic)
+        stream = mutants(self.rng, valid_requests(self.apis), self.hostile_topic)
         sent = 0
         while sent < frames:
             size = min(self.batch, frames - sent)

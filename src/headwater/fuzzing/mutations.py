@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import crc32c
 
 from headwater.fuzzing.corpus import HOSTILE_TOPIC, Seed, TIMESTAMP, field_paths, non_nullable_paths, set_path
-from headwater.protocol.messages import Api, ApiKey, ProtocolError, UnsupportedVersion, parse_request
 from headwater.records import (ATTR_COMPRESSION_MASK, ATTR_CONTROL, CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD,
                                Compression, Record, encode_batch, read_header)
 
@@ -230,31 +229,9 @@ MUTATIONS: dict[str, Callable[[random.Random, Seed], bytes | None]] = {
 }
 
 
-def spare_partition_floods(apis: dict[int, Api]) -> Callable[[bytes], bool]:
-    """A filter for mutants that ask CreateTopics for more than 100 partitions: until issue 10
-    finding 3 (no bound on partitions per request; each holds file descriptors) is fixed,
-    one such frame exhausts the broker's descriptors and every later finding drowns in it."""
-    def floods(wire: bytes) -> bool:
-        if len(wire) < 6 or struct.unpack_from(">h", wire, 4)[0] != ApiKey.CREATE_TOPICS:
-            return False
-        try:
-            _, request = parse_request(wire[4:], apis)
-        except (ProtocolError, UnsupportedVersion):
-            return False
-        return any(t.num_partitions > 100 for t in request.topics or ())
-    return floods
-
-
-def mutants(rng: random.Random, seeds: list[Seed], spare: Callable[[bytes], bool] = lambda wire: False,
-            hostile_topic: str = HOSTILE_TOPIC):
+def mutants(rng: random.Random, seeds: list[Seed], hostile_topic: str = HOSTILE_TOPIC):
     """An endless stream of Mutants: mostly mutated seeds, some valid ones, a few length lies,
-    hostile record batches produced to ``hostile_topic``; none that ``spare`` picks out."""
-    for mutant in _mutants(rng, seeds, hostile_topic):
-        if not spare(mutant.wire):
-            yield mutant
-
-
-def _mutants(rng: random.Random, seeds: list[Seed], hostile_topic: str):
+    hostile record batches produced to ``hostile_topic``."""
     produce = [s for s in seeds if any(f.type_str == "records" for _, f in
                                        field_paths(s.api.request._struct, s.request, s.version))]
     while True:
