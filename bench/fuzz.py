@@ -21,20 +21,17 @@ import tempfile
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from headwater.broker.handlers import supported_apis
 from headwater.broker.server import Server
 from headwater.fuzzing.campaign import Campaign, CampaignReport
 from headwater.fuzzing.corpus import HOSTILE_TOPIC, TOPIC
 from headwater.testing import BrokerProcess
+from tables import table  # bench/tables.py
 
 
-def table(report: CampaignReport) -> Table:
+def figures(report: CampaignReport) -> list[dict]:
     mb = 1 << 20
-    out = Table(title=f"Headwater under fuzzing (seed {report.seed})")
-    out.add_column("figure")
-    out.add_column("value", justify="right")
     rows = [
         ("frames sent", f"{report.frames:,}"),
         ("frames per second (setup included)", f"{report.frames / report.seconds:,.0f}"),
@@ -51,9 +48,7 @@ def table(report: CampaignReport) -> Table:
         ("seconds", f"{report.seconds:.1f}"),
     ]
     rows += [(f"  mutation: {name}", f"{count:,}") for name, count in report.mutations.most_common()]
-    for name, value in rows:
-        out.add_row(name, value)
-    return out
+    return [{"figure": name, "value": value} for name, value in rows]
 
 
 def main() -> int:
@@ -77,7 +72,7 @@ def main() -> int:
             campaign = Campaign(broker, supported_apis(), seed, connections=args.connections,
                                 hostile_topic=TOPIC if args.hostile_into_read_topic else HOSTILE_TOPIC)
             report = asyncio.run(campaign.run(frames))
-    console.print(table(report))
+    console.print(table(f"Headwater under fuzzing (seed {report.seed})", figures(report)))
     for finding in report.findings:
         console.print(f"{finding.what}: {finding.mutation} of {finding.seed}: {finding.frame_hex}", soft_wrap=True)
     console.print(f"broker log: {log_file}")
