@@ -67,7 +67,7 @@ def main() -> int:
     console = Console()
     console.print(f"fuzzing with seed {seed}: {frames:,} frames over {args.connections} connections")
     with tempfile.TemporaryDirectory(prefix="headwater-fuzz-") as tmp:
-        log_file = Path(tmp).with_suffix(".broker.log")  # outlives the data, for the findings
+        log_file = Path(tmp).with_suffix(".broker.log")  # outlives the data, kept when there are findings
         with BrokerProcess(Path(tmp) / "data", log_file=log_file) as broker:
             campaign = Campaign(broker, supported_apis(), seed, connections=args.connections,
                                 hostile_topic=TOPIC if args.hostile_into_read_topic else HOSTILE_TOPIC)
@@ -75,8 +75,11 @@ def main() -> int:
     console.print(table(f"Headwater under fuzzing (seed {report.seed})", figures(report)))
     for finding in report.findings:
         console.print(f"{finding.what}: {finding.mutation} of {finding.seed}: {finding.frame_hex}", soft_wrap=True)
+    if report.clean:
+        log_file.unlink()
+        return 0
     console.print(f"broker log: {log_file}")
-    return 0 if report.clean else 1
+    return 1
 
 
 if __name__ == "__main__":
