@@ -57,6 +57,13 @@ class BrokerProcess:
         self.proc.kill()
         self.proc.wait()
 
+    def rss_bytes(self) -> int:
+        """The broker's resident memory now, from /proc (Linux)."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError(f"no VmRSS for process {self.proc.pid}")
+
     def restart(self) -> "BrokerProcess":
         return self.start()
 

@@ -2,6 +2,7 @@
 import struct
 
 import pytest
+from kafka.protocol.admin import DeleteTopicsRequest
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
@@ -168,3 +169,48 @@ def test_unsupported_produce_version_and_unknown_api_close_connection(seeded):
         header = struct.pack(">hhih", api_key, version, 1, -1)
         wire.send_raw(struct.pack(">i", len(header)) + header)
         assert_closed_and_serving(broker, wire, intact)
+
+
+def test_flood_of_unknown_partitions_keeps_memory_bounded(seeded):
+    """Finding 7 of issue 10: each unknown partition named in a Fetch used to leave a growth
+    signal behind for good (RSS 51 -> 323 MB after a million)."""
+    broker, intact = seeded
+    wire = Wire(broker.bootstrap)
+    F = FetchRequest[11]
+
+    def flood(round_: int) -> None:
+        topics = [F.FetchTopic(topic=f"ghost-{round_}-{t}", partitions=[F.FetchTopic.FetchPartition(
+            partition=p, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1024)
+            for p in range(100)]) for t in range(250)]
+        request = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                    session_epoch=-1, topics=topics, forgotten_topics_data=[], rack_id="")
+        response = wire.request(request, 11)
+        assert {p.error_code for t in response.responses for p in t.partitions} == {UNKNOWN_TOPIC_OR_PARTITION}
+
+    flood(0)  # the first round grows the allocator's arenas once; what follows must not keep growing
+    before = broker.rss_bytes()
+    for round_ in range(1, 9):  # 200,000 more distinct unknown partitions
+        flood(round_)
+    grown = broker.rss_bytes() - before
+    assert grown < 16 << 20, f"RSS grew by {grown >> 20} MB after 200,000 unknown partitions"
+    intact()
+
+
+def test_null_arrays_close_the_connection_with_one_line(seeded):
+    """Finding 8 of issue 10: a null (count -1) where the schema allows none used to reach the
+    handler and end in a TypeError traceback; now the codec refuses it, naming the field."""
+    broker, intact = seeded
+    F = FetchRequest[11]
+    nulls = [(DeleteTopicsRequest[3](topic_names=None, timeout_ms=1000), 3, "topic_names is null"),
+             (F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                session_epoch=-1, topics=[F.FetchTopic(topic="keep", partitions=None)], forgotten_topics_data=[],
+                rack_id=""), 11, "topics.partitions is null"),
+             (DeleteTopicsRequest[3](topic_names=["keep", None], timeout_ms=1000), 3, "topic_names[] is null")]
+    for request, version, message in nulls:
+        wire = Wire(broker.bootstrap)
+        request.API_VERSION = version
+        request.with_header(correlation_id=1, client_id="nulls")
+        wire.send_raw(bytes(request.encode(header=True, framed=True)))
+        assert_closed_and_serving(broker, wire, intact)
+        assert message in broker.log_file.read_text()
+    assert "Traceback" not in broker.log_file.read_text()

@@ -49,13 +49,15 @@ def _read_partitions(broker, request):
 async def fetch(broker, header, request):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
+    # Only partitions that exist get a signal: a client naming unknown ones must not make the broker keep state.
+    watched = [(t.topic, p.partition) for t in request.topics for p in t.partitions
+               if broker.logs.get_log(t.topic, p.partition) is not None]
     while True:
-        # Take the signals before reading, so an append between the read and the wait still wakes us.
-        signals = [broker.growth.future(t.topic, p.partition) for t in request.topics for p in t.partitions]
-        responses, total, errors = _read_partitions(broker, request)
-        remaining = deadline - loop.time()
-        if total >= request.min_bytes or errors or remaining <= 0 or not signals:
-            break
-        await asyncio.wait(signals, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        with broker.growth.watch(watched) as signals:
+            responses, total, errors = _read_partitions(broker, request)
+            remaining = deadline - loop.time()
+            if total >= request.min_bytes or errors or remaining <= 0 or not signals:
+                break
+            await asyncio.wait(signals, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
     # Fetch sessions (KIP-227) are not kept: session id 0 tells clients to send full requests.
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)

@@ -2,22 +2,46 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+Partition = tuple[str, int]
 
 
 class GrowthSignals:
-    """One shared future per partition, completed (and replaced) when the partition grows.
+    """One shared future per watched partition, completed (and replaced) when the partition grows.
 
-    Sharing one future per partition means a waiting fetch registers nothing of its own,
-    so fetches that time out on idle partitions leave nothing behind.
+    A partition has a future only while some fetch watches it: the last watcher to leave
+    drops it, so what this holds is bounded by the fetches waiting now, never by the names
+    clients have ever asked about.
     """
 
     def __init__(self) -> None:
-        self._futures: dict[tuple[str, int], asyncio.Future] = {}
+        self._futures: dict[Partition, asyncio.Future] = {}
+        self._watchers: Counter[Partition] = Counter()
 
-    def future(self, topic: str, partition: int) -> asyncio.Future:
-        fut = self._futures.get((topic, partition))
+    def __len__(self) -> int:
+        return len(self._futures)
+
+    @contextmanager
+    def watch(self, partitions: list[Partition]) -> Iterator[list[asyncio.Future]]:
+        """The futures of ``partitions``, valid inside the block (take them before reading the
+        log, so an append between the read and the wait still wakes the watcher)."""
+        self._watchers.update(partitions)
+        try:
+            yield [self._future(p) for p in partitions]
+        finally:
+            self._watchers.subtract(partitions)
+            for p in partitions:
+                if self._watchers[p] <= 0:
+                    del self._watchers[p]
+                    self._futures.pop(p, None)
+
+    def _future(self, partition: Partition) -> asyncio.Future:
+        fut = self._futures.get(partition)
         if fut is None or fut.done():
-            fut = self._futures[(topic, partition)] = asyncio.get_running_loop().create_future()
+            fut = self._futures[partition] = asyncio.get_running_loop().create_future()
         return fut
 
     def notify(self, topic: str, partition: int) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import signal
 import struct
+import traceback
 
 # Importing the API modules registers their handlers.
 from headwater.broker import api_versions, configs, fetch, logs, offsets, produce, topics  # noqa: F401
@@ -31,6 +32,7 @@ class Server:
         self.broker = broker
         self.apis = supported_apis()
         self._connections: set[asyncio.Task] = set()
+        self._bugs_seen: set[tuple[str, str, int]] = set()  # (exception, file, line) already logged in full
         self._server: asyncio.base_events.Server | None = None
         cfg = broker.config
         self.maintenance = LogMaintenance(broker.logs, cfg.retention_check_interval_ms, cfg.cleaner_interval_ms)
@@ -65,11 +67,23 @@ class Server:
             log.warning("closing connection from %s: %s", peer, exc)
         except asyncio.CancelledError:
             pass
-        except Exception:
-            log.exception("closing connection from %s after an internal error", peer)
+        except Exception as exc:
+            self._report_bug(exc, peer)
         finally:
             self._connections.discard(task)
             writer.close()
+
+    def _report_bug(self, exc: Exception, peer) -> None:
+        """A handler failed: a bug. Its traceback is logged the first time only, so one hostile
+        client repeating the request cannot flood the log; later ones get one line each."""
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        site = (type(exc).__name__, frame.filename, frame.lineno)
+        if site in self._bugs_seen:
+            log.error("closing connection from %s after an internal error (%s at %s:%d, traceback logged before)",
+                      peer, site[0], frame.filename, frame.lineno)
+            return
+        self._bugs_seen.add(site)
+        log.error("closing connection from %s after an internal error", peer, exc_info=exc)
 
     async def _requests(self, reader, writer, peer) -> None:
         limit = self.broker.config.socket_request_max_bytes

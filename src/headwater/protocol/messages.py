@@ -156,7 +156,43 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
         body = spec.request.decode(memoryview(frame)[pos:], version=version)
     except Exception as exc:  # the generated decoder raises assorted errors on garbage
         raise ProtocolError(f"malformed {header.api_name} v{version} request: {exc!r}") from exc
+    null = null_field(spec.request._struct, body, version)
+    if null is not None:
+        raise ProtocolError(f"malformed {header.api_name} v{version} request: {null} is null, "
+                            "and the schema does not allow null there")
     return header, body
+
+
+def null_field(struct, value, version: int, path: str = "") -> str | None:
+    """The path of the first field that holds null where Kafka's schema says it may not.
+
+    The generated decoder reads a length of -1 as None whatever the schema says; Kafka's own
+    decoder refuses it. Checking here, once, spares every handler a ``None`` it cannot use.
+    """
+    for field in struct.untagged_fields(version):
+        item = getattr(value, field.name)
+        where = path + field.name
+        if item is None:
+            if not field.nullable_for_version_q(version):
+                return where
+        elif field.is_struct_array():
+            for element in item:
+                found = null_field(field.array_of, element, version, where + ".")
+                if found is not None:
+                    return found
+        elif field.is_struct():
+            found = null_field(field, item, version, where + ".")
+            if found is not None:
+                return found
+        elif field.is_array() and None in item:  # the elements of []string are never nullable
+            return where + "[]"
+    return None
+
+
+def response_header_is_flexible(spec: Api, version: int) -> bool:
+    """Whether the response header carries a tagged-field byte: from the API's first flexible
+    version on, except ApiVersions, whose responses always use header v0."""
+    return spec.key != ApiKey.API_VERSIONS and spec.response.flexible_version_q(version)
 
 
 def encode_response(header: RequestHeader, spec: Api, response, version: int | None = None) -> bytes:
@@ -164,6 +200,6 @@ def encode_response(header: RequestHeader, spec: Api, response, version: int | N
     they know whether the broker is flexible); other flexible versions add a tagged-field byte."""
     version = header.api_version if version is None else version
     body = response.encode(version=version)
-    flexible = spec.key != ApiKey.API_VERSIONS and spec.response.flexible_version_q(version)
+    flexible = response_header_is_flexible(spec, version)
     head = struct.pack(">ii", 4 + flexible + len(body), header.correlation_id)
     return b"".join((head, b"\x00" if flexible else b"", body))
