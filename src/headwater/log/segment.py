@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from headwater.records import (ATTR_LOG_APPEND_TIME, HEADER_SIZE, BatchHeader, CorruptRecordError, decode_records,
-                               read_header, validate_batch)
+from headwater.records import (ATTR_LOG_APPEND_TIME, HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, BatchHeader,
+                               CorruptRecordError, decode_records, read_header, validate_batch)
 
 from .index import OffsetIndex, TimeIndex
 
@@ -117,7 +117,7 @@ class Segment:
         start = self.offset_index.values[-1] if len(self.offset_index) else 0
         end = start
         for position, header in self.iter_headers(start):
-            if header.magic != 2 or header.base_offset < self.next_offset:
+            if header.magic != MAGIC or header.base_offset < self.next_offset:
                 return False
             self._track(header.base_offset, header.last_offset, header.max_timestamp)
             end = position + header.size
@@ -234,7 +234,7 @@ class Segment:
             if at + HEADER_SIZE > len(window):
                 window, window_start, at = os.pread(self._fd, SCAN_CHUNK, position), position, 0
             header = read_header(window, at)
-            if header.batch_length < HEADER_SIZE - 12 or position + header.size > self.size:
+            if header.batch_length < MIN_BATCH_LENGTH or position + header.size > self.size:
                 return
             yield position, header
             position += header.size
