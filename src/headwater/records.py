@@ -378,7 +378,8 @@ def _check_records(body, count: int, keys_required: bool) -> int:
                 raise InvalidRecordError(f"record {index} has offset delta {off_delta}")
             key_length, p = _read_varint(body, p, VARINT_MAX_BYTES)
             if key_length < 0 and keys_required:
-                raise InvalidRecordError(f"record {index} has no key, which a compacted topic requires")
+                raise InvalidRecordError(f"record {index} is without a key, which a compacted topic "
+                                         "(cleanup.policy=compact) refuses")
             p = _skip_field(body, p, key_length, record_end)
             value_length, p = _read_varint(body, p, VARINT_MAX_BYTES)
             p = _skip_field(body, p, value_length, record_end)
