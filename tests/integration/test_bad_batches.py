@@ -4,18 +4,16 @@ starting, and a poisoned compacted log does not stop the cleaner for the others.
 the broker keeps serving and a canary topic is byte-for-byte intact."""
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import pytest
-import zstandard
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from headwater import records
 from headwater.broker.groups.store import OFFSETS_TOPIC, offset_key
 from headwater.records import Compression, Record, encode_batch
-from headwater.testing import BrokerProcess, wait_until
+from headwater.testing import BrokerProcess, rebuilt_batch as rebuilt, wait_until, zstd_bomb
 
 from .logview import create_topic, produce_rounds, read_all, watermarks
 from .test_bad_input import batch, fetch, produce, seeded  # noqa: F401  (seeded: the canary fixture)
@@ -24,23 +22,6 @@ from .wire import Wire
 
 INVALID_RECORD, INVALID_TOPIC_EXCEPTION = 87, 17
 T0 = 1_700_000_000_000
-
-
-def rebuilt(good: bytes, body: bytes | None = None, **fields) -> bytes:
-    """``good`` with another records section and/or header fields, its length and CRC made right."""
-    header = records.read_header(good)
-    body = good[records.HEADER_SIZE:] if body is None else body
-    values = dataclasses.asdict(header) | {"batch_length": records.MIN_BATCH_LENGTH + len(body)} | fields
-    out = bytearray(records.HEADER.pack(*values.values()) + body)
-    records.reseal_crc(out)
-    return bytes(out)
-
-
-def zstd_bomb(size: int) -> bytes:
-    """``size`` zero bytes, zstd-compressed in a streaming way (the input never exists whole)."""
-    compressor = zstandard.ZstdCompressor().compressobj()
-    chunk = bytes(1 << 20)
-    return b"".join(compressor.compress(chunk) for _ in range(size >> 20)) + compressor.flush()
 
 
 GOOD = batch(b"v")
@@ -74,7 +55,7 @@ def test_bad_batches_are_refused_and_nothing_appended(seeded, name):  # noqa: F8
 def test_a_decompression_bomb_is_refused_without_the_memory(seeded):  # noqa: F811
     broker, intact = seeded
     create_topic(broker.bootstrap, "compacted", **{"cleanup.policy": "compact"})
-    bomb = rebuilt(GOOD, zstd_bomb(1 << 30), attributes=int(Compression.ZSTD))  # 1 GiB of zeros
+    bomb = zstd_bomb(1 << 30)
     assert len(bomb) < 64 << 10
     wire = Wire(broker.bootstrap)
     for topic in ("plain", "compacted"):

@@ -1,11 +1,10 @@
 """The log validator (records.validate_produce), in-process: every kind of bad batch is built
 from encode_batch, mutated, and re-sealed with a valid CRC, so only the validator can refuse it."""
-import dataclasses
-
 import pytest
 
 from headwater import records
 from headwater.records import Compression, CorruptRecordError, InvalidRecordError, Record, encode_batch
+from headwater.testing import rebuilt_batch as rebuilt
 
 T0 = 1_700_000_000_000
 LIMIT = 1 << 20
@@ -13,16 +12,6 @@ LIMIT = 1 << 20
 
 def one_record(**kw) -> bytes:
     return encode_batch([Record(0, T0, b"k", b"v")], **kw)
-
-
-def rebuilt(batch: bytes, body: bytes | None = None, **fields) -> bytes:
-    """``batch`` with another records section and/or header fields, its length and CRC made right."""
-    header = records.read_header(batch)
-    body = batch[records.HEADER_SIZE:] if body is None else body
-    values = dataclasses.asdict(header) | {"batch_length": records.MIN_BATCH_LENGTH + len(body)} | fields
-    out = bytearray(records.HEADER.pack(*values.values()) + body)
-    records.reseal_crc(out)
-    return bytes(out)
 
 
 def validate(buf: bytes, keys_required: bool = False):
