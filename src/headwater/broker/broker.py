@@ -8,8 +8,10 @@ import time
 import uuid
 from pathlib import Path
 
+from headwater.broker.clock import Clock, LoopClock
 from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.coordinator import GroupCoordinator
+from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.log import InvalidTopicError, Log, LogConfig, LogManager
@@ -51,7 +53,7 @@ class ProduceResult:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, log_defaults: LogConfig | None = None):
+    def __init__(self, config: BrokerConfig, log_defaults: LogConfig | None = None, clock: Clock | None = None):
         self.config = config
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = self._lock_data_dir(config.data_dir)
@@ -61,7 +63,9 @@ class Broker:
         self.producer_ids = ProducerIds(config.data_dir)
         self.growth = GrowthSignals()
         self._producers: dict[tuple[str, int], PartitionProducers] = {}
-        self.groups = GroupCoordinator(self)  # replays __consumer_offsets: groups and offsets are back
+        # Replays __consumer_offsets: groups and offsets are back.
+        self.groups = GroupCoordinator(GroupStore(self.logs, self.append, fsync_each_write=config.flush == "always"),
+                                       clock or LoopClock())
 
     @staticmethod
     def _lock_data_dir(data_dir: Path):

@@ -84,6 +84,9 @@ def run(bootstrap: str, console) -> None:
     for member in [*inventory, analytics]:
         member.start()
     stopped = inventory[2]
+    # Stop it only once all three have held partitions together: a member that joins first
+    # may otherwise take every partition and its share of orders before the others arrive.
+    _wait(lambda: all(m.assignments and m.assignments[-1] for m in inventory))
     _wait(lambda: sum(stopped.processed.values()) >= STOP_AFTER or len(seen) >= ORDERS)
     stopped.stop()
     console.print(f"{stopped.name} stopped after {sum(stopped.processed.values())} orders; "

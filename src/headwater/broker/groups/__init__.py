@@ -4,8 +4,8 @@ DDIA ch. 11: a log-based broker shares a stream among consumers in two ways. Loa
 balancing: the members of one group split the partitions between them. Fan-out: every
 group reads every message, each at its own committed offsets.
 
-- ``group.py``        a group and its members (the data the state machine works on);
-- ``coordinator.py``  the state machine: joins, generations, rebalances, session expiry;
+- ``group.py``        a group and its members, and the state diagram every change of state is checked against;
+- ``coordinator.py``  the state machine: joins, generations, rebalances, session expiry (given its store and clock);
 - ``store.py``        committed offsets and group metadata in the compacted ``__consumer_offsets``
                       topic, replayed when the broker starts;
 - ``assignment.py``   the consumer protocol's assignment layout, to refuse malformed ones;

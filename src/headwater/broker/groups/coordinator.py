@@ -1,30 +1,33 @@
 """The group coordinator: the classic group protocol's state machine.
 
-    Empty --join--> PreparingRebalance --all joined / rebalance timeout--> CompletingRebalance
-    CompletingRebalance --leader's SyncGroup--> Stable --join, leave, expiry--> PreparingRebalance
-    PreparingRebalance --everyone gone--> Empty;  Empty --DeleteGroups--> Dead
+A group's states and the edges between them (Empty, PreparingRebalance, CompletingRebalance,
+Stable, Dead) are drawn in ``Group.transition``, the one place a group changes state.
 
-A rebalance opens a new generation. JoinGroup requests wait (their connection parked on a
-future) until every known member has rejoined or the rebalance timeout has passed; members
-that did not rejoin are dropped. The leader (first member to join) receives everyone's
+A rebalance opens a new generation. JoinGroup answers wait (a future the handler awaits)
+until every known member has rejoined or the rebalance timeout has passed; members that
+did not rejoin are dropped. The leader (first member to join) receives everyone's
 subscription and sends the assignment back in its SyncGroup, which the coordinator hands
-to each member. Members that stop heartbeating for their session timeout are removed by an
-asyncio timer, which starts the next rebalance; so do LeaveGroup and a changed subscription.
+to each member. Members that stop heartbeating for their session timeout are removed by a
+timer, which starts the next rebalance; so do LeaveGroup and a changed subscription.
 Static members (group.instance.id) keep their place across restarts: a rejoin with the same
 instance id takes over the old member id without a rebalance, and the old id is fenced.
+
+The coordinator does no I/O of its own: it writes through the ``GroupStore`` and keeps time
+with the ``Clock`` it is given, so tests drive it step by step with a clock moved by hand.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from headwater.broker.clock import Clock
 from headwater.protocol.errors import ErrorCode
 
 from . import assignment
-from .group import CommittedOffset, Group, GroupState, Member
+from .group import CommittedOffset, Group, GroupDescription, GroupState, Member
 from .store import GroupStore
 
 log = logging.getLogger("headwater.groups")
@@ -36,6 +39,8 @@ OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes
 CONSUMER_PROTOCOL = "consumer"
 
 E = ErrorCode
+Answer = TypeVar("Answer")
+SyncResult = tuple[ErrorCode, bytes]   # the error and this member's assignment
 Empty, Preparing, Completing, Stable, Dead = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
                                                GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
 
@@ -65,22 +70,26 @@ class JoinResult:
 
 
 class GroupCoordinator:
-    def __init__(self, broker):
-        self.store = GroupStore(broker)
-        self.groups: dict[str, Group] = self.store.load()
-        for group in self.groups.values():
+    def __init__(self, store: GroupStore, clock: Clock):
+        self.store, self.clock = store, clock
+        self._groups: dict[str, Group] = store.load()
+        for group in self._groups.values():
             for member in group.members.values():  # restored members get one session to come back
                 self._arm_session(group, member)
-        log.info("loaded %d group(s) from %s", len(self.groups), "__consumer_offsets")
+        log.info("loaded %d group(s) from %s", len(self._groups), "__consumer_offsets")
 
     # --- JoinGroup -------------------------------------------------------------------------
 
-    async def join(self, req: JoinRequest) -> JoinResult:
+    def join(self, req: JoinRequest) -> asyncio.Future[JoinResult]:
+        """The answer to a JoinGroup: done at once for errors and retries, else when the rebalance completes."""
+        return self._future(self._join(req))
+
+    def _join(self, req: JoinRequest) -> JoinResult | asyncio.Future[JoinResult]:
         if not req.group_id:
             return JoinResult(E.INVALID_GROUP_ID, req.member_id)
         if not MIN_SESSION_TIMEOUT_MS <= req.session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
             return JoinResult(E.INVALID_SESSION_TIMEOUT, req.member_id)
-        group = self.groups.get(req.group_id)
+        group = self._groups.get(req.group_id)
         if group is None:
             if req.member_id:
                 return JoinResult(E.UNKNOWN_MEMBER_ID, req.member_id)
@@ -89,27 +98,27 @@ class GroupCoordinator:
             return JoinResult(E.COORDINATOR_NOT_AVAILABLE, req.member_id)
         if not group.supports(req.protocol_type, [name for name, _ in req.protocols]):
             return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
-        self.groups.setdefault(group.group_id, group)
+        self._groups.setdefault(group.group_id, group)
         if not req.member_id:
-            return await self._join_new_member(group, req)
-        return await self._join_known_member(group, req)
+            return self._join_new_member(group, req)
+        return self._join_known_member(group, req)
 
-    async def _join_new_member(self, group: Group, req: JoinRequest) -> JoinResult:
+    def _join_new_member(self, group: Group, req: JoinRequest) -> JoinResult | asyncio.Future[JoinResult]:
         if req.instance_id is not None and req.instance_id in group.static_members:
-            return await self._replace_static_member(group, req)
+            return self._replace_static_member(group, req)
         member_id = f"{req.client_id}-{uuid.uuid4()}"
         if req.instance_id is None and req.require_known_member_id:
             # KIP-394: hand out the id first, so a client that times out and retries is not a new member
-            group.pending_members[member_id] = self._loop().call_later(
-                req.session_timeout_ms / 1000, self._pending_expired, group, member_id)
+            group.pending_members[member_id] = self.clock.after(req.session_timeout_ms, self._pending_expired,
+                                                                group, member_id)
             return JoinResult(E.MEMBER_ID_REQUIRED, member_id)
-        return await self._add_member_and_wait(group, member_id, req)
+        return self._add_member_and_wait(group, member_id, req)
 
-    async def _join_known_member(self, group: Group, req: JoinRequest) -> JoinResult:
+    def _join_known_member(self, group: Group, req: JoinRequest) -> JoinResult | asyncio.Future[JoinResult]:
         timer = group.pending_members.pop(req.member_id, None)
         if timer is not None:
             timer.cancel()
-            return await self._add_member_and_wait(group, req.member_id, req)
+            return self._add_member_and_wait(group, req.member_id, req)
         if group.fenced(req.member_id, req.instance_id):
             return JoinResult(E.FENCED_INSTANCE_ID, req.member_id)
         member = group.members.get(req.member_id)
@@ -122,9 +131,9 @@ class GroupCoordinator:
             return self._join_result(group, member)  # nothing to rebalance for
         member.protocols = req.protocols
         member.session_timeout_ms, member.rebalance_timeout_ms = req.session_timeout_ms, req.rebalance_timeout_ms
-        return await self._wait_for_join(group, member)
+        return self._wait_for_join(group, member)
 
-    async def _replace_static_member(self, group: Group, req: JoinRequest) -> JoinResult:
+    def _replace_static_member(self, group: Group, req: JoinRequest) -> JoinResult | asyncio.Future[JoinResult]:
         old = group.members[group.static_members[req.instance_id]]
         new_id = f"{req.instance_id}-{uuid.uuid4()}"
         log.info("group %s: static member %s rejoined, %s replaces %s", group.group_id, req.instance_id, new_id,
@@ -140,9 +149,9 @@ class GroupCoordinator:
             self._arm_session(group, old)
             return self._join_result(group, old, with_members=False)  # keeps its assignment: no rebalance
         old.protocols = req.protocols
-        return await self._wait_for_join(group, old)
+        return self._wait_for_join(group, old)
 
-    async def _add_member_and_wait(self, group: Group, member_id: str, req: JoinRequest) -> JoinResult:
+    def _add_member_and_wait(self, group: Group, member_id: str, req: JoinRequest) -> asyncio.Future[JoinResult]:
         member = Member(member_id, req.instance_id, req.client_id, req.client_host, req.session_timeout_ms,
                         req.rebalance_timeout_ms, req.protocols)
         if not group.members:
@@ -153,15 +162,15 @@ class GroupCoordinator:
         if group.leader is None:
             group.leader = member_id
         log.info("group %s: member %s joins", group.group_id, member_id)
-        return await self._wait_for_join(group, member)
+        return self._wait_for_join(group, member)
 
-    async def _wait_for_join(self, group: Group, member: Member) -> JoinResult:
-        waiter = member.join_waiter = self._loop().create_future()
+    def _wait_for_join(self, group: Group, member: Member) -> asyncio.Future[JoinResult]:
+        waiter = member.join_waiter = self.clock.create_future()
         self._arm_session(group, member)
         if group.state is not Preparing:
             self._prepare_rebalance(group)
         self._maybe_complete_join(group)
-        return await waiter
+        return waiter
 
     def _join_result(self, group: Group, member: Member, with_members: bool = True) -> JoinResult:
         leader = member.member_id == group.leader
@@ -173,11 +182,10 @@ class GroupCoordinator:
     def _prepare_rebalance(self, group: Group) -> None:
         if group.state is Completing:
             self._fail_syncs(group, E.REBALANCE_IN_PROGRESS)
-        group.state = Preparing
+        group.transition(Preparing)
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()
-        group.rebalance_timer = self._loop().call_later(group.rebalance_timeout_ms() / 1000, self._complete_join,
-                                                        group)
+        group.rebalance_timer = self.clock.after(group.rebalance_timeout_ms(), self._complete_join, group)
         log.info("group %s: preparing rebalance (generation %d)", group.group_id, group.generation)
 
     def _maybe_complete_join(self, group: Group) -> None:
@@ -196,12 +204,13 @@ class GroupCoordinator:
             self._remove(group, member)
         group.generation += 1
         if not group.members:
-            group.state, group.protocol, group.leader = Empty, None, None
+            group.transition(Empty)
+            group.protocol, group.leader = None, None
             self.store.store_group(group)
             log.info("group %s: empty at generation %d", group.group_id, group.generation)
             return
         group.protocol = group.select_protocol()
-        group.state = Completing
+        group.transition(Completing)
         for member in group.members.values():
             member.assignment = b""
             waiter, member.join_waiter = member.join_waiter, None
@@ -213,9 +222,14 @@ class GroupCoordinator:
 
     # --- SyncGroup -------------------------------------------------------------------------
 
-    async def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                   assignments: list[tuple[str, bytes]]) -> tuple[ErrorCode, bytes]:
-        group = self.groups.get(group_id)
+    def sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+             assignments: list[tuple[str, bytes]]) -> asyncio.Future[SyncResult]:
+        """The answer to a SyncGroup: done at once unless the member waits for the leader's assignment."""
+        return self._future(self._sync(group_id, generation, member_id, instance_id, assignments))
+
+    def _sync(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+              assignments: list[tuple[str, bytes]]) -> SyncResult | asyncio.Future[SyncResult]:
+        group = self._groups.get(group_id)
         error = self._check_member(group, member_id, instance_id, generation)
         if error:
             return error, b""
@@ -225,7 +239,7 @@ class GroupCoordinator:
         self._arm_session(group, member)
         if group.state is Stable:
             return E.NONE, member.assignment
-        waiter = member.sync_waiter = self._loop().create_future()
+        waiter = member.sync_waiter = self.clock.create_future()
         if member_id == group.leader:
             error = self._validate(group, assignments)
             if error:
@@ -234,7 +248,7 @@ class GroupCoordinator:
                 self._prepare_rebalance(group)
             else:
                 self._complete_sync(group, dict(assignments))
-        return await waiter
+        return waiter
 
     @staticmethod
     def _validate(group: Group, assignments: list[tuple[str, bytes]]) -> str | None:
@@ -260,7 +274,7 @@ class GroupCoordinator:
             self._fail_syncs(group, error)
             self._prepare_rebalance(group)
             return
-        group.state = Stable
+        group.transition(Stable)
         for member in group.members.values():
             waiter, member.sync_waiter = member.sync_waiter, None
             if waiter is not None and not waiter.done():
@@ -277,7 +291,7 @@ class GroupCoordinator:
     # --- Heartbeat, LeaveGroup, session expiry ---------------------------------------------
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
-        group = self.groups.get(group_id)
+        group = self._groups.get(group_id)
         error = self._check_member(group, member_id, instance_id, generation)
         if error:
             return error
@@ -286,7 +300,7 @@ class GroupCoordinator:
 
     def leave(self, group_id: str, leavers: list[tuple[str, str | None]]) -> list[ErrorCode]:
         """Remove members given as (member id, group.instance.id); one error per leaver."""
-        group = self.groups.get(group_id)
+        group = self._groups.get(group_id)
         if group is None or group.state is Dead:
             return [E.UNKNOWN_MEMBER_ID] * len(leavers)
         errors, removed = [], False
@@ -360,12 +374,11 @@ class GroupCoordinator:
     def _arm_session(self, group: Group, member: Member) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        member.session_timer = self._loop().call_later(member.session_timeout_ms / 1000, self._session_expired,
-                                                        group, member)
+        member.session_timer = self.clock.after(member.session_timeout_ms, self._session_expired, group, member)
 
     def _check_member(self, group: Group | None, member_id: str, instance_id: str | None,
                       generation: int) -> ErrorCode:
-        """The checks SyncGroup and Heartbeat share (and OffsetCommit, for group members)."""
+        """The member checks of SyncGroup, Heartbeat and OffsetCommit, in Kafka's order."""
         if group is None or group.state is Empty:
             return E.UNKNOWN_MEMBER_ID
         if group.state is Dead:
@@ -386,24 +399,19 @@ class GroupCoordinator:
         id) of a group without members. One error for the whole request."""
         if not group_id:
             return E.INVALID_GROUP_ID
-        group = self.groups.get(group_id)
+        group = self._groups.get(group_id)
         if group is None:
             if generation >= 0:
                 return E.ILLEGAL_GENERATION  # a member of a generation this coordinator never had
-            group = self.groups[group_id] = Group(group_id)
-        if group.state is Dead:
-            return E.COORDINATOR_NOT_AVAILABLE
-        if group.fenced(member_id, instance_id):
-            return E.FENCED_INSTANCE_ID
-        if not (generation < 0 and group.state is Empty):
+            group = self._groups[group_id] = Group(group_id)
+        if not (generation < 0 and group.state is Empty):  # else a simple consumer: no members to check
+            error = self._check_member(group, member_id, instance_id, generation)
+            if error:
+                return error
             if group.state is Completing:
-                return E.REBALANCE_IN_PROGRESS
-            if member_id not in group.members:
-                return E.UNKNOWN_MEMBER_ID
-            if generation != group.generation:
-                return E.ILLEGAL_GENERATION
+                return E.REBALANCE_IN_PROGRESS  # a member of the new generation, still without its assignment
             self._arm_session(group, group.members[member_id])
-        now = int(time.time() * 1000)
+        now = self.clock.now_ms()
         for committed in offsets.values():
             committed.commit_timestamp = now
         error = self.store.store_offsets(group_id, offsets)
@@ -412,24 +420,36 @@ class GroupCoordinator:
         return error
 
     def committed(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
-        group = self.groups.get(group_id)
+        group = self._groups.get(group_id)
         return group.offsets if group is not None else {}
 
     # --- administration --------------------------------------------------------------------
 
+    def describe(self, group_id: str) -> GroupDescription:
+        """An unknown group is described as Dead, without an error, as Kafka does."""
+        group = self._groups.get(group_id)
+        return group.describe() if group is not None else Group(group_id, state=Dead).describe()
+
+    def list_groups(self) -> list[GroupDescription]:
+        return [group.describe() for group in self._groups.values()]
+
     def delete(self, group_id: str) -> ErrorCode:
-        group = self.groups.get(group_id)
+        group = self._groups.get(group_id)
         if group is None or group.state is Dead:
             return E.GROUP_ID_NOT_FOUND
-        if group.members or group.pending_members:
+        if group.state is not Empty or group.pending_members:
             return E.NON_EMPTY_GROUP
         error = self.store.delete_group(group)
         if not error:
-            group.state = Dead
-            del self.groups[group_id]
+            group.transition(Dead)
+            del self._groups[group_id]
             log.info("group %s deleted", group_id)
         return error
 
-    @staticmethod
-    def _loop() -> asyncio.AbstractEventLoop:
-        return asyncio.get_running_loop()
+    def _future(self, answer: Answer | asyncio.Future[Answer]) -> asyncio.Future[Answer]:
+        """A parked request's future as it is; an answer known at once as a future already done."""
+        if isinstance(answer, asyncio.Future):
+            return answer
+        future = self.clock.create_future()
+        future.set_result(answer)
+        return future

@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
 
+from headwater.broker.clock import Timer
+
 
 class GroupState(str, Enum):
     """Kafka's names, as DescribeGroups and ListGroups report them."""
@@ -16,12 +18,46 @@ class GroupState(str, Enum):
     DEAD = "Dead"                                     # deleted
 
 
+# The classic protocol's state diagram, drawn in Group.transition: state -> the states it may move to.
+TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
+    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE, GroupState.DEAD}),
+    GroupState.PREPARING_REBALANCE: frozenset({GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
+    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.STABLE, GroupState.PREPARING_REBALANCE}),
+    GroupState.STABLE: frozenset({GroupState.PREPARING_REBALANCE}),
+    GroupState.DEAD: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A coordinator bug: a group asked to move along an edge its state diagram does not have."""
+
+
 @dataclass
 class CommittedOffset:
     offset: int
     leader_epoch: int = -1
     metadata: str | None = ""
     commit_timestamp: int = -1
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes      # subscription in the group's protocol; empty unless the group is Stable
+    assignment: bytes    # empty unless the group is Stable
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """A group as DescribeGroups and ListGroups report it."""
+    group_id: str
+    state: GroupState
+    protocol_type: str
+    protocol: str        # empty unless the group is Stable
+    members: tuple[MemberDescription, ...]
 
 
 @dataclass(eq=False)
@@ -36,7 +72,7 @@ class Member:
     assignment: bytes = b""
     join_waiter: asyncio.Future | None = None   # set while a JoinGroup waits for the rebalance
     sync_waiter: asyncio.Future | None = None   # set while a SyncGroup waits for the leader
-    session_timer: asyncio.TimerHandle | None = None
+    session_timer: Timer | None = None
 
     def metadata(self, protocol: str) -> bytes:
         return next(meta for name, meta in self.protocols if name == protocol)
@@ -55,9 +91,24 @@ class Group:
     leader: str | None = None
     members: dict[str, Member] = field(default_factory=dict)     # in join order
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
-    pending_members: dict[str, asyncio.TimerHandle] = field(default_factory=dict)  # ids handed out, not joined yet
+    pending_members: dict[str, Timer] = field(default_factory=dict)  # ids handed out, not joined yet
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
-    rebalance_timer: asyncio.TimerHandle | None = None
+    rebalance_timer: Timer | None = None
+
+    def transition(self, to: GroupState) -> None:
+        """Move to state ``to``; IllegalTransition unless the diagram has that edge.
+
+            Empty --first join--> PreparingRebalance
+            PreparingRebalance --all rejoined, or the rebalance timeout--> CompletingRebalance
+            PreparingRebalance --nobody rejoined--> Empty
+            CompletingRebalance --leader's assignment stored--> Stable
+            CompletingRebalance --join, leave, expiry, unusable assignment--> PreparingRebalance
+            Stable --join, leave, expiry, changed subscription--> PreparingRebalance
+            Empty --DeleteGroups--> Dead
+        """
+        if to not in TRANSITIONS[self.state]:
+            raise IllegalTransition(f"group {self.group_id!r}: no transition from {self.state.value} to {to.value}")
+        self.state = to
 
     def supports(self, protocol_type: str, protocol_names: list[str]) -> bool:
         """Whether a member with these protocols may join: the first member sets the type; later
@@ -86,6 +137,16 @@ class Group:
 
     def all_joined(self) -> bool:
         return not self.pending_members and all(m.join_waiter is not None for m in self.members.values())
+
+    def describe(self) -> GroupDescription:
+        """As Kafka describes a group: the protocol and each member's subscription and assignment only once Stable."""
+        stable = self.state is GroupState.STABLE
+        members = tuple(MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host,
+                                          m.metadata(self.protocol) if stable else b"",
+                                          m.assignment if stable else b"")
+                        for m in self.members.values())
+        return GroupDescription(self.group_id, self.state, self.protocol_type or "", self.protocol if stable else "",
+                                members)
 
     def fenced(self, member_id: str, instance_id: str | None) -> bool:
         """A static member's id was replaced by a newer join with the same group.instance.id."""

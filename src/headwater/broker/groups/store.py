@@ -22,12 +22,20 @@ import base64
 import json
 import logging
 import time
+from typing import TYPE_CHECKING, Callable
 
-from headwater.log import UnknownTopicError
+from headwater.log import LogManager, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.records import CorruptRecordError, Record, decode_records, encode_batch, iter_batches
 
 from .group import CommittedOffset, Group, GroupState, Member
+
+if TYPE_CHECKING:
+    from headwater.broker.broker import ProduceResult
+
+# The broker's append (topic, partition, record batches): the offsets log is validated and
+# fetched like any other topic's, and consumers waiting on it are woken.
+Append = Callable[[str, int, bytes], "ProduceResult"]
 
 log = logging.getLogger("headwater.groups")
 
@@ -61,22 +69,22 @@ def _group_value(group: Group) -> bytes:
 
 
 class GroupStore:
-    def __init__(self, broker):
-        self.broker = broker
-        if OFFSETS_TOPIC not in broker.logs.topics:
-            broker.logs.create_topic(OFFSETS_TOPIC, 1, TOPIC_CONFIGS)
+    def __init__(self, logs: LogManager, append: Append, fsync_each_write: bool):
+        self.logs, self._append, self._fsync_each_write = logs, append, fsync_each_write
+        if OFFSETS_TOPIC not in logs.topics:
+            logs.create_topic(OFFSETS_TOPIC, 1, TOPIC_CONFIGS)
 
     def _write(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
         if not pairs:
             return ErrorCode.NONE
         now = int(time.time() * 1000)
         batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
-        result = self.broker.append(OFFSETS_TOPIC, 0, batch)
+        result = self._append(OFFSETS_TOPIC, 0, batch)
         if result.error:
             log.error("cannot write to %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message or "")
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its offsets log refuses a write
-        if self.broker.config.flush == "always":
-            self.broker.logs.get_log(OFFSETS_TOPIC, 0).flush()
+        if self._fsync_each_write:
+            self.logs.get_log(OFFSETS_TOPIC, 0).flush()
         return ErrorCode.NONE
 
     def store_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
@@ -98,7 +106,7 @@ class GroupStore:
     def load(self) -> dict[str, Group]:
         """Rebuild every group from the log: the last record of each key wins, as compaction keeps it."""
         groups: dict[str, Group] = {}
-        plog = self.broker.logs.get_log(OFFSETS_TOPIC, 0)
+        plog = self.logs.get_log(OFFSETS_TOPIC, 0)
         if plog is None:
             raise UnknownTopicError(OFFSETS_TOPIC)
         offset, end = plog.log_start_offset, plog.log_end_offset
