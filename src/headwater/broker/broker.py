@@ -14,7 +14,7 @@ from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
-from headwater.log import InvalidTopicError, Log, LogConfig, LogManager
+from headwater.log import InvalidTopicError, Log, LogConfig, LogManager, Topic
 from headwater.protocol.errors import ErrorCode
 from headwater.records import (NO_PRODUCER_ID, CorruptRecordError, InvalidRecordError, is_compressed, iter_batches,
                                validate_produce)
@@ -117,7 +117,7 @@ class Broker:
             return target
         return self._append_valid(target, partition, self._validate(target, records))
 
-    def _target(self, topic_name: str, partition: int, records: bytes | None):
+    def _target(self, topic_name: str, partition: int, records: bytes | None) -> Topic | ProduceResult:
         """The topic to append ``records`` to, or the ProduceResult refusing them."""
         try:
             topic = self.topic_for_produce(topic_name)
@@ -132,7 +132,7 @@ class Broker:
                                  message=f"{len(records)} bytes exceed message.max.bytes {self.config.message_max_bytes}")
         return topic
 
-    def _validate(self, topic, records: bytes) -> tuple[bytearray, list] | ProduceResult:
+    def _validate(self, topic: Topic, records: bytes) -> tuple[bytearray, list] | ProduceResult:
         """The batches as (buffer, [(position, header)]), or the ProduceResult refusing them."""
         buf = bytearray(records)
         try:
@@ -149,7 +149,8 @@ class Broker:
                                      f"max.message.bytes {limit} of topic {topic.name!r}")
         return buf, batches
 
-    def _append_valid(self, topic, partition: int, validated: tuple[bytearray, list] | ProduceResult) -> ProduceResult:
+    def _append_valid(self, topic: Topic, partition: int,
+                      validated: tuple[bytearray, list] | ProduceResult) -> ProduceResult:
         """Append batches that passed validation: producer sequence checks, then the log."""
         if isinstance(validated, ProduceResult):
             return validated
