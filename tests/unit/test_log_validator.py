@@ -105,7 +105,7 @@ def test_offset_deltas_must_run_0_to_last_offset_delta():
     (bytes([0x7E]) + GOOD_BODY[1:], "length 63 does not fit"),                 # length past the batch
     (bytes([0x0E]) + GOOD_BODY[1:], "does not match its fields"),              # length one short
     (GOOD_BODY + b"\x00", "1 bytes after the last record"),                    # trailing bytes
-    (GOOD_BODY[:4] + bytes([0x03]) + GOOD_BODY[5:], "field of length -2"),     # key length -2
+    (GOOD_BODY[:4] + bytes([0x03]) + GOOD_BODY[5:], "key of length -2"),       # key length -2
     (GOOD_BODY[:-1] + bytes([0x01]), "-1 headers"),                             # header count -1
     (GOOD_BODY[:-3], "length"),                                                 # truncated record
 ])
