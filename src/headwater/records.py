@@ -1,8 +1,10 @@
 """Kafka record batches (magic v2): the unit the log stores and the wire carries.
 
-The broker's hot path touches only the 61-byte batch header (validate the CRC, stamp the
-base offset); opening the records inside (decompress, decode) is for the few places that
-need keys and values: the log cleaner, internal topics, tools and tests.
+The one owner of the batch layout: header fields by name and their setters, the CRC,
+codecs, records. The broker stores each batch as its producer sent it (stamping only the
+base offset) once ``validate_produce``, the log validator, has walked its records; opening
+records into objects (``decode_records``) is for the few places that need keys and values:
+the log cleaner, internal topics, tools and tests.
 """
 from __future__ import annotations
 
@@ -16,7 +18,14 @@ import crc32c
 HEADER = struct.Struct(">qiiBIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of the header outside batchLength
-CRC_START = 21  # the CRC covers attributes .. end of batch
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # the batchLength of a batch with no record bytes
+# Byte positions of the header fields the broker rewrites, from the start of the batch.
+PARTITION_LEADER_EPOCH_AT = 12
+CRC_AT = 17
+ATTRIBUTES_AT = 21
+LAST_OFFSET_DELTA_AT = 23
+MAX_TIMESTAMP_AT = 35
+CRC_START = ATTRIBUTES_AT  # the CRC covers attributes .. end of batch
 MAGIC = 2
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -37,6 +46,11 @@ class Compression(IntEnum):
 
 class CorruptRecordError(ValueError):
     """A batch whose framing, magic or CRC is wrong."""
+
+
+class InvalidRecordError(CorruptRecordError):
+    """A batch that arrived as its producer sealed it (the CRC holds) but breaks the format:
+    its records, codec or counts. Sending it again cannot help, unlike a CRC mismatch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +80,10 @@ class BatchHeader:
 
     @property
     def compression(self) -> Compression:
-        return Compression(self.attributes & ATTR_COMPRESSION_MASK)
+        codec = self.attributes & ATTR_COMPRESSION_MASK
+        if codec > Compression.ZSTD:
+            raise InvalidRecordError(f"unknown compression codec {codec}")
+        return Compression(codec)
 
     @property
     def is_control(self) -> bool:
@@ -91,7 +108,7 @@ def validate_batch(buf, pos: int = 0) -> BatchHeader:
     header = read_header(buf, pos)
     if header.magic != MAGIC:
         raise CorruptRecordError(f"unsupported record batch magic {header.magic}")
-    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + header.size > len(buf):
+    if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > len(buf):
         raise CorruptRecordError(f"batch length {header.batch_length} does not fit the {len(buf) - pos} bytes left")
     if header.last_offset_delta < 0 or header.records_count < 0:
         raise CorruptRecordError("negative record count or offset delta")
@@ -101,11 +118,26 @@ def validate_batch(buf, pos: int = 0) -> BatchHeader:
     return header
 
 
+def is_compressed(buf) -> bool:
+    """Whether any batch in ``buf`` has a codec; reads headers only and stops at bad framing."""
+    pos = 0
+    while pos + HEADER_SIZE <= len(buf):
+        header = read_header(buf, pos)
+        if header.attributes & ATTR_COMPRESSION_MASK:
+            return True
+        if header.batch_length < MIN_BATCH_LENGTH:
+            return False
+        pos += header.size
+    return False
+
+
 def iter_batches(buf, validate: bool = True):
     """Yield (position, header) for each whole batch in ``buf``; stop at a partial tail."""
     pos, end = 0, len(buf)
     while end - pos >= LOG_OVERHEAD:
         header = validate_batch(buf, pos) if validate else read_header(buf, pos)
+        if header.batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"batch length {header.batch_length} at byte {pos} is below the header's")
         if pos + header.size > end:
             return
         yield pos, header
@@ -117,12 +149,33 @@ def set_base_offset(buf: bytearray, pos: int, base_offset: int) -> None:
     struct.pack_into(">q", buf, pos, base_offset)
 
 
+def set_partition_leader_epoch(buf: bytearray, pos: int, epoch: int) -> None:
+    """Outside the CRC, like the base offset."""
+    struct.pack_into(">i", buf, pos + PARTITION_LEADER_EPOCH_AT, epoch)
+
+
+def set_last_offset_delta(buf: bytearray, pos: int, delta: int) -> None:
+    """Call reseal_crc after."""
+    struct.pack_into(">i", buf, pos + LAST_OFFSET_DELTA_AT, delta)
+
+
+def set_max_timestamp(buf: bytearray, pos: int, timestamp: int) -> None:
+    """Call reseal_crc after."""
+    struct.pack_into(">q", buf, pos + MAX_TIMESTAMP_AT, timestamp)
+
+
+def reseal_crc(buf: bytearray, pos: int = 0) -> None:
+    """Recompute the CRC-32C of the batch at ``pos`` after a change to its attributes .. end."""
+    end = pos + read_header(buf, pos).size
+    struct.pack_into(">I", buf, pos + CRC_AT, crc32c.crc32c(memoryview(buf)[pos + CRC_START:end]))
+
+
 def set_log_append_time(buf: bytearray, pos: int, timestamp: int) -> None:
     """Mark a batch LogAppendTime with ``timestamp`` as its max timestamp, and re-seal the CRC."""
     header = read_header(buf, pos)
-    struct.pack_into(">h", buf, pos + 21, header.attributes | ATTR_LOG_APPEND_TIME)
-    struct.pack_into(">q", buf, pos + 35, timestamp)
-    struct.pack_into(">I", buf, pos + 17, crc32c.crc32c(memoryview(buf)[pos + CRC_START:pos + header.size]))
+    struct.pack_into(">h", buf, pos + ATTRIBUTES_AT, header.attributes | ATTR_LOG_APPEND_TIME)
+    set_max_timestamp(buf, pos, timestamp)
+    reseal_crc(buf, pos)
 
 
 # --- opening batches: records, varints, compression -------------------------------------
@@ -136,8 +189,17 @@ class Record:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
-def _read_varint(buf, pos: int) -> tuple[int, int]:
+VARINT_MAX_BYTES, VARLONG_MAX_BYTES = 5, 10  # Kafka's int32 and int64 zigzag varints
+
+
+def _read_varint(buf, pos: int, max_bytes: int = VARLONG_MAX_BYTES) -> tuple[int, int]:
+    """The zigzag varint at ``pos`` and the position after it. Past the end of ``buf`` it
+    raises IndexError, which the record walkers turn into InvalidRecordError."""
+    b = buf[pos]
+    if b < 0x80:  # most varints in a batch are one byte: the short way saves a sixth of a walk
+        return (b >> 1) ^ -(b & 1), pos + 1
     shift = result = 0
+    limit = 7 * max_bytes
     while True:
         b = buf[pos]
         pos += 1
@@ -145,8 +207,8 @@ def _read_varint(buf, pos: int) -> tuple[int, int]:
         if not b & 0x80:
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint too long")
+        if shift >= limit:
+            raise InvalidRecordError(f"varint longer than {max_bytes} bytes")
 
 
 def _write_varint(out: bytearray, value: int) -> None:
@@ -158,11 +220,11 @@ def _write_varint(out: bytearray, value: int) -> None:
 
 
 def _read_bytes(buf, pos: int) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(buf, pos)
-    if length < 0:
+    length, pos = _read_varint(buf, pos, VARINT_MAX_BYTES)
+    if length < -1 or pos + length > len(buf):
+        raise InvalidRecordError(f"record field of length {length} does not fit the batch")
+    if length == -1:
         return None, pos
-    if pos + length > len(buf):
-        raise CorruptRecordError("record field runs past the batch")
     return bytes(buf[pos:pos + length]), pos + length
 
 
@@ -175,71 +237,184 @@ def _write_bytes(out: bytearray, data: bytes | None) -> None:
 
 
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_BLOCK = struct.Struct(">i")
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _snappy_blocks(data: bytes) -> list[bytes]:
     # Java clients frame snappy the xerial way (magic, versions, then length-prefixed blocks).
     if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
-    out, pos = bytearray(), 16
+        return [data]
+    blocks, pos = [], 16
     while pos < len(data):
-        (length,) = struct.unpack_from(">i", data, pos)
-        out += bytes(cramjam.snappy.decompress_raw(data[pos + 4:pos + 4 + length]))
+        if pos + 4 > len(data):
+            raise InvalidRecordError("truncated xerial snappy block")
+        (length,) = _XERIAL_BLOCK.unpack_from(data, pos)
+        if length < 0 or pos + 4 + length > len(data):
+            raise InvalidRecordError(f"xerial snappy block of {length} bytes does not fit the batch")
+        blocks.append(data[pos + 4:pos + 4 + length])
         pos += 4 + length
-    return bytes(out)
+    return blocks
 
 
-def decompress(codec: Compression, data: bytes) -> bytes:
+def _snappy_decompress(data: bytes, limit: int | None) -> bytes:
+    blocks = _snappy_blocks(data)
+    if limit is not None:
+        # Raw snappy states its output length up front: refuse before allocating.
+        size = sum(cramjam.snappy.decompress_raw_len(block) for block in blocks)
+        if size > limit:
+            raise InvalidRecordError(f"the batch decompresses to {size} bytes, over the limit of {limit}")
+    return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in blocks)
+
+
+_STREAMED = {Compression.GZIP: cramjam.gzip, Compression.LZ4: cramjam.lz4, Compression.ZSTD: cramjam.zstd}
+_FIRST_GUESS = 4  # the output buffer starts at this multiple of the input; most batches fit at once
+
+
+def _decompress_bounded(codec, data, limit: int):
+    """Decompress into a buffer grown up to ``limit`` bytes: memory stays bounded by the limit
+    however small the input (a bomb), and what needs more is refused."""
+    size = min(limit, max(1 << 16, _FIRST_GUESS * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            return memoryview(out)[:codec.decompress_into(data, out)]
+        except cramjam.DecompressionError as exc:
+            # Either the buffer is too small or the data is corrupt: cramjam does not say which
+            # in a stable way, so grow until the limit and let the last attempt decide.
+            if size >= limit:
+                raise InvalidRecordError(f"the batch does not decompress within {limit} bytes: {exc}") from None
+            size = min(limit, size * 4)
+
+
+def decompress(codec: Compression, data, limit: int | None = None):
+    """The records section of a batch, uncompressed; with ``limit``, refused past that many bytes."""
     if codec == Compression.NONE:
-        return bytes(data)
-    if codec == Compression.GZIP:
-        return bytes(cramjam.gzip.decompress(data))
-    if codec == Compression.SNAPPY:
-        return _snappy_decompress(bytes(data))
-    if codec == Compression.LZ4:
-        return bytes(cramjam.lz4.decompress(data))
-    if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.decompress(data))
-    raise CorruptRecordError(f"unknown compression codec {codec}")
+        return data
+    try:
+        if codec == Compression.SNAPPY:
+            return _snappy_decompress(bytes(data), limit)
+        if limit is not None:
+            return _decompress_bounded(_STREAMED[codec], data, limit)
+        return bytes(_STREAMED[codec].decompress(data))
+    except cramjam.DecompressionError as exc:
+        raise InvalidRecordError(f"cannot decompress the batch ({codec.name.lower()}): {exc}") from None
 
 
 def compress(codec: Compression, data: bytes) -> bytes:
     if codec == Compression.NONE:
         return data
-    if codec == Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data))
     if codec == Compression.SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
-    if codec == Compression.LZ4:
-        return bytes(cramjam.lz4.compress(data))
-    if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
-    raise ValueError(f"unknown compression codec {codec}")
+    return bytes(_STREAMED[codec].compress(data))
+
+
+def _records_section(buf, pos: int, header: BatchHeader, limit: int | None = None):
+    return decompress(header.compression, memoryview(buf)[pos + HEADER_SIZE:pos + header.size], limit)
 
 
 def decode_records(buf, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
-    """Open the batch at ``pos``: its header and its records with absolute offsets."""
+    """Open the batch at ``pos``: its header and its records with absolute offsets.
+    Raises InvalidRecordError when the records do not parse."""
     header = read_header(buf, pos)
-    body = decompress(header.compression, memoryview(buf)[pos + HEADER_SIZE:pos + header.size])
+    body = _records_section(buf, pos, header)
     records, p = [], 0
-    for _ in range(header.records_count):
-        length, p = _read_varint(body, p)
-        end = p + length
-        p += 1  # record attributes, unused
-        ts_delta, p = _read_varint(body, p)
-        off_delta, p = _read_varint(body, p)
-        key, p = _read_bytes(body, p)
-        value, p = _read_bytes(body, p)
-        n_headers, p = _read_varint(body, p)
-        headers = []
-        for _ in range(n_headers):
-            hkey, p = _read_bytes(body, p)
-            hval, p = _read_bytes(body, p)
-            headers.append(((hkey or b"").decode("utf-8", "replace"), hval))
-        if p != end:
-            raise CorruptRecordError("record length does not match its fields")
-        records.append(Record(header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value, headers))
+    try:
+        for _ in range(header.records_count):
+            length, p = _read_varint(body, p, VARINT_MAX_BYTES)
+            end = p + length
+            ts_delta, p = _read_varint(body, p + 1)  # +1: the record attributes, unused
+            off_delta, p = _read_varint(body, p, VARINT_MAX_BYTES)
+            key, p = _read_bytes(body, p)
+            value, p = _read_bytes(body, p)
+            n_headers, p = _read_varint(body, p, VARINT_MAX_BYTES)
+            headers = []
+            for _ in range(n_headers):
+                hkey, p = _read_bytes(body, p)
+                hval, p = _read_bytes(body, p)
+                headers.append(((hkey or b"").decode("utf-8", "replace"), hval))
+            if p != end:
+                raise InvalidRecordError("record length does not match its fields")
+            records.append(Record(header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value,
+                                  headers))
+    except IndexError:
+        raise InvalidRecordError(f"record {len(records)} runs past the end of the batch") from None
     return header, records
+
+
+# --- the log validator: what a client may append -----------------------------------------
+
+def validate_produce(buf, *, max_uncompressed_bytes: int, keys_required: bool = False) -> list[tuple[int, BatchHeader]]:
+    """Kafka's log validator for the batches a client sends to one partition; returns
+    (position, header) of each. Framing, magic or CRC wrong: CorruptRecordError. Intact but
+    invalid (InvalidRecordError): a control batch, an unknown codec, a body that does not
+    decompress within ``max_uncompressed_bytes``, a record count that is not lastOffsetDelta
+    + 1, a record whose lengths, varints or offset delta do not hold, bytes after the last
+    record, a max timestamp that is not the records' own, a record without a key when
+    ``keys_required``. Pure: no I/O, safe to run on any thread."""
+    batches = list(iter_batches(buf))
+    if not batches or sum(header.size for _, header in batches) != len(buf):
+        raise CorruptRecordError("records end in a partial batch")
+    for pos, header in batches:
+        if header.is_control:
+            raise InvalidRecordError("clients may not write control batches")
+        if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
+            raise InvalidRecordError(f"records count {header.records_count} does not match last offset delta "
+                                     f"{header.last_offset_delta}")
+        body = _records_section(buf, pos, header, max_uncompressed_bytes)
+        max_delta = _check_records(body, header.records_count, keys_required)
+        if not header.attributes & ATTR_LOG_APPEND_TIME and header.base_timestamp + max_delta != header.max_timestamp:
+            raise InvalidRecordError(f"max timestamp {header.max_timestamp} is not the latest record timestamp "
+                                     f"{header.base_timestamp + max_delta}")
+    return batches
+
+
+def _check_records(body, count: int, keys_required: bool) -> int:
+    """Walk ``count`` records without copying them out; return the largest timestamp delta.
+    A field length that overshoots its record needs no check of its own: the walk then
+    cannot end exactly at the record's end."""
+    p, end, max_delta = 0, len(body), None
+    try:
+        for index in range(count):
+            length, p = _read_varint(body, p, VARINT_MAX_BYTES)
+            record_end = p + length
+            if length < 1 or record_end > end:
+                raise InvalidRecordError(f"record {index}: length {length} does not fit the batch")
+            ts_delta, p = _read_varint(body, p + 1)  # +1: the record attributes, unused
+            off_delta, p = _read_varint(body, p, VARINT_MAX_BYTES)
+            if off_delta != index:
+                raise InvalidRecordError(f"record {index} has offset delta {off_delta}")
+            key_length, p = _read_varint(body, p, VARINT_MAX_BYTES)
+            if key_length < 0 and keys_required:
+                raise InvalidRecordError(f"record {index} is without a key, which a compacted topic "
+                                         "(cleanup.policy=compact) refuses")
+            p = _skip_field(p, key_length, index, "key")
+            value_length, p = _read_varint(body, p, VARINT_MAX_BYTES)
+            p = _skip_field(p, value_length, index, "value")
+            n_headers, p = _read_varint(body, p, VARINT_MAX_BYTES)
+            if n_headers < 0:
+                raise InvalidRecordError(f"record {index} has {n_headers} headers")
+            for _ in range(n_headers):
+                hkey_length, p = _read_varint(body, p, VARINT_MAX_BYTES)
+                if hkey_length < 0:
+                    raise InvalidRecordError(f"record {index} has a header with a null key")
+                p += hkey_length
+                hvalue_length, p = _read_varint(body, p, VARINT_MAX_BYTES)
+                p = _skip_field(p, hvalue_length, index, "header value")
+            if p != record_end:
+                raise InvalidRecordError(f"record {index}: length {length} does not match its fields")
+            if max_delta is None or ts_delta > max_delta:
+                max_delta = ts_delta
+    except IndexError:
+        raise InvalidRecordError("a record runs past the end of the batch") from None
+    if p != end:
+        raise InvalidRecordError(f"{end - p} bytes after the last record")
+    return max_delta
+
+
+def _skip_field(p: int, length: int, index: int, name: str) -> int:
+    if length < -1:
+        raise InvalidRecordError(f"record {index} has a {name} of length {length}")
+    return p + length if length > 0 else p
 
 
 def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Compression = Compression.NONE,
@@ -270,5 +445,5 @@ def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Co
                                 last_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence,
                                 len(records)))
     out += payload
-    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    reseal_crc(out)
     return bytes(out)

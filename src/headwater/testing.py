@@ -1,6 +1,7 @@
-"""Start real brokers as subprocesses: for tests, the demo and benchmarks."""
+"""Start real brokers as subprocesses, and build bad batches: for tests, the demo and benchmarks."""
 from __future__ import annotations
 
+import dataclasses
 import resource
 import select
 import signal
@@ -8,6 +9,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import cramjam
+
+from headwater import records
 
 READY = "headwater broker listening on "
 
@@ -92,3 +97,24 @@ def wait_until(condition, timeout=60, interval=0.3, what="condition"):
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def rebuilt_batch(batch: bytes, body: bytes | None = None, **fields) -> bytes:
+    """``batch`` with another records section and/or header fields (BatchHeader's names), its
+    length and CRC made right: a bad batch that only the log validator can refuse."""
+    header = records.read_header(batch)
+    body = batch[records.HEADER_SIZE:] if body is None else body
+    values = dataclasses.asdict(header) | {"batch_length": records.MIN_BATCH_LENGTH + len(body)} | fields
+    out = bytearray(records.HEADER.pack(*values.values()) + body)
+    records.reseal_crc(out)
+    return bytes(out)
+
+
+def zstd_bomb(size: int) -> bytes:
+    """A one-record batch whose zstd body decompresses to ``size`` zero bytes (a few KiB
+    for 1 GiB); compressed a MiB at a time, so the zeros never exist whole."""
+    compressor = cramjam.zstd.Compressor()
+    for _ in range(size >> 20):
+        compressor.compress(bytes(1 << 20))
+    one = records.encode_batch([records.Record(0, 0, b"k", b"v")])
+    return rebuilt_batch(one, bytes(compressor.finish()), attributes=int(records.Compression.ZSTD))

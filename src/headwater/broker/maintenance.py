@@ -49,6 +49,6 @@ class LogMaintenance:
     def _clean(self, now_ms: int) -> None:
         stats = self.logs.clean(now_ms)
         if stats.logs_cleaned:
-            log.info("log cleaner: %d log(s), %d segment(s) rewritten, %d record(s) removed, %d -> %d bytes",
-                     stats.logs_cleaned, stats.segments_rewritten, stats.records_removed, stats.bytes_read,
-                     stats.bytes_written)
+            log.info("log cleaner: %d log(s), %d segment(s) rewritten, %d record(s) removed, %d -> %d bytes, "
+                     "%d uncleanable log(s)", stats.logs_cleaned, stats.segments_rewritten, stats.records_removed,
+                     stats.bytes_read, stats.bytes_written, stats.uncleanable_logs)

@@ -28,7 +28,7 @@ async def produce(broker, header, request):
         partitions = []
         for part in topic.partition_data:
             if refuse is None:
-                result = broker.append(topic.name, part.index, part.records)
+                result = await broker.produce(topic.name, part.index, part.records)
                 if result.error:
                     log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,
                                 result.message or "")

@@ -15,20 +15,26 @@ bytes are at least ``min.cleanable.dirty.ratio`` of the cleanable section, a pas
    are copied byte for byte; records without a key are always kept;
 3. swaps each rewrite in crash-safely (see recovery.py): ``.cleaned`` files, fsync, rename
    to ``.swap``, then over the original under the log's lock.
+
+A log holding a batch that cannot be decoded is marked uncleanable, as Kafka does: logged
+once, counted in every pass's stats, skipped until the broker restarts; the other logs are
+still cleaned.
 """
 from __future__ import annotations
 
-import struct
+import logging
+import weakref
 from dataclasses import dataclass
 
-import crc32c
-
-from headwater.records import ATTR_CONTROL, ATTR_LOG_APPEND_TIME, CRC_START, decode_records, encode_batch
+from headwater.records import (ATTR_CONTROL, ATTR_LOG_APPEND_TIME, CorruptRecordError, decode_records, encode_batch,
+                               reseal_crc, set_last_offset_delta, set_max_timestamp, set_partition_leader_epoch)
 
 from .partition import Log, fsync_directory
 from .segment import BatchInfo, Segment
 
 WRITE_CHUNK = 1 << 20  # cleaned batches are written to the new segment in chunks of about this size
+
+logger = logging.getLogger("headwater.log")
 
 
 @dataclass
@@ -39,10 +45,34 @@ class CleanerStats:
     bytes_written: int = 0
     records_removed: int = 0
     tombstones_kept: int = 0
+    uncleanable_logs: int = 0  # logs the cleaner has given up on (see LogCleaner)
 
     def add(self, other: CleanerStats) -> None:
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+class LogCleaner:
+    """Cleaning passes over many logs, and the ones it has marked uncleanable."""
+
+    def __init__(self) -> None:
+        self.uncleanable: weakref.WeakKeyDictionary[Log, str] = weakref.WeakKeyDictionary()  # log -> why
+
+    def clean(self, logs: list[Log], now_ms: int) -> CleanerStats:
+        stats = CleanerStats()
+        for log in logs:
+            if not log.config.compact or log in self.uncleanable:
+                continue
+            try:
+                result = clean_log(log, now_ms)
+            except CorruptRecordError as exc:
+                self.uncleanable[log] = str(exc)
+                logger.error("log cleaner: %s is uncleanable, skipped from now on: %s", log.directory.name, exc)
+                continue
+            if result:
+                stats.add(result)
+        stats.uncleanable_logs = len(self.uncleanable)
+        return stats
 
 
 def cleanable_segments(log: Log, now_ms: int) -> list[Segment]:
@@ -106,25 +136,30 @@ def rewrite_segment(segment: Segment, latest: dict[bytes, int], tombstone_horizo
     """Write the cleaned copy of ``segment`` as ``.swap`` files; None if nothing in it changes."""
     output: Segment | None = None
     pending, infos, removed_before = bytearray(), [], stats.records_removed
-    for position, header in segment.iter_headers(0):
-        raw = segment.batch_at(position, header.size)
-        stats.bytes_read += len(raw)
-        batch = raw
-        if not header.attributes & ATTR_CONTROL:
-            _, records = decode_records(raw)
-            kept = [r for r in records if _retained(r, header, latest, tombstone_horizon)]
-            stats.records_removed += len(records) - len(kept)
-            stats.tombstones_kept += sum(1 for r in kept if r.value is None and r.key is not None)
-            batch = _reencode(header, kept) if len(kept) < len(records) else raw
-        if batch:
-            infos.append(BatchInfo(len(pending), header.base_offset, header.last_offset, header.max_timestamp,
-                                   len(batch)))
-            pending += batch
-        if len(pending) >= WRITE_CHUNK:
-            output = output or Segment.create(segment.directory, segment.base_offset, segment.index_interval_bytes,
-                                              ".cleaned")
-            output.append(pending, infos)
-            pending, infos = bytearray(), []
+    try:
+        for position, header in segment.iter_headers(0):
+            raw = segment.batch_at(position, header.size)
+            stats.bytes_read += len(raw)
+            batch = raw
+            if not header.attributes & ATTR_CONTROL:
+                _, records = decode_records(raw)
+                kept = [r for r in records if _retained(r, header, latest, tombstone_horizon)]
+                stats.records_removed += len(records) - len(kept)
+                stats.tombstones_kept += sum(1 for r in kept if r.value is None and r.key is not None)
+                batch = _reencode(header, kept) if len(kept) < len(records) else raw
+            if batch:
+                infos.append(BatchInfo(len(pending), header.base_offset, header.last_offset, header.max_timestamp,
+                                       len(batch)))
+                pending += batch
+            if len(pending) >= WRITE_CHUNK:
+                output = output or Segment.create(segment.directory, segment.base_offset,
+                                                  segment.index_interval_bytes, ".cleaned")
+                output.append(pending, infos)
+                pending, infos = bytearray(), []
+    except BaseException:
+        if output is not None:
+            output.delete()  # a half-written rewrite of a segment the cleaner cannot read through
+        raise
     if stats.records_removed == removed_before:
         if output is not None:
             output.delete()
@@ -161,9 +196,9 @@ def _reencode(header, records) -> bytes:
                                  producer_id=header.producer_id, producer_epoch=header.producer_epoch,
                                  base_sequence=header.base_sequence, attributes=header.attributes))
     # Keep what the producer and the log know the batch by: its epoch, last offset and max timestamp.
-    struct.pack_into(">i", out, 12, header.partition_leader_epoch)
-    struct.pack_into(">i", out, 23, header.last_offset_delta)
+    set_partition_leader_epoch(out, 0, header.partition_leader_epoch)
+    set_last_offset_delta(out, 0, header.last_offset_delta)
     if header.attributes & ATTR_LOG_APPEND_TIME:
-        struct.pack_into(">q", out, 35, header.max_timestamp)
-    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+        set_max_timestamp(out, 0, header.max_timestamp)
+    reseal_crc(out)
     return bytes(out)

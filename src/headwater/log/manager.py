@@ -26,7 +26,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cleaner import CleanerStats, clean_log
+from .cleaner import CleanerStats, LogCleaner
 from .config import LogConfig
 from .partition import Log, fsync_directory
 from .retention import enforce_retention
@@ -72,6 +72,7 @@ class LogManager:
         self.defaults = defaults
         self.max_partitions = max_partitions   # over all topics; None: no limit
         self.topics: dict[str, Topic] = {}
+        self.cleaner = LogCleaner()
         try:
             catalog = json.loads((self.data_dir / CATALOG).read_text())
         except FileNotFoundError:
@@ -198,13 +199,7 @@ class LogManager:
 
     def clean(self, now_ms: int) -> CleanerStats:
         """One log cleaner pass over every compacted log; safe to call from a background thread."""
-        stats = CleanerStats()
-        for log in self._logs():
-            if log.config.compact:
-                result = clean_log(log, now_ms)
-                if result:
-                    stats.add(result)
-        return stats
+        return self.cleaner.clean(self._logs(), now_ms)
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         t = self.topics.get(topic)

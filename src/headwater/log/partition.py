@@ -25,7 +25,7 @@ import uuid
 from bisect import bisect_right
 from pathlib import Path
 
-from headwater.records import CorruptRecordError, read_header, set_base_offset, set_log_append_time
+from headwater.records import MIN_BATCH_LENGTH, CorruptRecordError, read_header, set_base_offset, set_log_append_time
 
 from .config import LogConfig
 from .recovery import complete_interrupted_swaps
@@ -160,7 +160,7 @@ class Log:
         infos, pos, total = [], 0, len(batches)
         while pos < total:
             header = read_header(batches, pos)
-            if header.batch_length < 49 or pos + header.size > total:
+            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > total:
                 raise CorruptRecordError(f"batch at byte {pos} does not fit the {total} bytes appended")
             set_base_offset(batches, pos, offset)
             max_timestamp = header.max_timestamp

@@ -14,8 +14,8 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
-from headwater.records import (ATTR_LOG_APPEND_TIME, HEADER_SIZE, BatchHeader, CorruptRecordError, decode_records,
-                               read_header, validate_batch)
+from headwater.records import (ATTR_LOG_APPEND_TIME, HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, BatchHeader,
+                               CorruptRecordError, decode_records, read_header, validate_batch)
 
 from .files import SEGMENT_FILES, write_fully
 from .index import OffsetIndex, TimeIndex
@@ -146,7 +146,7 @@ class Segment:
         start = self.offset_index.values[-1] if len(self.offset_index) else 0
         end = start
         for position, header in self.iter_headers(start):
-            if header.magic != 2 or header.base_offset < self.next_offset:
+            if header.magic != MAGIC or header.base_offset < self.next_offset:
                 return False
             self._track(header.base_offset, header.last_offset, header.max_timestamp)
             end = position + header.size
@@ -281,7 +281,7 @@ class Segment:
             if at + HEADER_SIZE > len(window):
                 window, window_start, at = self._pread(SCAN_CHUNK, position), position, 0
             header = read_header(window, at)
-            if header.batch_length < HEADER_SIZE - 12 or position + header.size > self.size:
+            if header.batch_length < MIN_BATCH_LENGTH or position + header.size > self.size:
                 return
             yield position, header
             position += header.size

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable
 
 from headwater.log import LogManager, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
-from headwater.records import Record, decode_records, encode_batch, iter_batches
+from headwater.records import CorruptRecordError, Record, decode_records, encode_batch, iter_batches
 
 from .group import CommittedOffset, Group, GroupState, Member
 
@@ -118,14 +118,30 @@ class GroupStore:
             chunk = plog.read(offset, READ_CHUNK)
             if not chunk:
                 break
-            for pos, header in iter_batches(chunk, validate=False):
-                for record in decode_records(chunk, pos)[1]:
-                    try:
-                        _apply(groups, json.loads(record.key), None if record.value is None else json.loads(record.value))
-                    except (TypeError, ValueError, KeyError) as exc:
-                        log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, OFFSETS_TOPIC, exc)
-                offset = header.last_offset + 1
+            try:
+                for pos, header in iter_batches(chunk, validate=False):
+                    if not header.is_control:
+                        _replay_batch(groups, chunk, pos, header)
+                    offset = header.last_offset + 1
+            except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
+                log.error("replay of %s stops at offset %d: %s", OFFSETS_TOPIC, offset, exc)
+                break
         return groups
+
+
+def _replay_batch(groups: dict[str, Group], chunk, pos: int, header) -> None:
+    """Apply one batch's records; whatever cannot be read is skipped with one log line, because
+    nothing in this topic may stop the broker from starting."""
+    try:
+        records = decode_records(chunk, pos)[1]
+    except CorruptRecordError as exc:
+        log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, OFFSETS_TOPIC, exc)
+        return
+    for record in records:
+        try:
+            _apply(groups, json.loads(record.key), None if record.value is None else json.loads(record.value))
+        except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
+            log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, OFFSETS_TOPIC, exc)
 
 
 def _apply(groups: dict[str, Group], key: dict, value: dict | None) -> None:
@@ -137,9 +153,10 @@ def _apply(groups: dict[str, Group], key: dict, value: dict | None) -> None:
             if group is not None:
                 group.offsets.pop(tp, None)
             return
+        committed = CommittedOffset(int(value["offset"]), int(value["leader_epoch"]), value["metadata"],
+                                    int(value["commit_timestamp"]))
         group = group or groups.setdefault(group_id, Group(group_id))
-        group.offsets[tp] = CommittedOffset(int(value["offset"]), int(value["leader_epoch"]), value["metadata"],
-                                            int(value["commit_timestamp"]))
+        group.offsets[tp] = committed
     elif key["type"] == "group":
         if value is None:
             groups.pop(group_id, None)

@@ -1,0 +1,164 @@
+"""The log validator (records.validate_produce), in-process: every kind of bad batch is built
+from encode_batch, mutated, and re-sealed with a valid CRC, so only the validator can refuse it."""
+import pytest
+
+from headwater import records
+from headwater.records import Compression, CorruptRecordError, InvalidRecordError, Record, encode_batch
+from headwater.testing import rebuilt_batch as rebuilt
+
+T0 = 1_700_000_000_000
+LIMIT = 1 << 20
+
+
+def one_record(**kw) -> bytes:
+    return encode_batch([Record(0, T0, b"k", b"v")], **kw)
+
+
+def validate(buf: bytes, keys_required: bool = False):
+    return records.validate_produce(bytearray(buf), max_uncompressed_bytes=LIMIT, keys_required=keys_required)
+
+
+# The records section of one_record(): length 8, attributes, ts delta 0, offset delta 0,
+# key length 1 "k", value length 1 "v", no header (varints are zigzag: 1 -> 0x02, 8 -> 0x10).
+GOOD_BODY = bytes([0x10, 0x00, 0x00, 0x00, 0x02]) + b"k" + bytes([0x02]) + b"v" + bytes([0x00])
+
+
+def test_the_body_layout_the_mutations_start_from():
+    assert one_record()[records.HEADER_SIZE:] == GOOD_BODY
+    assert validate(rebuilt(one_record(), GOOD_BODY))
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_valid_batches_pass_with_their_positions(codec):
+    first = encode_batch([Record(i, T0 + (i * 37) % 11, b"k%d" % i, None if i == 3 else b"v" * i,
+                                 [("h", b"x"), ("null", None)]) for i in range(50)], compression=codec)
+    second = encode_batch([Record(0, T0 - 5, None, b"no key")], compression=codec)
+    batches = validate(first + second)
+    assert [(pos, h.records_count) for pos, h in batches] == [(0, 50), (len(first), 1)]
+
+
+def test_a_bad_crc_is_corrupt_and_retriable_not_invalid():
+    bad = bytearray(one_record())
+    bad[-1] ^= 1
+    with pytest.raises(CorruptRecordError) as refused:
+        validate(bytes(bad))
+    assert not isinstance(refused.value, InvalidRecordError)
+
+
+def test_a_partial_batch_is_corrupt():
+    with pytest.raises(CorruptRecordError, match="truncated batch header"):
+        validate(one_record() + one_record()[:30])
+    with pytest.raises(CorruptRecordError, match="does not fit"):
+        validate(one_record() + one_record()[:-1])
+    with pytest.raises(CorruptRecordError, match="partial batch"):
+        validate(one_record() + one_record()[:5])
+
+
+def test_control_batches_are_refused():
+    with pytest.raises(InvalidRecordError, match="control"):
+        validate(one_record(attributes=records.ATTR_CONTROL))
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_unknown_codecs_are_refused(codec):
+    with pytest.raises(InvalidRecordError, match=f"unknown compression codec {codec}"):
+        validate(rebuilt(one_record(), attributes=codec))
+
+
+@pytest.mark.parametrize("codec", [c for c in Compression if c])
+def test_a_corrupt_compressed_payload_is_refused(codec):
+    payload = bytearray(records.compress(codec, GOOD_BODY * 1))
+    for i in range(len(payload) // 2, len(payload)):  # the back half: past any magic and frame header
+        payload[i] ^= 0x5A
+    with pytest.raises(InvalidRecordError):
+        validate(rebuilt(one_record(), bytes(payload), attributes=int(codec)))
+
+
+@pytest.mark.parametrize("codec", [c for c in Compression if c])
+def test_a_decompression_bomb_is_refused_at_the_limit(codec):
+    bomb = records.compress(codec, bytes(64 * LIMIT))  # 64 MiB of zeros in a few KiB (snappy: 3 MiB)
+    with pytest.raises(InvalidRecordError, match=str(LIMIT)):
+        validate(rebuilt(one_record(), bomb, attributes=int(codec)))
+
+
+def test_decompression_within_the_limit_is_exact():
+    body = GOOD_BODY
+    for codec in (Compression.GZIP, Compression.LZ4, Compression.ZSTD):
+        assert bytes(records.decompress(codec, records.compress(codec, body), limit=len(body))) == body
+        with pytest.raises(InvalidRecordError):
+            records.decompress(codec, records.compress(codec, body), limit=len(body) - 1)
+
+
+@pytest.mark.parametrize("count, last_delta", [(2, 0), (1, 1), (0, 0), (2, 1)])
+def test_records_count_and_last_offset_delta_must_agree_with_the_records(count, last_delta):
+    with pytest.raises(InvalidRecordError):
+        validate(rebuilt(one_record(), records_count=count, last_offset_delta=last_delta))
+
+
+def test_offset_deltas_must_run_0_to_last_offset_delta():
+    gap = encode_batch([Record(1, T0, b"a", b"1"), Record(1, T0, b"b", b"2")])  # deltas 1, 1; count 2
+    with pytest.raises(InvalidRecordError, match="offset delta 1"):
+        validate(gap)
+
+
+@pytest.mark.parametrize("body, problem", [
+    (bytes([0x7E]) + GOOD_BODY[1:], "length 63 does not fit"),                 # length past the batch
+    (bytes([0x0E]) + GOOD_BODY[1:], "does not match its fields"),              # length one short
+    (GOOD_BODY + b"\x00", "1 bytes after the last record"),                    # trailing bytes
+    (GOOD_BODY[:4] + bytes([0x03]) + GOOD_BODY[5:], "key of length -2"),       # key length -2
+    (GOOD_BODY[:-1] + bytes([0x01]), "-1 headers"),                             # header count -1
+    (GOOD_BODY[:-3], "length"),                                                 # truncated record
+])
+def test_record_framing_is_checked(body, problem):
+    with pytest.raises(InvalidRecordError, match=problem):
+        validate(rebuilt(one_record(), body))
+
+
+def test_varints_longer_than_kafka_allows_are_refused():
+    # offset delta 0 written in 6 bytes (0x80 x5, 0x00): a 5-byte maximum for an int32 varint
+    body = bytes([0x1A, 0x00, 0x00]) + b"\x80" * 5 + b"\x00" + GOOD_BODY[4:]
+    with pytest.raises(InvalidRecordError, match="varint longer than 5 bytes"):
+        validate(rebuilt(one_record(), body))
+
+
+def test_a_varint_cut_by_the_end_of_the_batch_is_refused():
+    with pytest.raises(InvalidRecordError, match="past the end"):
+        validate(rebuilt(one_record(), bytes([0x04, 0x00, 0x80])))
+
+
+def test_a_null_header_key_is_refused():
+    body = bytes([0x14, 0x00, 0x00, 0x00, 0x02]) + b"k" + bytes([0x02]) + b"v" + bytes([0x02, 0x01, 0x00])
+    with pytest.raises(InvalidRecordError, match="null key"):
+        validate(rebuilt(one_record(), body))
+
+
+def test_max_timestamp_must_be_the_latest_record_timestamp():
+    batch = encode_batch([Record(0, T0 + 5, b"a", b"1"), Record(1, T0, b"b", b"2")])
+    assert validate(batch)
+    with pytest.raises(InvalidRecordError, match="max timestamp"):
+        validate(rebuilt(batch, max_timestamp=T0 + 6))
+
+
+def test_compacted_topics_require_keys():
+    batch = encode_batch([Record(0, T0, b"a", b"1"), Record(1, T0, None, b"2")])
+    assert validate(batch)
+    with pytest.raises(InvalidRecordError, match="record 1 is without a key"):
+        validate(batch, keys_required=True)
+
+
+def test_decode_records_refuses_garbage_with_invalid_record_not_index_error():
+    garbage = rebuilt(one_record(), bytes([0x04, 0x00, 0x80]))
+    with pytest.raises(InvalidRecordError):
+        records.decode_records(garbage)
+    with pytest.raises(InvalidRecordError):
+        records.decode_records(rebuilt(one_record(), attributes=7))
+
+
+def test_named_field_setters_match_the_header():
+    out = bytearray(one_record())
+    records.set_partition_leader_epoch(out, 0, 9)
+    records.set_last_offset_delta(out, 0, 4)
+    records.set_max_timestamp(out, 0, T0 + 99)
+    records.reseal_crc(out)
+    header = records.validate_batch(out)
+    assert (header.partition_leader_epoch, header.last_offset_delta, header.max_timestamp) == (9, 4, T0 + 99)
