@@ -23,7 +23,7 @@ class SqliteEventStore(EventStore):
         super().__init__(**options)
 
     def _connect(self):
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=60)
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=60, check_same_thread=False)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         return conn
