@@ -206,7 +206,7 @@ class Shop:
 
     def day(self, carts: int = 40, actions: int = 600) -> None:
         skus = [f"sku-{i:02d}" for i in range(12)]
-        for n in range(carts):
+        for n in range(len(self.truth), len(self.truth) + carts):
             customer = self.rng.choice(sorted(self.customers))
             cart = Cart.open(f"cart-{n:03d}", customer, self.customers[customer])
             self.repository.save(cart)
