@@ -194,7 +194,8 @@ def price_of(sku: str) -> int:
 class Shop:
     """A day of shopping, with the truth kept in plain Python beside the event store."""
 
-    def __init__(self, store, seed: int = 11):
+    def __init__(self, store, seed: int = 11, prefix: str = "cart"):
+        self.prefix = prefix
         self.repository = Repository(store, Cart)
         self.rng = random.Random(seed)
         self.customers = {f"customer-{i:02d}": name for i, name in enumerate(
@@ -208,7 +209,7 @@ class Shop:
         skus = [f"sku-{i:02d}" for i in range(12)]
         for n in range(len(self.truth), len(self.truth) + carts):
             customer = self.rng.choice(sorted(self.customers))
-            cart = Cart.open(f"cart-{n:03d}", customer, self.customers[customer])
+            cart = Cart.open(f"{self.prefix}-{n:03d}", customer, self.customers[customer])
             self.repository.save(cart)
             self.truth[cart.id] = (self.customers[customer], "open", {})
         for _ in range(actions):
@@ -326,3 +327,6 @@ def _check(console: Console, claim: str, holds) -> None:
     console.print(f"{claim}: {bool(holds)}")
     if not holds:
         raise AssertionError(f"the demo's check failed: {claim}")
+
+
+PROJECTIONS = [CurrentCartsWithTotals, AddedThenRemoved]  # what `headwater projections rebuild` finds with --app

@@ -21,6 +21,10 @@ from headwater.eventsourcing.subscription import Checkpoint, Source, StoreSource
 REBUILDING = "__rebuild"  # suffix of the tables and checkpoint of a rebuild under way
 
 
+class ProjectionFailed(Exception):
+    """A projection's code failed on an event: its batch was rolled back, the view is as before."""
+
+
 class View:
     """The projection's tables inside one transaction; SQL names them `{logical_name}`, params `?`."""
 
@@ -83,7 +87,12 @@ class ProjectionRunner:
                 return 0  # another runner (or a rebuild's swap) moved it: read again from there
             view = View(tx, self.table_names(suffix))
             for event in events:
-                self.projection.handle(event, view)
+                try:
+                    self.projection.handle(event, view)
+                except Exception as exc:
+                    raise ProjectionFailed(f"projection {self.projection.name} failed on {event.type} at position "
+                                           f"{event.position} ({event.stream_id} v{event.version}): "
+                                           f"{type(exc).__name__}: {exc}") from exc
             tx.execute("INSERT INTO projection_checkpoints (name, checkpoint) VALUES (?, ?) ON CONFLICT (name) "
                        "DO UPDATE SET checkpoint = excluded.checkpoint", (name, json.dumps(after)))
         return len(events)

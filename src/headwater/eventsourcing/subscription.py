@@ -4,6 +4,7 @@ position) or from the topic the relay fills (by offset per partition)."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -67,10 +68,15 @@ class TopicSource:
         if self._position is None or (wanted is not None and wanted != self._position):
             self._seek(wanted or {})
         events = []
+        idle_since = time.monotonic()
         while len(events) < size and len(self._at_end) < len(self._position):
-            messages = self.consumer.consume(size - len(events), timeout=self.poll_timeout)
+            # short waits: consume() returns early only with `size` messages, not at the partitions' ends
+            messages = self.consumer.consume(size - len(events), timeout=0.05)
             if not messages:
-                return events, {"offsets": dict(self._position)}, True  # nothing more for now
+                if time.monotonic() - idle_since > self.poll_timeout:
+                    return events, {"offsets": dict(self._position)}, True  # nothing more for now
+                continue
+            idle_since = time.monotonic()
             for message in messages:
                 partition = str(message.partition())
                 if message.error():
