@@ -25,7 +25,6 @@ class SqliteEventStore(EventStore):
     def _connect(self):
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=60, check_same_thread=False)
         conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
         return conn
 
     def _schema(self) -> list[str]:
