@@ -29,6 +29,7 @@ SCHEMA = [
 
 class PostgresEventStore(EventStore):
     placeholder = "%s"
+    duplicate_key = psycopg2.IntegrityError
 
     def __init__(self, dsn: str, **options):
         self.dsn = dsn

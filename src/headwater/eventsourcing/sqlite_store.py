@@ -18,6 +18,8 @@ SCHEMA = [
 
 
 class SqliteEventStore(EventStore):
+    duplicate_key = sqlite3.IntegrityError
+
     def __init__(self, path: str, **options):
         self.path = path
         super().__init__(**options)

@@ -43,6 +43,7 @@ class EventStore(ABC):
     """Streams of events in one database. Not shared between threads: open one per thread."""
 
     placeholder = "?"
+    duplicate_key: type[Exception]  # the driver's unique-violation error
 
     def __init__(self, upcasters: Upcasters | None = None, personal: PersonalData | None = None):
         self.upcasters = upcasters or Upcasters()
@@ -83,24 +84,32 @@ class EventStore(ABC):
             raise MalformedEvent("an append needs at least one event")
         now = time.time()
         bodies = [self._encode(stream_id, event) for event in events]
-        with self.transaction() as tx:
-            self._serialise_appends(tx)
-            current = tx.execute("SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ?",
-                                 (stream_id,))[0][0]
-            retried = self._already_appended(tx, stream_id, events)
-            if retried is not None:
-                return retried
-            if expected_version != ANY and expected_version != current:
-                raise WrongExpectedVersion(stream_id, expected_version, current)
-            tx.executemany(
-                "INSERT INTO events (stream_id, version, event_id, type, schema_version, data, metadata, recorded_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(stream_id, current + i, e.event_id, e.type, e.schema_version, data, metadata, now)
-                 for i, (e, (data, metadata)) in enumerate(zip(events, bodies), 1)])
-            version = current + len(events)
-            if snapshot is not None:
-                self._save_snapshot(tx, stream_id, version, snapshot)
-            return version
+        try:
+            with self.transaction() as tx:
+                self._serialise_appends(tx)
+                current = tx.execute("SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ?",
+                                     (stream_id,))[0][0]
+                if expected_version != ANY and expected_version != current:
+                    retried = self._already_appended(tx, stream_id, events)
+                    if retried is not None:
+                        return retried
+                    raise WrongExpectedVersion(stream_id, expected_version, current)
+                tx.executemany(
+                    "INSERT INTO events (stream_id, version, event_id, type, schema_version, data, metadata, "
+                    "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(stream_id, current + i, e.event_id, e.type, e.schema_version, data, metadata, now)
+                     for i, (e, (data, metadata)) in enumerate(zip(events, bodies), 1)])
+                version = current + len(events)
+                if snapshot is not None:
+                    self._save_snapshot(tx, stream_id, version, snapshot)
+                return version
+        except self.duplicate_key:
+            # an event id is stored already (ids are checked only then: appends stay one query shorter)
+            with self.transaction() as tx:
+                retried = self._already_appended(tx, stream_id, events)
+            if retried is None:
+                raise
+            return retried
 
     def _encode(self, stream_id: str, event: NewEvent) -> tuple[str, str]:
         if not isinstance(event, NewEvent) or not isinstance(event.type, str) or not event.type:
