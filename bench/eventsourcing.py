@@ -86,24 +86,30 @@ def sku(n: int) -> str:
     return f"sku-{n % 50:02d}"
 
 
+def append_rows(save, cart, add_item, new_cart, events: int, streams: int) -> dict[str, float]:
+    """Appends/s to one stream (command, save: one event per save), then to new streams."""
+    save(cart)
+
+    def one_stream():
+        for n in range(events):
+            add_item(n)
+            save(cart)
+
+    def many_streams():
+        for n in range(streams):
+            save(new_cart(n))
+
+    return {"appends/s, one stream": events / timed(one_stream),
+            f"appends/s, {streams:,} streams": streams / timed(many_streams)}
+
+
 # -- headwater
 def headwater_rows(location: str, events: int, streams: int) -> dict[str, float]:
     store = open_store(location)
     repository = Repository(store, Cart)
     cart = Cart.open("long", "customer-1", "Ada")
-    repository.save(cart)
-
-    def one_stream():
-        for n in range(events):
-            cart.add_item(sku(n), 1, price_of(sku(n)))
-            repository.save(cart)
-
-    def many_streams():
-        for n in range(streams):
-            repository.save(Cart.open(f"cart-{n}", "customer-1", "Ada"))
-
-    rows = {"appends/s, one stream": events / timed(one_stream),
-            f"appends/s, {streams:,} streams": streams / timed(many_streams)}
+    rows = append_rows(repository.save, cart, lambda n: cart.add_item(sku(n), 1, price_of(sku(n))),
+                       lambda n: Cart.open(f"cart-{n}", "customer-1", "Ada"), events, streams)
     rows[f"load {events:,}-event aggregate, no snapshots (ms)"] = 1000 * best_of(
         lambda: Repository(store, Cart, use_snapshots=False).load("long"))
     rows[f"load {events:,}-event aggregate, snapshots (ms)"] = 1000 * best_of(lambda: repository.load("long"))
@@ -175,19 +181,8 @@ def library_rows(location: str, events: int, streams: int) -> dict[str, float]:
     env = library_env(location)
     app = CartApp(env=env)
     cart = LibCart("customer-1", "Ada")
-    app.save(cart)
-
-    def one_stream():
-        for n in range(events):
-            cart.add(sku(n), 1, price_of(sku(n)))
-            app.save(cart)
-
-    def many_streams():
-        for _ in range(streams):
-            app.save(LibCart("customer-1", "Ada"))
-
-    rows = {"appends/s, one stream": events / timed(one_stream),
-            f"appends/s, {streams:,} streams": streams / timed(many_streams)}
+    rows = append_rows(app.save, cart, lambda n: cart.add(sku(n), 1, price_of(sku(n))),
+                       lambda n: LibCart("customer-1", "Ada"), events, streams)
     plain = CartAppWithoutSnapshots(env={**env, "IS_SNAPSHOTTING_ENABLED": "n"})
     rows[f"load {events:,}-event aggregate, no snapshots (ms)"] = 1000 * best_of(lambda: plain.repository.get(cart.id))
     rows[f"load {events:,}-event aggregate, snapshots (ms)"] = 1000 * best_of(lambda: app.repository.get(cart.id))

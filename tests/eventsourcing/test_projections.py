@@ -61,7 +61,7 @@ def test_rebuild_swaps_in_the_view_of_changed_code(store):
     before = current_carts(store)
     assert ProjectionRunner(store, CurrentCartsWithTotals()).rebuild(batch_size=64) == store.head_position()
     assert current_carts(store, CurrentCartsWithTotals()) == before == shop.truth
-    totals = dict(store._query("SELECT cart_id, total_cents FROM current_carts_carts"))
+    totals = dict(store.query("SELECT cart_id, total_cents FROM current_carts_carts"))
     assert totals == {cart: sum(q * price_of(sku) for sku, q in items.items())
                       for cart, (_, _, items) in shop.truth.items()}
     assert ProjectionRunner(store, CurrentCartsWithTotals()).checkpoint() == {"position": store.head_position()}

@@ -176,15 +176,15 @@ def current_carts(store, projection: CurrentCarts | None = None) -> dict:
     """The current-carts view as plain Python: {cart: (name, status, {sku: quantity})}."""
     names = ProjectionRunner(store, projection or CurrentCarts()).table_names()
     items = defaultdict(dict)
-    for cart, sku, quantity in store._query(f"SELECT cart_id, sku, quantity FROM {names['items']}"):
+    for cart, sku, quantity in store.query(f"SELECT cart_id, sku, quantity FROM {names['items']}"):
         items[cart][sku] = quantity
     return {cart: (name, status, items[cart])
-            for cart, name, status, *_ in store._query(f"SELECT * FROM {names['carts']}")}
+            for cart, name, status, *_ in store.query(f"SELECT * FROM {names['carts']}")}
 
 
 def removals(store) -> dict[str, int]:
     names = ProjectionRunner(store, AddedThenRemoved()).table_names()
-    return dict(store._query(f"SELECT sku, units FROM {names['removals']}"))
+    return dict(store.query(f"SELECT sku, units FROM {names['removals']}"))
 
 
 def price_of(sku: str) -> int:
@@ -284,7 +284,7 @@ def run(bootstrap: str, console: Console) -> None:
 
         with_totals = CurrentCartsWithTotals()
         replayed = ProjectionRunner(store, with_totals).rebuild()
-        totals = {cart: total for cart, total in store._query("SELECT cart_id, total_cents FROM current_carts_carts")}
+        totals = {cart: total for cart, total in store.query("SELECT cart_id, total_cents FROM current_carts_carts")}
         expected = {cart: sum(q * price_of(sku) for sku, q in items.items())
                     for cart, (_, _, items) in shop.truth.items()}
         _check(console, f"projection code changed (totals): rebuilt from {replayed} events, totals right",
@@ -309,7 +309,7 @@ def run(bootstrap: str, console: Console) -> None:
 def _share_keys(source, target) -> None:
     """The topic's reader uses the same subject keys (in production: the same key store)."""
     with target.transaction() as tx:
-        for subject, key in source._query("SELECT subject, key FROM subject_keys"):
+        for subject, key in source.query("SELECT subject, key FROM subject_keys"):
             tx.execute("INSERT INTO subject_keys VALUES (?, ?)", (subject, key))
 
 

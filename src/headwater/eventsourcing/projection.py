@@ -31,9 +31,13 @@ class View:
     def __init__(self, tx: Transaction, tables: dict[str, str]):
         self._tx = tx
         self._tables = tables
+        self._named: dict[str, str] = {}  # statement -> with real table names, formatted once per batch
 
     def execute(self, statement: str, params: Sequence = ()) -> list[tuple]:
-        return self._tx.execute(statement.format(**self._tables), params)
+        named = self._named.get(statement)
+        if named is None:
+            named = self._named[statement] = statement.format(**self._tables)
+        return self._tx.execute(named, params)
 
 
 class Projection(ABC):
@@ -61,7 +65,7 @@ class ProjectionRunner:
             tx.execute(f"CREATE TABLE IF NOT EXISTS {name} ({self.projection.tables[logical]})")
 
     def checkpoint(self, name: str | None = None) -> Checkpoint | None:
-        rows = self.store._query("SELECT checkpoint FROM projection_checkpoints WHERE name = ?",
+        rows = self.store.query("SELECT checkpoint FROM projection_checkpoints WHERE name = ?",
                                  (name or self.projection.name,))
         return json.loads(rows[0][0]) if rows else None
 
@@ -125,7 +129,7 @@ class ProjectionRunner:
 def statuses(store: EventStore) -> list[dict]:
     """Each projection's checkpoint and, for store-fed ones, how far behind the head it is."""
     head = store.head_position()
-    rows = store._query("SELECT name, checkpoint FROM projection_checkpoints ORDER BY name")
+    rows = store.query("SELECT name, checkpoint FROM projection_checkpoints ORDER BY name")
     result = []
     for name, text in rows:
         checkpoint = json.loads(text)

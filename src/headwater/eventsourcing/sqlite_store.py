@@ -32,7 +32,7 @@ class SqliteEventStore(EventStore):
     def _schema(self) -> list[str]:
         return SCHEMA
 
-    def _query(self, statement, params=()):
+    def query(self, statement, params=()):
         # a read needs no write lock: WAL gives the statement its own snapshot
         return self.conn.execute(statement, tuple(params)).fetchall()
 

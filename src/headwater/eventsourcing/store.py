@@ -18,6 +18,7 @@ from headwater.eventsourcing.events import (ANY, IdempotencyConflict, MalformedE
 from headwater.eventsourcing.shredding import PersonalData
 from headwater.eventsourcing.upcasting import Upcasters
 
+_json_object = json.JSONDecoder().decode  # json.loads less its per-call checks: decoding is half of a rebuild
 COLUMNS = "position, stream_id, version, event_id, type, schema_version, data, metadata, recorded_at"
 
 
@@ -149,7 +150,7 @@ class EventStore(ABC):
         order, op = ("DESC", "<=") if backwards else ("ASC", ">=")
         if from_version is None:
             from_version = 2 ** 62 if backwards else 1
-        rows = self._query(f"SELECT {COLUMNS} FROM events WHERE stream_id = ? AND version {op} ? "
+        rows = self.query(f"SELECT {COLUMNS} FROM events WHERE stream_id = ? AND version {op} ? "
                            f"ORDER BY version {order} LIMIT ?", (stream_id, from_version, limit or 2 ** 62))
         if not rows and self.stream_version(stream_id) == 0:
             raise StreamNotFound(stream_id)
@@ -162,25 +163,25 @@ class EventStore(ABC):
 
     def read_all_rows(self, after_position: int = 0, limit: int = 1000) -> list[tuple]:
         """As `read_all`, events as stored: personal fields still encrypted, not upcast."""
-        return self._query(f"SELECT {COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
+        return self.query(f"SELECT {COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
                            (after_position, limit))
 
     def stream_version(self, stream_id: str) -> int:
-        return self._query("SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ?", (stream_id,))[0][0]
+        return self.query("SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ?", (stream_id,))[0][0]
 
     def streams(self) -> list[tuple[str, int]]:
         """Every stream and its version."""
-        return self._query("SELECT stream_id, max(version) FROM events GROUP BY stream_id ORDER BY stream_id")
+        return self.query("SELECT stream_id, max(version) FROM events GROUP BY stream_id ORDER BY stream_id")
 
     def head_position(self) -> int:
-        return self._query("SELECT coalesce(max(position), 0) FROM events")[0][0]
+        return self.query("SELECT coalesce(max(position), 0) FROM events")[0][0]
 
     def decode_row(self, row: Sequence) -> RecordedEvent:
         """A stored row (or a relayed one) as the current shape of its event, personal fields decrypted."""
         position, stream_id, version, event_id, type_, schema_version, data, metadata, recorded_at = row
         try:
-            body = json.loads(data)
-            meta = json.loads(metadata)
+            body = _json_object(data)
+            meta = {} if metadata == "{}" else _json_object(metadata)  # most events carry none: skip the parse
         except ValueError as exc:
             raise MalformedEvent(f"event {event_id} in {stream_id!r}: stored body is not JSON: {exc}") from None
         body = self.personal.decrypt(self, type_, body)
@@ -190,7 +191,7 @@ class EventStore(ABC):
 
     # -- snapshots (written only with the events they summarise; see `append`)
     def latest_snapshot(self, stream_id: str) -> tuple[int, dict[str, Any]] | None:
-        rows = self._query("SELECT version, state FROM snapshots WHERE stream_id = ?", (stream_id,))
+        rows = self.query("SELECT version, state FROM snapshots WHERE stream_id = ?", (stream_id,))
         return (rows[0][0], json.loads(rows[0][1])) if rows else None
 
     @staticmethod
@@ -202,7 +203,7 @@ class EventStore(ABC):
         tx.execute("DELETE FROM snapshots WHERE stream_id = ?", (stream_id,))
         tx.execute("INSERT INTO snapshots (stream_id, version, state) VALUES (?, ?, ?)", (stream_id, version, text))
 
-    def _query(self, statement: str, params: Sequence = ()) -> list[tuple]:
+    def query(self, statement: str, params: Sequence = ()) -> list[tuple]:
         """A read: one statement, one consistent snapshot."""
         with self.transaction() as tx:
             return tx.execute(statement, params)
