@@ -104,3 +104,14 @@ def test_a_stored_version_without_upcaster_is_a_clear_error(open_store):
     upcasters.register("ItemAdded", 2, lambda body: body)  # 2 -> 3, but nothing from 1
     with pytest.raises(UnknownSchemaVersion, match="ItemAdded v1: no upcaster"):
         open_store(upcasters=upcasters).read_stream("cart-1")
+
+
+def test_a_subclassed_aggregate_keeps_its_bases_appliers(store):
+    class GiftCart(Cart):
+        pass
+
+    repository = Repository(store, GiftCart)
+    cart = GiftCart.open("gift-1", "customer-1", "Ada")
+    cart.add_item("sku-1", 2, 100)
+    repository.save(cart)
+    assert repository.load("gift-1").items == {"sku-1": 2}

@@ -43,7 +43,8 @@ class Aggregate:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        cls._appliers = {m.applies_to: m for m in vars(cls).values() if hasattr(m, "applies_to")}
+        cls._appliers = {m.applies_to: m for klass in reversed(cls.__mro__)  # a subclass keeps its bases' appliers
+                         for m in vars(klass).values() if hasattr(m, "applies_to")}
         cls.event_types = {t.__name__: t for t in cls._appliers}
 
     def __init__(self, id: str):
