@@ -77,11 +77,12 @@ def _aad(subject: str, name: str) -> bytes:
 
 
 def subject_key(store: EventStore, subject: str, create: bool) -> bytes | None:
-    with store.transaction() as tx:
-        if create:
+    rows = store.query("SELECT key FROM subject_keys WHERE subject = ?", (subject,))
+    if not rows and create:
+        with store.transaction() as tx:  # a concurrent writer may create it first: then its key is the key
             tx.execute("INSERT INTO subject_keys (subject, key) VALUES (?, ?) ON CONFLICT (subject) DO NOTHING",
                        (subject, base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()))
-        rows = tx.execute("SELECT key FROM subject_keys WHERE subject = ?", (subject,))
+            rows = tx.execute("SELECT key FROM subject_keys WHERE subject = ?", (subject,))
     return base64.b64decode(rows[0][0]) if rows else None
 
 
