@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/eventsourcing.py [--smoke] [--events 10000] [--streams 10000] [--stores sqlite,postgres]
 
-Rows: appends/s to one stream (load, command, save: one event per save), appends/s to
+Rows: appends/s to one stream (a command, then a save: one event per save), appends/s to
 --streams new streams (one event each), loading a --events-event aggregate with and without
 snapshots (every 10 events on both sides), and a projection rebuild (events/s): the current-
 carts projection of the demo fed by each library's own read of its log, one transaction per
