@@ -4,11 +4,13 @@ made by changed code."""
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from headwater.demo.shopping_cart import (AddedThenRemoved, CurrentCarts, CurrentCartsWithTotals, Shop, current_carts,
                                           price_of, removals)
 from headwater.eventsourcing.projection import ProjectionRunner, statuses
+from headwater.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -66,3 +68,17 @@ def test_rebuild_swaps_in_the_view_of_changed_code(store):
                       for cart, (_, _, items) in shop.truth.items()}
     assert ProjectionRunner(store, CurrentCartsWithTotals()).checkpoint() == {"position": store.head_position()}
     assert [s["projection"] for s in statuses(store)] == ["current_carts"]  # no rebuild left over
+
+
+def test_following_projection_keeps_up_with_concurrent_writers(store, open_store):
+    """A projection tailing the store while the shop writes ends equal to plain Python."""
+    stop = threading.Event()
+    follower = ProjectionRunner(open_store(), AddedThenRemoved())
+    tail = threading.Thread(target=follower.follow, args=(stop.is_set,), kwargs={"interval": 0.01, "batch_size": 7})
+    tail.start()
+    shop = shop_day(store, carts=10, actions=200)
+    head = store.head_position()
+    wait_until(lambda: follower.checkpoint() == {"position": head}, timeout=60, what="the projection to catch up")
+    stop.set()
+    tail.join()
+    assert removals(store) == dict(shop.removed)
