@@ -11,6 +11,24 @@ def added(n, **extra):
     return NewEvent("ItemAdded", {"sku": f"sku-{n}", "quantity": n, **extra})
 
 
+def run_writers(open_store, count, write):
+    """`write(store, w)` in `count` threads at once, each with its own store; their errors raised here."""
+    errors = []
+
+    def run(w):
+        try:
+            write(open_store(), w)
+        except Exception as exc:  # handed to the test thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
 def bodies(events):
     return [(e.stream_id, e.version, e.data["sku"]) for e in events]
 
@@ -71,45 +89,36 @@ def test_bad_input_is_refused_and_nothing_written(store):
 
 
 def test_racing_writers_exactly_one_wins_each_version(open_store):
-    """Writers race on one aggregate: each reads the version, appends two events expecting
-    it, and retries on conflict. Every version has exactly one winner and no append is partial."""
+    """Each round, every writer reads the same version, then all append two events expecting
+    it at once: exactly one wins, the others get the conflict error, and no append is partial."""
     open_store().append("cart", [added(0)], NO_STREAM)
     writers, rounds = 6, 8
-    outcomes = {"won": 0, "lost": 0}
+    read, outcomes = threading.Barrier(writers, timeout=60), []
     lock = threading.Lock()
-    errors = []
 
-    def writer(w):
-        store = open_store()
-        try:
-            for r in range(rounds):
-                while True:
-                    version = store.stream_version("cart")
-                    try:
-                        store.append("cart", [added(1, writer=w, round=r, half=0),
-                                              added(2, writer=w, round=r, half=1)], version)
-                        with lock:
-                            outcomes["won"] += 1
-                        break
-                    except WrongExpectedVersion:
-                        with lock:
-                            outcomes["lost"] += 1
-        except Exception as exc:  # handed to the test thread
-            errors.append(exc)
+    def writer(store, w):
+        for r in range(rounds):
+            version = store.stream_version("cart")
+            read.wait()  # everyone has read the same version before anyone appends
+            try:
+                store.append("cart", [added(1, writer=w, round=r, half=0), added(2, writer=w, round=r, half=1)],
+                             version)
+                outcome = "won"
+            except WrongExpectedVersion:
+                outcome = "lost"
+            with lock:
+                outcomes.append((r, outcome))
+            read.wait()  # the round is over before anyone reads again
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_writers(open_store, writers, writer)
+    for r in range(rounds):
+        assert sorted(o for rr, o in outcomes if rr == r) == ["lost"] * (writers - 1) + ["won"]
     events = open_store().read_stream("cart")[1:]
-    assert outcomes["won"] == writers * rounds
-    assert [e.version for e in events] == list(range(2, 2 + 2 * writers * rounds))
+    assert [e.version for e in events] == list(range(2, 2 + 2 * rounds))
     pairs = [(events[i].data, events[i + 1].data) for i in range(0, len(events), 2)]
     assert all(a["half"] == 0 and b["half"] == 1 and (a["writer"], a["round"]) == (b["writer"], b["round"])
                for a, b in pairs)  # each append's two events sit together: none partial
-    assert len({(a["writer"], a["round"]) for a, _ in pairs}) == writers * rounds
+    assert [a["round"] for a, _ in pairs] == list(range(rounds))
 
 
 def test_tailing_reader_sees_every_event_once_in_order_under_concurrent_commits(open_store):
@@ -117,15 +126,10 @@ def test_tailing_reader_sees_every_event_once_in_order_under_concurrent_commits(
     every committed event exactly once, each stream in version order."""
     writers, appends = 4, 60
     done = threading.Event()
-    errors = []
 
-    def writer(w):
-        store = open_store()
-        try:
-            for i in range(appends):
-                store.append(f"stream-{w}-{i % 3}", [added(i, writer=w), added(i, writer=w)], ANY)
-        except Exception as exc:
-            errors.append(exc)
+    def writer(store, w):
+        for i in range(appends):
+            store.append(f"stream-{w}-{i % 3}", [added(i, writer=w), added(i, writer=w)], ANY)
 
     seen = []
 
@@ -143,14 +147,11 @@ def test_tailing_reader_sees_every_event_once_in_order_under_concurrent_commits(
 
     tail = threading.Thread(target=reader)
     tail.start()
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    done.set()
-    tail.join()
-    assert not errors
+    try:
+        run_writers(open_store, writers, writer)
+    finally:
+        done.set()
+        tail.join()
     truth = open_store().read_all(0, 10 ** 6)
     assert len(truth) == writers * appends * 2
     assert [e.event_id for e in seen] == [e.event_id for e in truth]

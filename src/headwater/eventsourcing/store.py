@@ -105,11 +105,12 @@ class EventStore(ABC):
                     self._save_snapshot(tx, stream_id, version, snapshot)
                 return version
         except self.duplicate_key:
-            # an event id is stored already (ids are checked only then: appends stay one query shorter)
+            # an event id is stored already (ids are checked only then: appends stay one query shorter),
+            # or, were appends not serialised, another writer took the version first
             with self.transaction() as tx:
                 retried = self._already_appended(tx, stream_id, events)
             if retried is None:
-                raise
+                raise WrongExpectedVersion(stream_id, expected_version, self.stream_version(stream_id)) from None
             return retried
 
     def _encode(self, stream_id: str, event: NewEvent) -> tuple[str, str]:
