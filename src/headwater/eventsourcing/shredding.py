@@ -1,0 +1,94 @@
+"""Crypto-shredding: fields declared personal are encrypted with a key per data subject
+(AES-GCM from the `cryptography` package). Deleting the subject's key makes those fields
+unreadable in the store, in the topic the relay fills and in every replay, while the rest
+of each event still replays."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from headwater.eventsourcing.events import MalformedEvent
+
+if TYPE_CHECKING:
+    from headwater.eventsourcing.store import EventStore
+
+ENCRYPTED = "$encrypted"  # a personal field as stored: {"$encrypted": base64(nonce + ciphertext)}
+FORGOTTEN = None          # what a personal field reads as once its subject is forgotten
+
+
+@dataclass(frozen=True)
+class Personal:
+    subject_field: str          # the body field naming whose data it is (kept in clear)
+    fields: tuple[str, ...]     # the body fields to encrypt
+
+
+@dataclass
+class PersonalData:
+    """Which fields of which event types are personal: {event type: Personal(...)}."""
+    declared: dict[str, Personal] = field(default_factory=dict)
+
+    def encrypt(self, store: EventStore, event_type: str, body: dict[str, Any]) -> dict[str, Any]:
+        rule = self.declared.get(event_type)
+        if rule is None:
+            return body
+        subject = body.get(rule.subject_field)
+        if not isinstance(subject, str) or not subject:
+            raise MalformedEvent(f"{event_type}: personal data needs a subject in field {rule.subject_field!r}")
+        aead = AESGCM(subject_key(store, subject, create=True))
+        sealed = dict(body)
+        for name in rule.fields:
+            if name in body:
+                nonce = os.urandom(12)
+                ciphertext = aead.encrypt(nonce, json.dumps(body[name]).encode(), _aad(subject, name))
+                sealed[name] = {ENCRYPTED: base64.b64encode(nonce + ciphertext).decode()}
+        return sealed
+
+    def decrypt(self, store: EventStore, event_type: str, body: dict[str, Any]) -> dict[str, Any]:
+        rule = self.declared.get(event_type)
+        if rule is None:
+            return body
+        subject = body.get(rule.subject_field)
+        key = subject_key(store, subject, create=False)
+        opened = dict(body)
+        for name in rule.fields:
+            value = body.get(name)
+            if not (isinstance(value, dict) and ENCRYPTED in value):
+                continue
+            if key is None:
+                opened[name] = FORGOTTEN
+                continue
+            sealed = base64.b64decode(value[ENCRYPTED])
+            try:
+                opened[name] = json.loads(AESGCM(key).decrypt(sealed[:12], sealed[12:], _aad(subject, name)))
+            except InvalidTag:
+                raise MalformedEvent(f"{event_type}: field {name!r} of {subject!r} fails authentication") from None
+        return opened
+
+
+def _aad(subject: str, name: str) -> bytes:
+    # binds each ciphertext to its subject and field: it cannot be moved to another
+    return f"{subject}\0{name}".encode()
+
+
+def subject_key(store: EventStore, subject: str, create: bool) -> bytes | None:
+    rows = store.query("SELECT key FROM subject_keys WHERE subject = ?", (subject,))
+    if not rows and create:
+        with store.transaction() as tx:  # a concurrent writer may create it first: then its key is the key
+            tx.execute("INSERT INTO subject_keys (subject, key) VALUES (?, ?) ON CONFLICT (subject) DO NOTHING",
+                       (subject, base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()))
+            rows = tx.execute("SELECT key FROM subject_keys WHERE subject = ?", (subject,))
+    return base64.b64decode(rows[0][0]) if rows else None
+
+
+def forget(store: EventStore, subject: str) -> bool:
+    """Delete the subject's key: their personal fields read as None everywhere from now on."""
+    with store.transaction() as tx:
+        found = tx.execute("SELECT 1 FROM subject_keys WHERE subject = ?", (subject,))
+        tx.execute("DELETE FROM subject_keys WHERE subject = ?", (subject,))
+    return bool(found)
