@@ -67,6 +67,7 @@ class PostgresSource:
 
     @staticmethod
     def status_line(snapshotted):
+        """A pattern of the status line; `snapshotted` a pattern of the snapshot's row count."""
         return rf"snapshotted {snapshotted} rows \| shipped \d+ events {STATUS_FIELDS}"
 
     @staticmethod
@@ -108,6 +109,7 @@ class SqliteSource:
 
     @staticmethod
     def status_line(_snapshotted):
+        """A pattern of the status line (the snapshot rows are in the changelog: no count of their own)."""
         return r"shipped \d+ events \| changelog position \d+ \| acknowledged \d+ \| lag \d+ rows"
 
     @staticmethod

@@ -56,13 +56,20 @@ def test_snapshot_meets_stream_under_concurrent_writes(source, broker):
 
 def test_sigkill_under_write_load_loses_nothing(source, broker, tmp_path):
     initial = preload(source)
+
+    def status_lines():
+        return len(re.findall(source.status_line(r"\d+"), connector.log()))
+
     connector = ConnectorProcess(*source.cli_args(), log_path=tmp_path / "connector.log").start()
     wait_for(source.streaming, what="the first stream (snapshot done)")
     writer = source.writer(PRELOAD + 1)
     writer.start()
     rng = random.Random(3)
     for _ in range(4):
+        printed = status_lines()
         wait_for(source.streaming, what="the connector to stream again")
+        # A status line of its own: this run loaded its position and ships, so the kill interrupts it.
+        wait_for(lambda: status_lines() > printed, what="the connector to report")
         written = len(writer.log)
         wait_for(lambda: len(writer.log) >= written + rng.randint(50, 300), what="more writes")
         connector.kill()
@@ -70,7 +77,7 @@ def test_sigkill_under_write_load_loses_nothing(source, broker, tmp_path):
     writer.stop()
     source.caught_up()
     assert connector.stop() == 0, connector.log()
-    assert re.search(source.status_line(PRELOAD), connector.log())  # the status line, as the first run printed it
+    assert re.search(source.status_line(str(PRELOAD)), connector.log())  # as the first run printed it
 
     records = read_topic(broker.bootstrap, source.topic)
     table, history = replay(records)
