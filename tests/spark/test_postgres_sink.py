@@ -17,7 +17,7 @@ import window_job
 from sparkdata import MINUTE, create_topic, produce, user_events
 
 from headwater.pipelines.exactly_once import PostgresUpsert
-from headwater.pipelines.lateness import admitted, micro_batches
+from headwater.pipelines.reference import admitted, micro_batches
 from headwater.testing import PostgresServer, sql, wait_until
 
 
