@@ -1,9 +1,9 @@
 """CDC speed: change events/s into the topic next to PostgreSQL's own logical decoding rate,
 and commit-to-topic latency at a moderate write rate.
 
-    .venv/bin/python bench/cdc_throughput.py [--rows 50000] [--rate 200] [--seconds 5]
+    .venv/bin/python bench/cdc_throughput.py [--rows 50000] [--rate 200] [--seconds 5] [--smoke]
 
-Starts a throw-away PostgreSQL 15 cluster (as in tests/cdc), a Headwater broker, and
+Starts a throw-away PostgreSQL cluster (`headwater.testing.PostgresServer`), a Headwater broker, and
 `headwater cdc postgres` as a child process, all on loopback.
 """
 import argparse
@@ -19,13 +19,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from headwater.cdc import pgoutput  # noqa: E402
-from headwater.cdc.shipper import new_producer  # noqa: E402
-from headwater.testing import start_broker, wait_until  # noqa: E402
-from tests.cdc.conftest import PostgresServer  # noqa: E402
+from headwater.cdc import pgoutput
+from headwater.cdc.shipper import new_producer
+from headwater.testing import PostgresServer, bench_arguments, start_broker, wait_until
 
 TOPIC = "bench.public.item"
 
@@ -36,11 +32,11 @@ def topic_size(consumer):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=50_000, help="rows in the bulk write")
     parser.add_argument("--rate", type=int, default=200, help="commits/s for the latency run")
     parser.add_argument("--seconds", type=float, default=5, help="length of the latency run")
-    args = parser.parse_args()
+    args = bench_arguments(parser, {"rows": 500, "rate": 20, "seconds": 1})
 
     pg = PostgresServer()
     tmp = Path(tempfile.mkdtemp(prefix="headwater-bench-"))

@@ -1,6 +1,6 @@
 """Log cleaner throughput, and what a running cleaner costs concurrent producers.
 
-    .venv/bin/python bench/cleaner.py [--records N] [--keys K] [--seconds S]
+    .venv/bin/python bench/cleaner.py [--records N] [--keys K] [--seconds S] [--smoke]
 
 1. The cleaner alone, in-process on the storage engine: a compacted log of N records over
    K keys (100-byte values, batches of 500) is written, its segments closed, and one
@@ -27,7 +27,7 @@ from rich.console import Console
 
 from headwater.log import LogConfig, LogManager
 from headwater.records import Compression, Record, encode_batch
-from headwater.testing import BrokerProcess
+from headwater.testing import BrokerProcess, bench_arguments
 
 from tables import table  # bench/tables.py
 
@@ -97,9 +97,10 @@ def set_lag(admin: AdminClient, topic: str, lag_ms: int) -> None:
     admin.incremental_alter_configs([resource])[resource].result(30)
 
 
-def fill_backlog(bootstrap: str, topic: str, records: int, keys: int) -> None:
+def fill_backlog(bootstrap: str, topic: str, records: int, keys: int, segment_bytes: int) -> None:
+    # Batches well below a segment, so the backlog spans closed (cleanable) segments.
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4",
-                         "queue.buffering.max.messages": 1_000_000})
+                         "batch.size": segment_bytes // 4, "queue.buffering.max.messages": 1_000_000})
     for key, value in updates(records, keys):
         while True:
             try:
@@ -127,18 +128,18 @@ def wait_for_pass(log_file: Path, offset: int, timeout: float = 600) -> tuple[fl
     raise RuntimeError("the cleaner pass did not finish")
 
 
-def cleaner_vs_producers(records: int, keys: int, seconds: float) -> list[dict]:
+def cleaner_vs_producers(records: int, keys: int, seconds: float, segment_bytes: int) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="hw-cleaner-bench-") as tmp:
         with BrokerProcess(Path(tmp) / "data", "--cleaner-interval-ms", "100") as broker:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-            backlog = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20),
+            backlog = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes),
                        "min.compaction.lag.ms": str(3600_000)}
             futures = admin.create_topics([NewTopic("backlog", 1, 1, config=backlog), NewTopic("events", 1, 1)])
             for future in futures.values():
                 future.result(30)
             console.print(f"filling a compacted backlog of {records:,} records...")
-            fill_backlog(broker.bootstrap, "backlog", records, keys)
+            fill_backlog(broker.bootstrap, "backlog", records, keys, segment_bytes)
             time.sleep(1)
             rows.append({"produce while": "cleaner idle",
                          "msg/s (100 B, acks=1)": f"{produce_rate(broker.bootstrap, 'events', seconds):,.0f}",
@@ -159,13 +160,15 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--keys", type=int, default=5_000)
     parser.add_argument("--seconds", type=float, default=5)
-    args = parser.parse_args()
+    parser.add_argument("--segment-bytes", type=int, default=1 << 20,
+                        help="segment size of the broker's backlog topic: only closed segments are cleaned")
+    args = bench_arguments(parser, {"records": 2000, "keys": 100, "seconds": 1, "segment_bytes": 16 << 10})
     out = Console()
     alone = [cleaner_alone(args.records, args.keys, codec)
              for codec in (Compression.NONE, Compression.LZ4, Compression.ZSTD)]
     out.print(table(f"log cleaner, one pass ({args.keys:,} keys, 100-byte values)", alone))
     out.print(table("produce throughput with the cleaner idle and running",
-                    cleaner_vs_producers(args.records, args.keys, args.seconds)))
+                    cleaner_vs_producers(args.records, args.keys, args.seconds, args.segment_bytes)))
 
 
 if __name__ == "__main__":

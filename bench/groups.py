@@ -1,7 +1,7 @@
 """Consumer group speed: how long a rebalance takes when a member joins or leaves a group of 8,
 and the consume rate of a 4-member group over 8 partitions next to a single consumer.
 
-    .venv/bin/python bench/groups.py [--records 200000] [--repeats 3]
+    .venv/bin/python bench/groups.py [--records 200000] [--repeats 3] [--smoke]
 
 A rebalance is timed from the join (subscribe) or leave (close) to the moment every member
 has its new assignment; it should be bounded by the clients' heartbeat interval (how soon
@@ -20,7 +20,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from headwater.testing import start_broker, wait_until
+from headwater.testing import bench_arguments, start_broker, wait_until
 
 SESSION_MS = 6000
 
@@ -137,10 +137,10 @@ def produce(bootstrap, topic, records):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=200_000, help="records of 100 bytes for the consume run")
     parser.add_argument("--repeats", type=int, default=3, help="joins and leaves per heartbeat interval")
-    args = parser.parse_args()
+    args = bench_arguments(parser, {"records": 20_000, "repeats": 1})
     tmp = Path(tempfile.mkdtemp(prefix="headwater-bench-"))
     broker = start_broker(tmp / "data", "--flush", "never")
     try:

@@ -1,7 +1,7 @@
 """Spark source benchmark: Headwater through the `headwater` source vs Spark's own
 rate source, and produce-to-window-result latency.
 
-    .venv/bin/python bench/spark_source.py [--rows 400000] [--rounds 3] [--rate 200] [--seconds 30]
+    .venv/bin/python bench/spark_source.py [--rows 400000] [--rounds 3] [--rate 200] [--seconds 30] [--smoke]
 
 1. Throughput: rows/s from a topic through the source into the `noop` sink, next to
    Spark's built-in `rate-micro-batch` source and to a Python source that only yields
@@ -30,7 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 import headwater.spark
 from headwater.spark.fetch import ROWS_PER_BATCH, arrow_schema
 from headwater.spark.source import SCHEMA
-from headwater.testing import BrokerProcess
+from headwater.testing import BrokerProcess, bench_arguments
 
 
 def fill(bootstrap: str, topic: str, rows: int, size: int = 100) -> None:
@@ -165,13 +165,13 @@ def latency(spark, bootstrap, topic, rate, seconds, workdir) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--per-batch", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds after the warm-up")
     parser.add_argument("--rate", type=int, default=200, help="events/s for the latency run")
     parser.add_argument("--seconds", type=int, default=30)
-    args = parser.parse_args()
+    args = bench_arguments(parser, {"rows": 40_000, "per_batch": 20_000, "rounds": 1, "rate": 20, "seconds": 3})
 
     workdir = Path(tempfile.mkdtemp(prefix="hw-spark-bench-"))
     with BrokerProcess(workdir / "data", "--num-partitions", "2", "--flush", "never") as broker:

@@ -1,6 +1,6 @@
 """Broker throughput and latency, Headwater next to librdkafka's in-process mock broker (C).
 
-    .venv/bin/python bench/throughput.py [--messages N] [--rate R] [--seconds S]
+    .venv/bin/python bench/throughput.py [--messages N] [--rate R] [--seconds S] [--smoke]
 
 One confluent-kafka producer (100-byte values, acks=1) and one consumer, per broker:
 produce and consume messages/s and MB/s; the same with kcat, whose C loop shows what the
@@ -27,7 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from headwater.testing import BrokerProcess
+from headwater.testing import BrokerProcess, bench_arguments
 
 VALUE = b"x" * 100
 console = Console(stderr=True)
@@ -149,7 +149,7 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=2_000_000)
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=5.0)
-    args = parser.parse_args()
+    args = bench_arguments(parser, {"messages": 2000, "rate": 200, "seconds": 1})
 
     results = {}
     workdir = Path(tempfile.mkdtemp(prefix="headwater-bench-"))

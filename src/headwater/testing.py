@@ -1,16 +1,25 @@
-"""Start real brokers as subprocesses, and build bad batches: for tests, the demo and benchmarks."""
+"""Real servers as subprocesses (a Headwater broker, a throw-away PostgreSQL), bad batches
+to send them, and the options every benchmark shares: for tests, the demo and benchmarks."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import glob
+import os
+import pwd
 import resource
 import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import cramjam
+import psycopg2
 
 from headwater import records
 
@@ -83,6 +92,108 @@ class BrokerProcess:
 def start_broker(data_dir: Path, *extra_args: str) -> BrokerProcess:
     return BrokerProcess(data_dir, *extra_args).start()
 
+
+def _pg_bin(name: str) -> str:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    if not found:
+        raise RuntimeError("PostgreSQL server binaries not found; `make system-deps` installs them")
+    return found[-1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PostgresServer:
+    """One throw-away PostgreSQL cluster (initdb in a temp dir); `dsn` connects as superuser
+    `postgres` over loopback TCP."""
+
+    def __init__(self, wal_level: str = "logical"):
+        self.dir = tempfile.mkdtemp(prefix="headwater-pg-")
+        self.port = _free_port()
+        self.dsn = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
+        # PostgreSQL refuses to run as root: hand the directory to the `postgres` user.
+        self._as_user: list[str] = []
+        if os.geteuid() == 0:
+            user = pwd.getpwnam("postgres")
+            os.chown(self.dir, user.pw_uid, user.pw_gid)
+            self._as_user = ["runuser", "-u", "postgres", "--"]
+        data = os.path.join(self.dir, "data")
+        self._run(_pg_bin("initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        with open(os.path.join(data, "postgresql.conf"), "a") as conf:
+            conf.write(
+                f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
+                f"unix_socket_directories = '{self.dir}'\nwal_level = {wal_level}\n"
+                "max_replication_slots = 20\nmax_wal_senders = 20\n"
+                "fsync = off\nshared_buffers = 32MB\n"
+            )
+        self.data = data
+        self.start()
+
+    def _run(self, *cmd: str) -> None:
+        subprocess.run(self._as_user + list(cmd), check=True, stdout=subprocess.DEVNULL)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                psycopg2.connect(self.dsn).close()
+                return
+            except psycopg2.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def connect(self, autocommit: bool = True):
+        conn = psycopg2.connect(self.dsn)
+        conn.autocommit = autocommit
+        return conn
+
+    def execute(self, statement: str, params=None) -> list[tuple] | None:
+        return sql(self.dsn, statement, params)
+
+    def start(self) -> None:
+        self._run(_pg_bin("pg_ctl"), "-D", self.data, "-l", os.path.join(self.dir, "log"), "-w", "start")
+        self._wait_ready()
+
+    def halt(self) -> None:
+        """Immediate shutdown (no checkpoint, like a crash); `start` brings it back on the same port."""
+        self._run(_pg_bin("pg_ctl"), "-D", self.data, "-m", "immediate", "-w", "stop")
+
+    def crash_and_restart(self) -> None:
+        self.halt()
+        self.start()
+
+    def stop(self) -> None:
+        self.halt()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def sql(dsn: str, statement: str, params=None) -> list[tuple] | None:
+    """Run one statement in autocommit; its rows, or None."""
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(statement, params)
+            return cur.fetchall() if cur.description else None
+    finally:
+        conn.close()
+
+
+def bench_arguments(parser: argparse.ArgumentParser, smoke: dict) -> argparse.Namespace:
+    """Parse a benchmark's command line. `--smoke` swaps in the tiny sizes of `smoke` (options
+    given explicitly still win): a run of a few seconds that proves the bench works and
+    prints its table, with figures that mean nothing."""
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny sizes, a few seconds: check that the bench runs (figures mean nothing)")
+    args = parser.parse_args()
+    if args.smoke:
+        parser.set_defaults(**smoke)
+        args = parser.parse_args()
+    return args
 
 
 def wait_until(condition, timeout=60, interval=0.3, what="condition"):

@@ -9,9 +9,10 @@ import threading
 
 import psycopg2
 
+from headwater.cdc.connector import Connector
 from headwater.cdc.postgres import PostgresConnector
+from headwater.testing import sql
 
-from ..postgres import sql
 from .topics import wait_for
 
 
@@ -26,35 +27,44 @@ def caught_up(dsn, slot="headwater", timeout=120):
                          (target, slot)) == [(True,)], timeout=timeout, what="slot to confirm " + target)
 
 
-class Running:
-    """A PostgreSQL connector running in a thread of the test process."""
+class InThread:
+    """A connector running in a thread of the test process; its failure is raised in the test."""
 
-    def __init__(self, dsn, broker, tables, **options):
-        options.setdefault("heartbeat_interval", 0.5)
-        self.connector = PostgresConnector(dsn, tables, "shop", broker.bootstrap, log=lambda _: None, **options)
-        self.stop = threading.Event()
+    def __init__(self, connector: Connector):
+        self.connector = connector
         self.error = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self):
         try:
-            self.connector.run(should_stop=self.stop.is_set)
+            self.connector.run()
         except BaseException as exc:  # handed to the test thread
             self.error = exc
 
-    def wait_streaming(self, dsn):
-        def active():
+    def wait(self, condition, what):
+        def done():
             if self.error:
                 raise self.error
-            return slot_active(dsn)
-        wait_for(active, what="the stream to start")
+            return condition()
+        wait_for(done, what=what)
 
     def close(self):
-        self.stop.set()
+        self.connector.stop()
         self.thread.join(30)
         if self.error:
             raise self.error
+
+
+class Running(InThread):
+    """A PostgreSQL connector running in a thread of the test process."""
+
+    def __init__(self, dsn, broker, tables, **options):
+        options.setdefault("heartbeat_interval", 0.5)
+        super().__init__(PostgresConnector(dsn, tables, "shop", broker.bootstrap, log=lambda _: None, **options))
+
+    def wait_streaming(self, dsn):
+        self.wait(lambda: slot_active(dsn), what="the stream to start")
 
 
 class ConnectorProcess:

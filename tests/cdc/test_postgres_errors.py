@@ -4,9 +4,8 @@ import subprocess
 import sys
 import time
 
-from headwater.testing import BrokerProcess
+from headwater.testing import BrokerProcess, PostgresServer
 
-from ..postgres import PostgresServer
 from .harness import ConnectorProcess, Running, caught_up, slot_active, sql
 from .topics import changes, read_topic, wait_for
 

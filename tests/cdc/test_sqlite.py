@@ -1,6 +1,6 @@
-"""The SQLite connector: triggers + changelog + poller, against a real broker."""
+"""The SQLite connector: triggers + changelog + poller, against a real broker (see
+test_contract for the guarantees both connectors share)."""
 import base64
-import random
 import sqlite3
 import subprocess
 import sys
@@ -9,28 +9,9 @@ import time
 
 from headwater.cdc.sqlite import CHANGELOG, SqliteConnector
 
-from .harness import ConnectorProcess, apply, sqlite_writer
+from .harness import ConnectorProcess
+from .sources import drained, make_db, query
 from .topics import changes, read_topic, replay, wait_for
-
-
-def make_db(path, statements):
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.executescript(statements)
-    conn.close()
-
-
-def query(path, statement, params=()):
-    conn = sqlite3.connect(path, isolation_level=None, timeout=30)
-    try:
-        return conn.execute(statement, params).fetchall()
-    finally:
-        conn.close()
-
-
-def drained(path):
-    """The poller trimmed everything: the broker acknowledged every changelog row."""
-    return query(path, f"SELECT count(*) FROM {CHANGELOG}") == [(0,)]
 
 
 def test_sqlite_changes_as_debezium_events(tmp_path, broker):
@@ -73,41 +54,6 @@ def test_sqlite_changes_as_debezium_events(tmp_path, broker):
     assert {k: row for k, row in replay(records)[0].items()} == {
         1: {"id": 1, "name": "pen", "price": 9.75, "img": base64.b64encode(b"\x00\xff").decode()},
         4: {"id": 4, "name": "ink2", "price": None, "img": None}}
-
-
-def test_sqlite_sigkill_under_write_load_loses_nothing(tmp_path, broker):
-    path = str(tmp_path / "acct.db")
-    make_db(path, "CREATE TABLE acct (id INTEGER PRIMARY KEY, v INTEGER);"
-                  "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < 500) "
-                  "INSERT INTO acct SELECT i, i FROM g;")
-    initial = {i: i for i in range(1, 501)}
-    connector = ConnectorProcess("sqlite", "--db", path, "--tables", "acct", "--topic-prefix", "shop",
-                                 "--bootstrap-server", broker.bootstrap, log_path=tmp_path / "connector.log").start()
-    wait_for(lambda: query(path, "SELECT count(*) FROM sqlite_master WHERE name = ?", (CHANGELOG,)) == [(1,)],
-             what="triggers")
-    writer = sqlite_writer(path, 501)
-    writer.start()
-    rng = random.Random(5)
-    for _ in range(4):
-        written = len(writer.log)
-        wait_for(lambda: len(writer.log) >= written + rng.randint(100, 400), what="more writes")
-        connector.kill()
-        connector.start()
-    writer.stop()
-    wait_for(lambda: drained(path), what="changelog trimmed")
-    assert connector.stop() == 0, connector.log()
-
-    records = read_topic(broker.bootstrap, "shop.main.acct")
-    table, history = replay(records)
-    source = dict(query(path, "SELECT id, v FROM acct"))
-    assert {key: row["v"] for key, row in table.items()} == source == apply(initial, writer.log)
-    expected = {key: [("r", v)] for key, v in initial.items()}
-    for _, op, key, v in writer.log:
-        expected.setdefault(key, []).append((op, v))  # SQLite's before-image is the whole old row
-    got = {key: [(op, row["v"]) for op, row in ops] for key, ops in history.items()}
-    assert {k: [op for op, _ in ops] for k, ops in got.items()} == {k: [op for op, _ in ops] for k, ops in expected.items()}
-    assert {k: [v for op, v in ops if op != "d"] for k, ops in got.items()} == {
-        k: [v for op, v in ops if op != "d"] for k, ops in expected.items()}
 
 
 def cdc(*args):

@@ -1,4 +1,4 @@
-"""Test data for the pipelines (the plain-Python model of Spark's watermark is `lateness.admitted`).
+"""Test data for the pipelines (the plain-Python model of Spark's watermark is `reference.admitted`).
 
 Streams are fed in fixed micro-batches (one JSON file per batch with the file
 source's maxFilesPerTrigger=1, or maxOffsetsPerTrigger on a one-partition topic) and

@@ -3,7 +3,7 @@ plain-Python one, and a difference fails `make demo` with a clear message."""
 import pytest
 from rich.console import Console
 
-from headwater.demo import flagship, stream_processing
+from headwater.demo import flagship, spark_chapter, stream_processing
 from headwater.demo.shop_events import BASE_MS, MINUTE, morning
 
 
@@ -29,8 +29,8 @@ def test_chapter_checks_every_pipeline_against_plain_python(spark, broker):
 
 
 def test_a_difference_from_plain_python_is_a_clear_error(tmp_path):
-    chapter = stream_processing.Chapter("127.0.0.1:9", Console(record=True), None, tmp_path, morning())
-    with pytest.raises(stream_processing.CheckFailed,
+    chapter = spark_chapter.Chapter("127.0.0.1:9", Console(record=True), None, tmp_path, morning())
+    with pytest.raises(spark_chapter.CheckFailed,
                        match=r"^windows: tumbling from Spark differ from plain Python: "
                              rf"{BASE_MS}: Spark 12 / Python 13; {BASE_MS + 10 * MINUTE}: Spark - / Python 17$"):
         chapter.check("windows", tumbling=({BASE_MS: 12}, {BASE_MS: 13, BASE_MS + 10 * MINUTE: 17}))
@@ -40,7 +40,7 @@ def test_a_failed_check_makes_the_demo_exit_non_zero(monkeypatch, capsys):
     class Failing:
         @staticmethod
         def run(bootstrap, console):
-            raise stream_processing.CheckFailed("windows: tumbling from Spark differ from plain Python: ...")
+            raise spark_chapter.CheckFailed("windows: tumbling from Spark differ from plain Python: ...")
 
     monkeypatch.setattr(flagship, "CHAPTERS", [Failing])
     assert flagship.main() == 1

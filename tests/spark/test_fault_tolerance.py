@@ -20,7 +20,7 @@ import window_job
 from sparkdata import MINUTE, create_topic, headwater_batch, produce, user_events
 
 from headwater.pipelines.exactly_once import _sort_key
-from headwater.pipelines.lateness import admitted, micro_batches
+from headwater.pipelines.reference import admitted, micro_batches
 
 JOB = Path(window_job.__file__)
 

@@ -17,9 +17,8 @@ import window_job
 from sparkdata import MINUTE, create_topic, produce, user_events
 
 from headwater.pipelines.exactly_once import PostgresUpsert
-from headwater.pipelines.lateness import admitted, micro_batches
-from headwater.testing import wait_until
-from tests.postgres import PostgresServer, sql
+from headwater.pipelines.reference import admitted, micro_batches
+from headwater.testing import PostgresServer, sql, wait_until
 
 
 def test_types_replayed_batch_and_updates(spark, pg_db):

@@ -4,14 +4,14 @@ import random
 
 from sparkdata import BASE_MS, MINUTE, file_stream, run_to_end, ts, user_events, write_batches
 
-from headwater.pipelines import cep, lateness, sliding
+from headwater.pipelines import cep, lateness, reference, sliding
 
 LATENESS_MS = 5 * MINUTE
 
 
 def test_sliding_window_per_event(spark, tmp_path):
     batches = user_events(seed=4, batches=6)
-    kept, dropped, final_wm = lateness.admitted(batches, LATENESS_MS)
+    kept, dropped, final_wm = reference.admitted(batches, LATENESS_MS)
     size = 2 * MINUTE
     expected = {
         e["event_id"]: sum(1 for o in kept if o["user_id"] == e["user_id"] and e["ts_ms"] - size < o["ts_ms"] <= e["ts_ms"])
@@ -45,7 +45,7 @@ def payments(seed: int):
                 n += 1
                 events.append({"event_id": f"p{n}", "card_id": card, "ts_ms": clock, "status": "succeeded"})
     events.sort(key=lambda e: e["ts_ms"] + rng.randint(0, MINUTE))  # arrival order
-    return lateness.micro_batches(events, 15)
+    return reference.micro_batches(events, 15)
 
 
 def expected_matches(kept, final_wm):
@@ -67,7 +67,7 @@ def expected_matches(kept, final_wm):
 
 def test_three_failures_then_success_within_ten_minutes(spark, tmp_path):
     batches = payments(seed=5)
-    kept, dropped, final_wm = lateness.admitted(batches, LATENESS_MS)
+    kept, dropped, final_wm = reference.admitted(batches, LATENESS_MS)
     expected = expected_matches(kept, final_wm)
 
     events = file_stream(spark, write_batches(tmp_path / "in", batches),

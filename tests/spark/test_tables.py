@@ -8,7 +8,7 @@ import pytest
 
 from sparkdata import BASE_MS, MINUTE, create_topic, headwater_stream, produce, run_to_end, ts
 
-from headwater.pipelines import changelog, enrichment, lateness, materialized_view
+from headwater.pipelines import changelog, enrichment, lateness, materialized_view, reference
 from pyspark.sql import functions as F
 
 PROFILE = "name string, tier string"
@@ -47,7 +47,7 @@ def test_clicks_enriched_with_profile_as_of_click_time(spark, broker, tmp_path):
     events = [[{**c, "kind": 1} for c in clicks[i * 10:(i + 1) * 10]] +
               [{"event_id": f"change:{j}", "user_id": u, "ts_ms": t, "kind": 0, "row": row, "seq": j}
                for j, (u, row, t) in enumerate(changes) if i * 4 <= j < (i + 1) * 4] for i in range(5)]
-    kept, dropped, final_wm = lateness.admitted(events, 5 * MINUTE)
+    kept, dropped, final_wm = reference.admitted(events, 5 * MINUTE)
     expected = {}
     for user in ("u1", "u2", "u3", "u4", "u5"):
         current = None

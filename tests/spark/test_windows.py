@@ -4,7 +4,7 @@ from collections import Counter
 
 from sparkdata import MINUTE, file_stream, run_to_end, ts, user_events, write_batches
 
-from headwater.pipelines import lateness, windows
+from headwater.pipelines import lateness, reference, windows
 
 SCHEMA = "event_id string, user_id string, ts_ms long"
 LATENESS_MS = 5 * MINUTE
@@ -17,7 +17,7 @@ def _stream(spark, tmp_path, batches):
 
 def test_tumbling_windows_count_late_events_and_drop_too_late_ones(spark, tmp_path):
     batches = user_events(seed=1)
-    kept, dropped, final_wm = lateness.admitted(batches, LATENESS_MS)
+    kept, dropped, final_wm = reference.admitted(batches, LATENESS_MS)
     size = 2 * MINUTE
     expected = Counter((e["ts_ms"] // size * size, e["user_id"]) for e in kept)
     expected = {k: n for k, n in expected.items() if k[0] + size <= final_wm}
@@ -32,7 +32,7 @@ def test_tumbling_windows_count_late_events_and_drop_too_late_ones(spark, tmp_pa
 
 def test_hopping_windows(spark, tmp_path):
     batches = user_events(seed=2)
-    kept, dropped, final_wm = lateness.admitted(batches, LATENESS_MS)
+    kept, dropped, final_wm = reference.admitted(batches, LATENESS_MS)
     size, slide = 4 * MINUTE, MINUTE
     expected = Counter()
     for e in kept:
@@ -50,7 +50,7 @@ def test_hopping_windows(spark, tmp_path):
 
 def test_session_windows_per_user(spark, tmp_path):
     batches = user_events(seed=3)
-    kept, dropped, final_wm = lateness.admitted(batches, LATENESS_MS)
+    kept, dropped, final_wm = reference.admitted(batches, LATENESS_MS)
     gap = MINUTE
     expected = {}
     for user in {e["user_id"] for e in kept}:

@@ -6,9 +6,12 @@ value) so log compaction can drop the key. An update that changes the primary ke
 delete (+ tombstone) of the old key and a create of the new one, so each key's history
 stays on its own partition and compaction stays right.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass
 import json
 import time
+from typing import Any
 
 # What an unchanged TOASTed column holds in `after`: PostgreSQL did not send the value and we
 # never invent one. Consumers keep the value they already have for this column.
@@ -26,7 +29,7 @@ class Source:
     ts_ms: int | None  # commit time of the change in the source database
     snapshot: str = "false"  # "true" for snapshot reads, "last" on the snapshot's last row
 
-    def as_json(self):
+    def as_json(self) -> dict:
         return {"connector": self.connector, "db": self.db, "schema": self.schema,
                 "table": self.table, "lsn": self.lsn, "txId": self.tx_id,
                 "ts_ms": self.ts_ms, "snapshot": self.snapshot}
@@ -39,29 +42,30 @@ class ChangeEvent:
     value: bytes | None  # None = tombstone
 
 
-def topic_name(prefix, schema, table):
+def topic_name(prefix: str, schema: str, table: str) -> str:
     return f"{prefix}.{schema}.{table}"
 
 
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # built once: it is the hot path
 
 
-def _dumps(obj):
+def _dumps(obj: Any) -> bytes:
     return _encode(obj).encode()
 
 
-def _key(key_columns, row):
+def _key(key_columns: list[str], row: dict | None) -> bytes | None:
     if not key_columns or row is None:
         return None
     return _dumps({name: row.get(name) for name in key_columns})
 
 
-def _value(op, before, after, source):
+def _value(op: str, before: dict | None, after: dict | None, source: Source) -> bytes:
     return _dumps({"before": before, "after": after, "source": source.as_json(), "op": op,
                    "ts_ms": int(time.time() * 1000)})
 
 
-def row_events(topic, key_columns, op, before, after, source):
+def row_events(topic: str, key_columns: list[str], op: str, before: dict | None, after: dict | None,
+               source: Source) -> list[ChangeEvent]:
     """The events for one row change; op is c, u, d or r."""
     if op == "d":
         key = _key(key_columns, before)
@@ -77,6 +81,6 @@ def row_events(topic, key_columns, op, before, after, source):
     return [ChangeEvent(topic, key, _value(op, before, after, source))]
 
 
-def truncate_event(topic, source):
+def truncate_event(topic: str, source: Source) -> ChangeEvent:
     """A truncate has no row and so no key."""
     return ChangeEvent(topic, None, _value("t", None, None, source))

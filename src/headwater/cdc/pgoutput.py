@@ -3,14 +3,17 @@
 Bytes of one replication message in, one message object out. Message layouts are those of
 the PostgreSQL docs, "Logical Replication Message Formats". LSNs are integers.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass
 import functools
 import struct
+from typing import Any
 
 class UnchangedToast:
     """A TOASTed value the update did not touch: PostgreSQL does not send it."""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "UNCHANGED_TOAST"
 
 
@@ -98,12 +101,15 @@ class LogicalMessage:
     content: bytes
 
 
+Message = Begin | Commit | Origin | Relation | Type | Insert | Update | Delete | Truncate | LogicalMessage
+
+
 class DecodeError(ValueError):
     pass
 
 
 @functools.cache
-def _layout(fmt):
+def _layout(fmt: str) -> struct.Struct:
     return struct.Struct(fmt)
 
 
@@ -113,24 +119,24 @@ _INT16, _INT32 = struct.Struct("!h"), struct.Struct("!i")
 class _Reader:
     """A cursor over one message; running past the end raises struct.error (see `decode`)."""
 
-    def __init__(self, data):
+    def __init__(self, data: bytes):
         self.data = bytes(data)
         self.pos = 0
 
-    def take(self, fmt):
+    def take(self, fmt: str) -> Any:
         layout = _layout(fmt)
         value = layout.unpack_from(self.data, self.pos)
         self.pos += layout.size
         return value[0] if len(value) == 1 else value
 
-    def raw(self, n):
+    def raw(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise DecodeError("message truncated")
         chunk = self.data[self.pos:self.pos + n]
         self.pos += n
         return chunk
 
-    def cstring(self):
+    def cstring(self) -> str:
         end = self.data.find(b"\0", self.pos)
         if end < 0:
             raise DecodeError("unterminated string")
@@ -138,7 +144,7 @@ class _Reader:
         self.pos = end + 1
         return text
 
-    def tuple_data(self):
+    def tuple_data(self) -> list:
         # The hot loop of the stream: one pass with local variables, no helper calls.
         data, pos = self.data, self.pos
         (count,) = _INT16.unpack_from(data, pos)
@@ -165,7 +171,7 @@ class _Reader:
         return values
 
 
-def decode(payload):
+def decode(payload: bytes) -> Message:
     """Decode one pgoutput message."""
     try:
         return _decode(_Reader(payload))
@@ -173,7 +179,7 @@ def decode(payload):
         raise DecodeError("message truncated") from None
 
 
-def _decode(r):
+def _decode(r: _Reader) -> Message:
     tag = chr(r.take("!B"))
     if tag == "B":
         return Begin(*r.take("!qqI"))
@@ -223,16 +229,16 @@ def _decode(r):
     raise DecodeError(f"unknown pgoutput message {tag!r}")
 
 
-def _expect(r, want):
+def _expect(r: _Reader, want: str) -> None:
     got = chr(r.take("!B"))
     if got != want:
         raise DecodeError(f"expected {want!r}, got {got!r}")
 
 
-def format_lsn(lsn):
+def format_lsn(lsn: int) -> str:
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
-def parse_lsn(text):
+def parse_lsn(text: str) -> int:
     high, low = text.split("/")
     return (int(high, 16) << 32) | int(low, 16)

@@ -4,8 +4,11 @@ The stream (pgoutput text tuples) and the snapshot (columns read as `::text`) bo
 text form, so one converter types both alike. The connections run with TimeZone=UTC,
 DateStyle=ISO and IntervalStyle=iso_8601 (see `SESSION_OPTIONS`).
 """
+from __future__ import annotations
+
 import base64
 import re
+from typing import Any
 
 SESSION_OPTIONS = "-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=iso_8601 -c bytea_output=hex"
 
@@ -17,14 +20,14 @@ _INTEGERS = {INT8, INT2, INT4, OID}
 _HOUR_ONLY_OFFSET = re.compile(r"[+-]\d\d$")
 
 
-def _iso_timestamp(text):
+def _iso_timestamp(text: str) -> str:
     if text in ("infinity", "-infinity") or text.endswith(" BC"):
         return text  # no ISO-8601 form; passed through as PostgreSQL wrote it
     text = text.replace(" ", "T", 1)
     return text + ":00" if _HOUR_ONLY_OFFSET.search(text) else text
 
 
-def to_json(type_oid, text):
+def to_json(type_oid: int, text: str | None) -> Any:
     """One column value as JSON: numbers, booleans, strings (numeric stays a string: no loss)."""
     if text is None:
         return None

@@ -4,18 +4,23 @@ Start-up order decides "no gap, no overlap": the slot is created with an exporte
 the snapshot reads the tables as of exactly the slot's consistent point (op `r`), and the
 stream then delivers every transaction committed after that point.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass
 import re
 import select
 import time
+from typing import Any, Callable, Iterator
 
 import psycopg2
 import psycopg2.extras
+from confluent_kafka import Producer
 from psycopg2 import sql
 
 from . import CdcError, SourceUnavailable, pgoutput, pgtypes
+from .connector import Connector, StatusTicker
 from .envelope import UNAVAILABLE, Source, row_events, topic_name, truncate_event
-from .shipper import PositionStore, Shipper, new_producer
+from .shipper import Batch, PositionStore, Shipper, new_producer
 
 SNAPSHOT_MODES = ("initial", "never", "when_needed")
 _PG_EPOCH_MS = 946_684_800_000  # 2000-01-01 in Unix milliseconds
@@ -25,26 +30,26 @@ _PG_EPOCH_MS = 946_684_800_000  # 2000-01-01 in Unix milliseconds
 class Table:
     schema: str
     name: str
-    columns: list  # [(name, type_oid)] in column order
-    key: list  # primary key column names
+    columns: list[tuple[str, int]]  # [(name, type_oid)] in column order
+    key: list[str]  # primary key column names
 
 
 @dataclass
-class Status:
+class Progress:
     snapshotted: int = 0
     shipped: int = 0
     lsn: int = 0  # last change received from the slot
     confirmed: int = 0  # flush LSN confirmed to PostgreSQL
     server_lsn: int = 0  # the server's WAL end, from its keepalives
 
-    def line(self):
+    def line(self) -> str:
         lag = max(0, self.server_lsn - self.confirmed)
         return (f"snapshotted {self.snapshotted} rows | shipped {self.shipped} events | "
                 f"lsn {pgoutput.format_lsn(self.lsn)} | confirmed {pgoutput.format_lsn(self.confirmed)} | "
                 f"lag {lag} bytes")
 
 
-def connect(dsn, replication=False):
+def connect(dsn: str, replication: bool = False):
     try:
         conn = psycopg2.connect(
             dsn, options=pgtypes.SESSION_OPTIONS,
@@ -56,7 +61,7 @@ def connect(dsn, replication=False):
     return conn
 
 
-def check_wal_level(conn):
+def check_wal_level(conn) -> None:
     with conn.cursor() as cur:
         cur.execute("SHOW wal_level")
         level = cur.fetchone()[0]
@@ -65,12 +70,12 @@ def check_wal_level(conn):
                        "postgresql.conf (or run ALTER SYSTEM SET wal_level = logical) and restart PostgreSQL")
 
 
-def parse_table(name):
+def parse_table(name: str) -> tuple[str, str]:
     schema, _, table = name.rpartition(".")
     return schema or "public", table
 
 
-def load_table(conn, schema, name):
+def load_table(conn, schema: str, name: str) -> Table:
     with conn.cursor() as cur:
         cur.execute("SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                     "WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')", (schema, name))
@@ -80,20 +85,20 @@ def load_table(conn, schema, name):
         return Table(schema, name, _columns(cur, row[0]), _primary_key(cur, row[0]))
 
 
-def _columns(cur, relid):
+def _columns(cur, relid: int) -> list[tuple[str, int]]:
     cur.execute("SELECT attname, atttypid FROM pg_attribute WHERE attrelid = %s AND attnum > 0 "
                 "AND NOT attisdropped ORDER BY attnum", (relid,))
     return [(name, oid) for name, oid in cur.fetchall()]
 
 
-def _primary_key(cur, relid):
+def _primary_key(cur, relid: int) -> list[str]:
     cur.execute("SELECT a.attname FROM pg_index i, unnest(i.indkey) WITH ORDINALITY k(attnum, pos) "
                 "JOIN pg_attribute a ON a.attnum = k.attnum WHERE i.indrelid = %s AND i.indisprimary "
                 "AND a.attrelid = i.indrelid ORDER BY k.pos", (relid,))
     return [name for (name,) in cur.fetchall()]
 
 
-def _row(columns, values):
+def _row(columns: list[tuple[str, int]], values: list) -> dict[str, Any]:
     row = {}
     for (name, oid), value in zip(columns, values):
         if value is pgoutput.UNCHANGED:
@@ -106,38 +111,43 @@ def _row(columns, values):
 
 
 class _Transaction:
-    def __init__(self, begin, batch, skip):
+    def __init__(self, begin: pgoutput.Begin, batch: Batch, skip: bool):
         self.xid = begin.xid
         self.ts_ms = begin.commit_ts_us // 1000 + _PG_EPOCH_MS
         self.batch = batch
         self.skip = skip  # already delivered before a crash: PostgreSQL may send it again
 
 
-class PostgresConnector:
+class PostgresConnector(Connector):
     """Capture `tables` into `<topic_prefix>.<schema>.<table>` topics on the broker at
     `bootstrap`. `producer` may be a confluent_kafka.Producer of your own (security settings,
     another cluster); it must keep acks=all and idempotence."""
 
-    def __init__(self, dsn, tables, topic_prefix, bootstrap, *, slot="headwater",
-                 publication="headwater", snapshot_mode="initial",
-                 positions_topic="headwater-cdc-positions", heartbeat_interval=5.0,
-                 slot_wait=5.0, producer=None, log=print):
+    def __init__(self, dsn: str, tables: list[str], topic_prefix: str, bootstrap: str, *, slot: str = "headwater",
+                 publication: str = "headwater", snapshot_mode: str = "initial",
+                 positions_topic: str = "headwater-cdc-positions", heartbeat_interval: float = 5.0,
+                 slot_wait: float = 5.0, producer: Producer | None = None, log: Callable[[str], None] = print):
         if snapshot_mode not in SNAPSHOT_MODES:
             raise CdcError(f"unknown snapshot mode {snapshot_mode!r}; use one of {', '.join(SNAPSHOT_MODES)}")
         if not re.fullmatch(r"[a-z0-9_]+", slot):
             raise CdcError(f"slot name {slot!r} may only contain lower-case letters, digits and '_'")
         if not tables:
             raise CdcError("no tables given")
+        super().__init__()
         self.dsn, self.table_names, self.prefix = dsn, tables, topic_prefix
         self.slot, self.publication, self.snapshot_mode = slot, publication, snapshot_mode
         self.heartbeat_interval, self.slot_wait = heartbeat_interval, slot_wait
         self.positions = PositionStore(bootstrap, positions_topic, f"postgresql:{slot}")
         self.bootstrap, self._producer, self.log = bootstrap, producer, log
-        self.status = Status()
+        self.progress = Progress()
+        self._conn: Any = None  # catalog queries
+        self._repl: Any = None  # the replication connection
+        self._shipper: Shipper | None = None
+        self._stream: _Stream | None = None
 
     # -- start-up --------------------------------------------------------------------------
 
-    def _prepare(self, conn):
+    def _prepare(self, conn) -> list[Table]:
         check_wal_level(conn)
         tables = [load_table(conn, *parse_table(name)) for name in self.table_names]
         idents = sql.SQL(", ").join(sql.Identifier(t.schema, t.name) for t in tables)
@@ -147,14 +157,14 @@ class PostgresConnector:
             cur.execute(sql.SQL(verb).format(sql.Identifier(self.publication), idents))
         return tables
 
-    def _slot(self, conn):
+    def _slot(self, conn) -> tuple[bool, int | None]:
         """(exists, active_pid) of our slot."""
         with conn.cursor() as cur:
             cur.execute("SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (self.slot,))
             row = cur.fetchone()
         return (row is not None, row[0] if row else None)
 
-    def _plan(self, stored, slot_exists):
+    def _plan(self, stored: dict | None, slot_exists: bool) -> bool:
         """Whether to snapshot; raises if a resume would silently lose changes."""
         ready = stored is not None and stored.get("snapshot_done")
         if self.snapshot_mode == "never":
@@ -168,78 +178,8 @@ class PostgresConnector:
         raise CdcError(f"replication slot {self.slot!r} is gone but a position is stored: changes since "
                        "then are lost; rerun with --snapshot-mode when_needed to take a new snapshot")
 
-    # -- snapshot --------------------------------------------------------------------------
-
-    def _snapshot(self, repl, tables, shipper, db):
-        with repl.cursor() as cur:
-            cur.execute(f'CREATE_REPLICATION_SLOT "{self.slot}" LOGICAL pgoutput EXPORT_SNAPSHOT')
-            _, consistent_point, snapshot_name, _ = cur.fetchone()
-        lsn = pgoutput.parse_lsn(consistent_point)
-        snap = connect(self.dsn)
-        snap.autocommit = False
-        snap.set_session(isolation_level="REPEATABLE READ", readonly=True)
-        batch = shipper.tracker.open()
-        try:
-            with snap.cursor() as cur:
-                cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
-                cur.execute("SELECT txid_snapshot_xmin(txid_current_snapshot()), "
-                            "(extract(epoch FROM now()) * 1000)::bigint")
-                xid, ts_ms = cur.fetchone()
-            previous = None
-            for table, values in self._snapshot_rows(snap, tables):
-                if previous is not None:
-                    self._send_read(shipper, batch, db, lsn, xid, ts_ms, *previous, "true")
-                previous = (table, values)
-            if previous is not None:
-                self._send_read(shipper, batch, db, lsn, xid, ts_ms, *previous, "last")
-        finally:
-            snap.rollback()
-            snap.close()
-        shipper.tracker.close(batch, lsn)
-        return lsn
-
-    @staticmethod
-    def _snapshot_rows(snap, tables):
-        for table in tables:
-            with snap.cursor(name="headwater_snapshot") as cur:
-                cur.itersize = 5000
-                cols = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c, _ in table.columns)
-                cur.execute(sql.SQL("SELECT {} FROM {}").format(cols, sql.Identifier(table.schema, table.name)))
-                for values in cur:
-                    yield table, values
-
-    def _send_read(self, shipper, batch, db, lsn, xid, ts_ms, table, values, marker):
-        source = Source("postgresql", db, table.schema, table.name, lsn, xid, ts_ms, marker)
-        topic = topic_name(self.prefix, table.schema, table.name)
-        for event in row_events(topic, table.key, "r", None, _row(table.columns, values), source):
-            shipper.send(event, batch)
-        self.status.snapshotted += 1
-        if self.status.snapshotted % 1000 == 0:
-            shipper.poll(0)  # run delivery callbacks as we go
-            self.report(shipper)
-
-    def report(self, shipper):
-        """The status line, at most every status interval."""
-        now = time.monotonic()
-        if self._on_status and now - self._last_status >= self._status_interval:
-            self.status.shipped = shipper.delivered
-            self._on_status(self.status.line())
-            self._last_status = now
-
-    def _ready(self, shipper, lsn):
-        """Store "snapshot done" before streaming: a crash after this resumes the stream; a crash
-        before it takes the snapshot again (a half-shipped snapshot never meets the stream)."""
-        stored = []
-        shipper.flush(None)
-        self.positions.save(shipper, {"lsn": lsn, "snapshot_done": True}, lambda: stored.append(True))
-        while not stored:
-            shipper.flush(1)
-
-    # -- stream ----------------------------------------------------------------------------
-
-    def run(self, should_stop=lambda: False, status_interval=2.0, on_status=None):
-        self._on_status, self._status_interval, self._last_status = on_status, status_interval, time.monotonic()
-        conn = connect(self.dsn)
+    def start(self) -> None:
+        self._conn = conn = connect(self.dsn)
         db = conn.info.dbname
         tables = self._prepare(conn)
         stored = self.positions.load(wait_log=self.log)
@@ -251,36 +191,108 @@ class PostgresConnector:
         if active_pid is not None:
             raise CdcError(f"replication slot {self.slot!r} is in use by another connection (PID {active_pid})")
         snapshot = self._plan(stored, exists)
-        repl = connect(self.dsn, replication=True)
+        self._repl = repl = connect(self.dsn, replication=True)
         cur = repl.cursor()
-        shipper = Shipper(self._producer or new_producer(self.bootstrap), on_wait=_keepalive(cur))
+        self._shipper = shipper = Shipper(self._producer or new_producer(self.bootstrap), on_wait=_keepalive(cur))
         resume_lsn = stored["lsn"] if stored and not snapshot else 0
         if snapshot:
             if exists:
                 conn.cursor().execute("SELECT pg_drop_replication_slot(%s)", (self.slot,))
-            self._ready(shipper, self._snapshot(repl, tables, shipper, db))
+            self._ready(self._snapshot(repl, tables, db))
         elif not exists:
             cur.create_replication_slot(self.slot, output_plugin="pgoutput")
-            self._ready(shipper, 0)
+            self._ready(0)
         try:
             cur.start_replication(slot_name=self.slot, decode=False, start_lsn=resume_lsn,
                                   options={"proto_version": "1", "publication_names": self.publication})
         except psycopg2.errors.ObjectInUse as exc:
             raise CdcError(f"replication slot {self.slot!r} is in use: {exc.pgerror.strip().splitlines()[0]}") from None
-        stream = _Stream(self, conn, cur, shipper, db, resume_lsn)
+        self._stream = _Stream(conn, cur, shipper, db, resume_lsn, self.prefix, self.positions, self.progress,
+                               self.heartbeat_interval, self.ticker)
+        self._started = True
+
+    # -- snapshot --------------------------------------------------------------------------
+
+    def _snapshot(self, repl, tables: list[Table], db: str) -> int:
+        with repl.cursor() as cur:
+            cur.execute(f'CREATE_REPLICATION_SLOT "{self.slot}" LOGICAL pgoutput EXPORT_SNAPSHOT')
+            _, consistent_point, snapshot_name, _ = cur.fetchone()
+        lsn = pgoutput.parse_lsn(consistent_point)
+        snap = connect(self.dsn)
+        snap.autocommit = False
+        snap.set_session(isolation_level="REPEATABLE READ", readonly=True)
+        batch = self._shipper.tracker.open()
         try:
-            stream.loop(should_stop)
+            with snap.cursor() as cur:
+                cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot_name,))
+                cur.execute("SELECT txid_snapshot_xmin(txid_current_snapshot()), "
+                            "(extract(epoch FROM now()) * 1000)::bigint")
+                xid, ts_ms = cur.fetchone()
+            previous = None
+            for table, values in self._snapshot_rows(snap, tables):
+                if previous is not None:
+                    self._send_read(batch, db, lsn, xid, ts_ms, *previous, "true")
+                previous = (table, values)
+            if previous is not None:
+                self._send_read(batch, db, lsn, xid, ts_ms, *previous, "last")
         finally:
-            repl.close()
-            conn.close()
+            snap.rollback()
+            snap.close()
+        self._shipper.tracker.close(batch, lsn)
+        return lsn
+
+    @staticmethod
+    def _snapshot_rows(snap, tables: list[Table]) -> Iterator[tuple[Table, tuple]]:
+        for table in tables:
+            with snap.cursor(name="headwater_snapshot") as cur:
+                cur.itersize = 5000
+                cols = sql.SQL(", ").join(sql.SQL("{}::text").format(sql.Identifier(c)) for c, _ in table.columns)
+                cur.execute(sql.SQL("SELECT {} FROM {}").format(cols, sql.Identifier(table.schema, table.name)))
+                for values in cur:
+                    yield table, values
+
+    def _send_read(self, batch: Batch, db: str, lsn: int, xid: int, ts_ms: int, table: Table, values: tuple,
+                   marker: str) -> None:
+        source = Source("postgresql", db, table.schema, table.name, lsn, xid, ts_ms, marker)
+        topic = topic_name(self.prefix, table.schema, table.name)
+        for event in row_events(topic, table.key, "r", None, _row(table.columns, values), source):
+            self._shipper.send(event, batch)
+        self.progress.snapshotted += 1
+        if self.progress.snapshotted % 1000 == 0:
+            self._shipper.poll(0)  # run delivery callbacks as we go
+            self.ticker.tick()
+
+    def _ready(self, lsn: int) -> None:
+        """Store "snapshot done" before streaming: a crash after this resumes the stream; a crash
+        before it takes the snapshot again (a half-shipped snapshot never meets the stream)."""
+        stored = []
+        self._shipper.flush(None)
+        self.positions.save(self._shipper, {"lsn": lsn, "snapshot_done": True}, lambda: stored.append(True))
+        while not stored:
+            self._shipper.flush(1)
+
+    # -- stream ----------------------------------------------------------------------------
+
+    def _ship(self, stopping: Callable[[], bool]) -> None:
+        self._stream.loop(stopping)
+
+    def _close(self) -> None:
+        for conn in (self._repl, self._conn):
+            if conn is not None:
+                conn.close()
+
+    def status(self) -> str:
+        if self._shipper is not None:
+            self.progress.shipped = self._shipper.delivered
+        return self.progress.line()
 
 
-def _keepalive(cur):
+def _keepalive(cur) -> Callable[[], None]:
     """While we wait on the broker, tell the walsender once a second that we are alive
     (no position moves), or it drops us after wal_sender_timeout."""
     last = [0.0]
 
-    def keepalive():
+    def keepalive() -> None:
         if time.monotonic() - last[0] >= 1 and not cur.closed:
             last[0] = time.monotonic()
             try:
@@ -293,17 +305,19 @@ def _keepalive(cur):
 class _Stream:
     """The streaming loop: decode, produce, and confirm only what the broker holds."""
 
-    def __init__(self, connector, conn, cur, shipper, db, resume_lsn):
-        self.c, self.conn, self.cur, self.shipper, self.db = connector, conn, cur, shipper, db
-        self.resume_lsn = resume_lsn
-        self.relations = {}
-        self.txn = None
-        self.to_store = None
+    def __init__(self, conn, cur, shipper: Shipper, db: str, resume_lsn: int, prefix: str,
+                 positions: PositionStore, progress: Progress, heartbeat_interval: float, ticker: StatusTicker):
+        self.conn, self.cur, self.shipper, self.db = conn, cur, shipper, db
+        self.resume_lsn, self.prefix, self.positions = resume_lsn, prefix, positions
+        self.progress, self.heartbeat_interval, self.ticker = progress, heartbeat_interval, ticker
+        self.relations: dict[int, Table] = {}
+        self.txn: _Transaction | None = None
+        self.to_store: int | None = None
 
-    def loop(self, should_stop):
+    def loop(self, stopping: Callable[[], bool]) -> None:
         last_save = last_heartbeat = time.monotonic()
         received = 0
-        while not should_stop():
+        while not stopping():
             try:
                 msg = self.cur.read_message()
             except psycopg2.DatabaseError as exc:  # libpq reports a dropped stream this way
@@ -316,40 +330,40 @@ class _Stream:
             else:
                 select.select([self.cur.connection], [], [], 0.05)
             now = time.monotonic()
-            self.c.status.server_lsn = max(self.c.status.server_lsn, self.cur.wal_end)
+            self.progress.server_lsn = max(self.progress.server_lsn, self.cur.wal_end)
             durable = self.shipper.poll(0)
             if durable is not None:
                 self.to_store = durable
             if self.to_store is not None and now - last_save >= 0.1:
                 self.store(self.to_store)
                 last_save = now
-            if now - last_heartbeat >= self.c.heartbeat_interval:
+            if now - last_heartbeat >= self.heartbeat_interval:
                 self.heartbeat()
                 last_heartbeat = now
-            self.c.report(self.shipper)
+            self.ticker.tick()
         self.shipper.flush(30)
         if self.shipper.tracker.durable is not None:
             self.store(self.shipper.tracker.durable)
         self.shipper.flush(30)
 
-    def store(self, lsn):
+    def store(self, lsn: int) -> None:
         self.to_store = None
 
-        def stored():
+        def stored() -> None:
             self.cur.send_feedback(write_lsn=lsn, flush_lsn=lsn, force=True)
-            self.c.status.confirmed = max(self.c.status.confirmed, lsn)
+            self.progress.confirmed = max(self.progress.confirmed, lsn)
 
-        self.c.positions.save(self.shipper, {"lsn": lsn, "snapshot_done": True}, stored)
+        self.positions.save(self.shipper, {"lsn": lsn, "snapshot_done": True}, stored)
 
-    def heartbeat(self):
+    def heartbeat(self) -> None:
         """Idle captured tables still let WAL grow (other tables, other databases): once all
         we received is durable, the server's WAL end is a safe position to confirm."""
         wal_end = self.cur.wal_end
         if self.txn is None and self.shipper.tracker.idle() and wal_end > (self.shipper.tracker.durable or 0):
             self.shipper.tracker.mark(wal_end)
 
-    def handle(self, lsn, msg):
-        self.c.status.lsn = max(self.c.status.lsn, lsn)
+    def handle(self, lsn: int, msg: pgoutput.Message) -> None:
+        self.progress.lsn = max(self.progress.lsn, lsn)
         if isinstance(msg, pgoutput.Begin):
             self.txn = _Transaction(msg, self.shipper.tracker.open(), msg.final_lsn < self.resume_lsn)
         elif isinstance(msg, pgoutput.Commit):
@@ -365,13 +379,13 @@ class _Stream:
         elif isinstance(msg, pgoutput.Truncate) and not self.txn.skip:
             for relid in msg.relids:
                 table = self.relations[relid]
-                event = truncate_event(topic_name(self.c.prefix, table.schema, table.name), self.source(table, lsn))
+                event = truncate_event(topic_name(self.prefix, table.schema, table.name), self.source(table, lsn))
                 self.shipper.send(event, self.txn.batch)
 
-    def source(self, table, lsn):
+    def source(self, table: Table, lsn: int) -> Source:
         return Source("postgresql", self.db, table.schema, table.name, lsn, self.txn.xid, self.txn.ts_ms)
 
-    def row_change(self, lsn, msg):
+    def row_change(self, lsn: int, msg: pgoutput.Insert | pgoutput.Update | pgoutput.Delete) -> None:
         table = self.relations[msg.relid]
         if isinstance(msg, pgoutput.Insert):
             op, before, after = "c", None, _row(table.columns, msg.new)
@@ -380,6 +394,6 @@ class _Stream:
             before = _row(table.columns, msg.old) if msg.old is not None else None
         else:
             op, before, after = "d", _row(table.columns, msg.old), None
-        topic = topic_name(self.c.prefix, table.schema, table.name)
+        topic = topic_name(self.prefix, table.schema, table.name)
         for event in row_events(topic, table.key, op, before, after, self.source(table, lsn)):
             self.shipper.send(event, self.txn.batch)

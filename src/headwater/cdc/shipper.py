@@ -6,15 +6,20 @@ when it is closed. The durable position is the position of the last batch such t
 every batch before it were acknowledged by the broker (acks=all, idempotent producer):
 only that position may be confirmed to the source (flush LSN, changelog trim).
 """
+from __future__ import annotations
+
 from collections import deque
 import json
 import time
+from typing import Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from .envelope import ChangeEvent
 
-def producer_config(bootstrap):
+
+def producer_config(bootstrap: str) -> dict:
     return {
         "bootstrap.servers": bootstrap,
         "acks": "all",
@@ -26,19 +31,19 @@ def producer_config(bootstrap):
     }
 
 
-def new_producer(bootstrap):
+def new_producer(bootstrap: str) -> Producer:
     return Producer(producer_config(bootstrap))
 
 
 class Batch:
     __slots__ = ("pending", "position", "tracker")
 
-    def __init__(self, tracker):
+    def __init__(self, tracker: AckTracker):
         self.pending = 0
-        self.position = None  # set on close
+        self.position: int | None = None  # set on close
         self.tracker = tracker
 
-    def delivered(self, err, _msg):
+    def delivered(self, err: KafkaError | None, _msg) -> None:
         """Delivery callback of each of the batch's events (one bound method, no closure per event)."""
         if err is not None:
             self.tracker.error = err
@@ -50,28 +55,28 @@ class Batch:
 class AckTracker:
     """Batches in send order; `advance()` returns the new durable position, if it moved."""
 
-    def __init__(self):
-        self._batches = deque()
-        self.durable = None
+    def __init__(self) -> None:
+        self._batches: deque[Batch] = deque()
+        self.durable: int | None = None
         self.delivered = 0  # events acknowledged
-        self.error = None  # the first delivery error, if any
+        self.error: KafkaError | None = None  # the first delivery error, if any
 
-    def open(self):
+    def open(self) -> Batch:
         batch = Batch(self)
         self._batches.append(batch)
         return batch
 
-    def close(self, batch, position):
+    def close(self, batch: Batch, position: int) -> None:
         batch.position = position
 
-    def mark(self, position):
+    def mark(self, position: int) -> None:
         """A position with nothing to deliver (an empty transaction, a heartbeat)."""
         self.close(self.open(), position)
 
-    def idle(self):
+    def idle(self) -> bool:
         return not self._batches
 
-    def advance(self):
+    def advance(self) -> int | None:
         moved = False
         while self._batches and self._batches[0].pending == 0 and self._batches[0].position is not None:
             self.durable = self._batches.popleft().position
@@ -90,23 +95,24 @@ class Shipper:
     local queue is full (broker down or slow), so the caller can keep its source alive.
     """
 
-    def __init__(self, producer, on_wait=lambda: None):
+    def __init__(self, producer: Producer, on_wait: Callable[[], None] = lambda: None):
         self.producer = producer
         self.tracker = AckTracker()
         self.on_wait = on_wait
 
     @property
-    def delivered(self):
+    def delivered(self) -> int:
         return self.tracker.delivered
 
-    def send(self, event, batch):
+    def send(self, event: ChangeEvent, batch: Batch) -> None:
         batch.pending += 1
         self._produce(event.topic, event.key, event.value, batch.delivered, None)
 
-    def produce(self, topic, key, value, on_acked, partition=None):
+    def produce(self, topic: str, key: bytes, value: bytes, on_acked: Callable[[], None],
+                partition: int | None = None) -> None:
         """Produce one record; `on_acked()` runs from `poll` once the broker acknowledged it."""
 
-        def delivered(err, _msg):
+        def delivered(err: KafkaError | None, _msg) -> None:
             if err is not None:
                 self.tracker.error = err
             else:
@@ -114,7 +120,8 @@ class Shipper:
 
         self._produce(topic, key, value, delivered, partition)
 
-    def _produce(self, topic, key, value, callback, partition):
+    def _produce(self, topic: str, key: bytes | None, value: bytes | None, callback: Callable,
+                 partition: int | None) -> None:
         extra = {} if partition is None else {"partition": partition}
         while True:
             try:
@@ -124,13 +131,13 @@ class Shipper:
                 self.poll(0.1)
                 self.on_wait()
 
-    def poll(self, timeout=0):
+    def poll(self, timeout: float = 0) -> int | None:
         self.producer.poll(timeout)
         if self.tracker.error is not None:
             raise DeliveryFailed(f"broker refused a change event: {self.tracker.error}")
         return self.tracker.advance()
 
-    def flush(self, timeout=None):
+    def flush(self, timeout: float | None = None) -> int | None:
         self.producer.flush(-1 if timeout is None else timeout)
         return self.poll(0)
 
@@ -138,10 +145,10 @@ class Shipper:
 class PositionStore:
     """The connector's own position, kept as the last record with its key in a topic."""
 
-    def __init__(self, bootstrap, topic, name):
+    def __init__(self, bootstrap: str, topic: str, name: str):
         self.bootstrap, self.topic, self.key = bootstrap, topic, name.encode()
 
-    def load(self, wait_log=print, timeout=None):
+    def load(self, wait_log: Callable[[str], None] = print, timeout: float | None = None) -> dict | None:
         """The stored position dict, or None. Waits (and says so) while the broker is down."""
         consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "headwater-cdc",
                              "enable.auto.commit": False, "auto.offset.reset": "earliest"})
@@ -172,7 +179,7 @@ class PositionStore:
         finally:
             consumer.close()
 
-    def _create_topic(self):
+    def _create_topic(self) -> None:
         # One partition (one order of positions), compacted: only the last position per key matters.
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         future = admin.create_topics([NewTopic(self.topic, 1, config={"cleanup.policy": "compact"})],
@@ -183,6 +190,6 @@ class PositionStore:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
 
-    def save(self, shipper, position, on_stored):
+    def save(self, shipper: Shipper, position: dict, on_stored: Callable[[], None]) -> None:
         """Write `position`; `on_stored()` runs once the broker acknowledged it."""
         shipper.produce(self.topic, self.key, json.dumps(position).encode(), on_stored, partition=0)

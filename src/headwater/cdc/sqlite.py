@@ -6,13 +6,19 @@ changelog row commit together. SQLite has one writer at a time, so changelog ids
 in commit order. The poller ships rows past its position and deletes (trims) only rows
 the broker has acknowledged.
 """
+from __future__ import annotations
+
 import base64
 import json
 import os
 import sqlite3
 import time
+from typing import Callable
+
+from confluent_kafka import Producer
 
 from . import CdcError
+from .connector import Connector
 from .envelope import Source, row_events, topic_name
 from .shipper import PositionStore, Shipper, new_producer
 
@@ -21,15 +27,15 @@ _TRIGGER_OPS = {"insert": "c", "update": "u", "delete": "d"}
 _NOW_MS = "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
 
 
-def _q(name):
+def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _trigger(table, event):
+def _trigger(table: str, event: str) -> str:
     return f"_headwater_{table}_{event}"
 
 
-def open_db(path):
+def open_db(path: str) -> sqlite3.Connection:
     if not os.path.exists(path):
         raise CdcError(f"SQLite database {path} does not exist")
     conn = sqlite3.connect(path, isolation_level=None, timeout=30)
@@ -37,7 +43,7 @@ def open_db(path):
     return conn
 
 
-def columns(conn, table):
+def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, int]]:
     """[(name, pk position)] of a table; raises if it does not exist."""
     rows = conn.execute(f"PRAGMA table_info({_q(table)})").fetchall()
     if not rows:
@@ -45,11 +51,11 @@ def columns(conn, table):
     return [(row[1], row[5]) for row in rows]
 
 
-def primary_key(cols):
+def primary_key(cols: list[tuple[str, int]]) -> list[str]:
     return [name for name, pk in sorted((c for c in cols if c[1]), key=lambda c: c[1])]
 
 
-def _image(alias, cols):
+def _image(alias: str, cols: list[tuple[str, int]]) -> str:
     # Blobs are not JSON: wrap their hex so the poller can turn them into base64.
     parts = []
     for name, _ in cols:
@@ -58,7 +64,7 @@ def _image(alias, cols):
     return f"json_object({', '.join(parts)})"
 
 
-def install(conn, tables):
+def install(conn: sqlite3.Connection, tables: list[str]) -> None:
     """Create (or re-create, after a schema change) the capture triggers, in one transaction.
 
     A table captured for the first time is also copied into the changelog as `r` rows in that
@@ -89,7 +95,7 @@ def install(conn, tables):
         raise
 
 
-def remove(conn, tables):
+def remove(conn: sqlite3.Connection, tables: list[str]) -> None:
     """Drop the capture triggers; the changelog goes too once no table is captured."""
     conn.execute("BEGIN IMMEDIATE")
     for table in tables:
@@ -101,7 +107,7 @@ def remove(conn, tables):
     conn.execute("COMMIT")
 
 
-def _unwrap(image):
+def _unwrap(image: str | None) -> dict | None:
     if image is None:
         return None
     row = json.loads(image)
@@ -111,65 +117,73 @@ def _unwrap(image):
     return row
 
 
-class SqliteConnector:
+class SqliteConnector(Connector):
     """Ship the changelog of the SQLite file at `path` into `<topic_prefix>.main.<table>`
     topics. `producer` as for PostgresConnector."""
 
-    def __init__(self, path, tables, topic_prefix, bootstrap, *,
-                 positions_topic="headwater-cdc-positions", poll_interval=0.05, batch_rows=2000,
-                 producer=None, log=print):
+    def __init__(self, path: str, tables: list[str], topic_prefix: str, bootstrap: str, *,
+                 positions_topic: str = "headwater-cdc-positions", poll_interval: float = 0.05,
+                 batch_rows: int = 2000, producer: Producer | None = None, log: Callable[[str], None] = print):
         if not tables:
             raise CdcError("no tables given")
+        super().__init__()
         self.path, self.tables, self.prefix = path, tables, topic_prefix
         self.poll_interval, self.batch_rows = poll_interval, batch_rows
         self.positions = PositionStore(bootstrap, positions_topic, f"sqlite:{os.path.abspath(path)}")
         self.bootstrap, self._producer, self.log = bootstrap, producer, log
-        self.shipped_rows = 0
-        self.position = 0
+        self.position = 0  # the last changelog id handed to the producer
+        self._conn: sqlite3.Connection | None = None
+        self._shipper: Shipper | None = None
+        self._keys: dict[str, list[str]] = {}
 
-    def run(self, should_stop=lambda: False, status_interval=2.0, on_status=None):
-        conn = open_db(self.path)
+    def start(self) -> None:
+        self._conn = conn = open_db(self.path)
         install(conn, self.tables)
-        keys = {t: primary_key(columns(conn, t)) for t in self.tables}
+        self._keys = {t: primary_key(columns(conn, t)) for t in self.tables}
         stored = self.positions.load(wait_log=self.log)
         self.position = stored["id"] if stored else 0
         conn.execute(f"DELETE FROM {CHANGELOG} WHERE id <= ?", (self.position,))
-        shipper = Shipper(self._producer or new_producer(self.bootstrap))
+        self._shipper = Shipper(self._producer or new_producer(self.bootstrap))
+        self._started = True
+
+    def _ship(self, stopping: Callable[[], bool]) -> None:
+        conn, shipper = self._conn, self._shipper
         db = os.path.basename(self.path)
-        last_status = time.monotonic()
-        self.shipper = shipper
-        while not should_stop():
+        while not stopping():
             rows = conn.execute(f"SELECT id, tbl, op, before, after, ts_ms FROM {CHANGELOG} WHERE id > ? "
                                 "ORDER BY id LIMIT ?", (self.position, self.batch_rows)).fetchall()
             if rows:
                 batch = shipper.tracker.open()
                 for row_id, table, op, before, after, ts_ms in rows:
                     source = Source("sqlite", db, "main", table, row_id, None, ts_ms, "true" if op == "r" else "false")
-                    for event in row_events(topic_name(self.prefix, "main", table), keys.get(table, []),
+                    for event in row_events(topic_name(self.prefix, "main", table), self._keys.get(table, []),
                                             op, _unwrap(before), _unwrap(after), source):
                         shipper.send(event, batch)
                 shipper.tracker.close(batch, rows[-1][0])
                 self.position = rows[-1][0]
-            self._store(conn, shipper, shipper.poll(0))
-            if on_status and time.monotonic() - last_status >= status_interval:
-                on_status(self.status_line())
-                last_status = time.monotonic()
+            self._store(shipper.poll(0))
+            self.ticker.tick()
             if len(rows) < self.batch_rows:
                 time.sleep(self.poll_interval)
-        self._store(conn, shipper, shipper.flush(30))
+        self._store(shipper.flush(30))
         shipper.flush(30)
-        conn.close()
 
-    def _store(self, conn, shipper, durable):
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+    def _store(self, durable: int | None) -> None:
+        """Save the durable position; trim the changelog once the broker holds the position too."""
         if durable is None:
             return
 
-        def trim():
-            conn.execute(f"DELETE FROM {CHANGELOG} WHERE id <= ?", (durable,))
+        def trim() -> None:
+            self._conn.execute(f"DELETE FROM {CHANGELOG} WHERE id <= ?", (durable,))
 
-        self.positions.save(shipper, {"id": durable}, trim)
+        self.positions.save(self._shipper, {"id": durable}, trim)
 
-    def status_line(self):
-        durable = self.shipper.tracker.durable or 0
-        return (f"shipped {self.shipper.delivered} events | changelog position {self.position} | "
+    def status(self) -> str:
+        shipped = self._shipper.delivered if self._shipper else 0
+        durable = (self._shipper and self._shipper.tracker.durable) or 0
+        return (f"shipped {shipped} events | changelog position {self.position} | "
                 f"acknowledged {durable} | lag {self.position - durable} rows")

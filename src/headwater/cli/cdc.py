@@ -1,14 +1,19 @@
 """`headwater cdc postgres|sqlite`: run a change data capture connector with a status line."""
+from __future__ import annotations
+
+import argparse
 import os
 import signal
 import sqlite3
 import sys
 import time
+from typing import Callable
 
 import psycopg2
 from confluent_kafka import KafkaException
 
 from headwater.cdc import CdcError, SourceUnavailable
+from headwater.cdc.connector import Connector
 from headwater.cdc.shipper import DeliveryFailed
 from headwater.cli.common import DEFAULT_BOOTSTRAP
 
@@ -41,7 +46,7 @@ def add_parser(subparsers) -> None:
     lite.set_defaults(func=run_sqlite)
 
 
-def _common(parser, prefix_required):
+def _common(parser: argparse.ArgumentParser, prefix_required: bool) -> None:
     parser.add_argument("--tables", required=True, help="comma-separated table names")
     parser.add_argument("--topic-prefix", required=prefix_required,
                         help="topics are <prefix>.<schema>.<table>" + ("" if prefix_required else
@@ -53,24 +58,24 @@ def _common(parser, prefix_required):
     parser.add_argument("--status-interval", type=float, default=2.0, help="seconds between status lines")
 
 
-def _tables(args):
+def _tables(args: argparse.Namespace) -> list[str]:
     return [t.strip() for t in args.tables.split(",") if t.strip()]
 
 
-def _status_printer():
+def _status_printer() -> Callable[[str], None]:
     tty = sys.stderr.isatty()
 
-    def show(line):
+    def show(line: str) -> None:
         sys.stderr.write(("\r" + line + "\033[K") if tty else line + "\n")
         sys.stderr.flush()
     return show
 
 
-def _log(line):
+def _log(line: str) -> None:
     print(f"headwater cdc: {line}", file=sys.stderr, flush=True)
 
 
-def _supervise(make_connector, args):
+def _supervise(make_connector: Callable[[], Connector], args: argparse.Namespace) -> int:
     """Run until SIGINT/SIGTERM. Failures that pass (broker or database gone for a while)
     restart the connector, which resumes from its last acknowledged position. A source that
     cannot be reached at the very first start is a configuration error instead."""
@@ -96,10 +101,10 @@ def _supervise(make_connector, args):
     return 0
 
 
-def run_postgres(args) -> int:
+def run_postgres(args: argparse.Namespace) -> int:
     from headwater.cdc.postgres import PostgresConnector
 
-    def make():
+    def make() -> Connector:
         return PostgresConnector(args.dsn, _tables(args), args.topic_prefix, args.bootstrap_server,
                                  slot=args.slot, publication=args.publication,
                                  snapshot_mode=args.snapshot_mode, positions_topic=args.positions_topic,
@@ -107,7 +112,7 @@ def run_postgres(args) -> int:
     return _supervise(make, args)
 
 
-def run_sqlite(args) -> int:
+def run_sqlite(args: argparse.Namespace) -> int:
     from headwater.cdc import sqlite
 
     try:
@@ -121,7 +126,7 @@ def run_sqlite(args) -> int:
         return 1
     prefix = args.topic_prefix or os.path.splitext(os.path.basename(args.db))[0]
 
-    def make():
+    def make() -> Connector:
         return sqlite.SqliteConnector(args.db, _tables(args), prefix, args.bootstrap_server,
                                       positions_topic=args.positions_topic, log=_log)
     return _supervise(make, args)

@@ -151,16 +151,15 @@ def run(bootstrap: str, console) -> None:
     with tempfile.TemporaryDirectory(prefix="headwater-shop-") as tmp:
         shop = PostgresShop(dsn) if dsn else SqliteShop(tmp)
         _open_shop(shop, rng)
-        stop = threading.Event()
         connector = shop.start_capture(bootstrap)
-        thread = threading.Thread(target=connector.run, kwargs={"should_stop": stop.is_set}, daemon=True)
+        thread = threading.Thread(target=connector.run, daemon=True)
         thread.start()
         while thread.is_alive() and not shop.streaming():
             time.sleep(0.1)
         _business(shop, rng)
         while thread.is_alive() and not shop.captured():
             time.sleep(0.1)
-        stop.set()
+        connector.stop()
         thread.join(30)
         source = {row[0]: row for row in shop.execute("SELECT id, customer_id, product_id, quantity, status "
                                                       "FROM orders")}

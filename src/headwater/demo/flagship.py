@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from headwater.demo import cdc_shop, compaction, groups, orders, shopping_cart, stream_processing
+from headwater.demo.spark_chapter import CheckFailed
 from headwater.testing import BrokerProcess
 
 CHAPTERS = [orders, groups, cdc_shop, compaction, shopping_cart, stream_processing]  # each: run(bootstrap, console)
@@ -25,7 +26,7 @@ def main() -> int:
             try:
                 for chapter in CHAPTERS:
                     chapter.run(broker.bootstrap, console)
-            except stream_processing.CheckFailed as failed:
+            except CheckFailed as failed:
                 console.print(f"[bold red]the demo's check failed:[/] {failed}")
                 return 1
         console.print(f"broker stopped cleanly (exit status {broker.proc.returncode})")

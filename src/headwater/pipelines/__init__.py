@@ -2,7 +2,8 @@
 
 One concept per module:
 
-- lateness: the watermark, late events, counting the events dropped as too late (and the same rule in plain Python)
+- lateness: the watermark, late events, counting the events dropped as too late
+- reference: what every pipeline must answer, in plain Python (the watermark rule included): the yardstick of tests and demo
 - windows: tumbling, hopping and session windows on event time
 - sliding: a sliding window per event
 - event_order: replaying a keyed stream in event-time order (for the processors below)

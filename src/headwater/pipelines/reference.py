@@ -1,14 +1,48 @@
-"""What each pipeline of the stream-processing chapter must answer, computed in plain
-Python over the same events: the demo compares Spark's results with these.
+"""What each pipeline must answer, computed in plain Python over the same events: the
+yardstick the tests and the demo hold Spark's results to.
 
-Which events count is decided by `lateness.admitted` (the watermark rule); times are
-epoch milliseconds; a result is emitted only once the final watermark has passed it.
+`admitted` is the watermark rule of `lateness.on_time` (which events count, how many are
+dropped as too late); the other functions answer one pipeline each. Times are epoch
+milliseconds; a result is emitted only once the final watermark has passed it.
 """
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from headwater.pipelines.lateness import admitted
+
+def micro_batches(events: list, per_trigger: int) -> list[list]:
+    """The micro-batches a query reads a one-partition topic in, with
+    maxOffsetsPerTrigger = per_trigger (what `admitted` needs as its input)."""
+    return [events[i:i + per_trigger] for i in range(0, len(events), per_trigger)]
+
+
+def admitted(batches: list[list[dict]], lateness_ms: int, time_field: str = "ts_ms", id_field: str = "event_id"):
+    """The rule `on_time` applies, in plain Python, to check a pipeline's answers:
+    which events (dicts, in micro-batches as the query reads them) survive the
+    watermark, how many are dropped as too late, and the final watermark.
+
+    Spark's watermark after a batch is the largest event time seen minus the
+    lateness; with a chain of stateful operators an event is dropped when its time is
+    at or before the watermark of the *previous* batch (late-event watermark).
+    Returns (kept events, dropped count, final watermark in ms).
+    """
+    kept, dropped, seen = [], 0, set()
+    max_seen = None
+    watermarks = [0]  # watermark in force for batch i (0 = none yet)
+    for i, batch in enumerate(batches):
+        late_watermark = watermarks[i - 1] if i >= 1 else 0
+        for event in batch:
+            if i >= 1 and late_watermark > 0 and event[time_field] <= late_watermark:
+                dropped += 1
+            elif event[id_field] not in seen:  # a repeated delivery is not counted twice
+                seen.add(event[id_field])
+                kept.append(event)
+        times = [e[time_field] for e in batch]
+        if times:
+            max_seen = max([max_seen or times[0]] + times)
+        watermarks.append(max(watermarks[-1], max_seen - lateness_ms) if max_seen is not None else 0)
+    final_watermark = max_seen - lateness_ms  # what the last (no-data) batch runs with
+    return kept, dropped, final_watermark
 
 
 def window_counts(kept: list, final_watermark: int, size: int, slide: int | None = None) -> dict[int, int]:

@@ -1,0 +1,55 @@
+"""Every benchmark in bench/ still runs: `--smoke` (tiny sizes, a few seconds) exits 0 and
+prints its table, and `--help` works. Figures are never asserted: this only keeps a bench
+from breaking unnoticed. New benches are picked up by their file name alone."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
+# A bench is a script; bench/ also holds modules the benches share (tables.py).
+BENCHES = sorted(path for path in BENCH_DIR.glob("*.py") if 'if __name__ == "__main__":' in path.read_text())
+
+
+def run(bench: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(bench), *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=BENCH_DIR.parent)
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The lines of a bench's output laid out as table rows: rich's boxed rows and header,
+    or plain columns set apart by two or more spaces."""
+    rows = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in re.split(r"[│┃]|\s{2,}", line.strip()) if cell.strip()]
+        if len(cells) >= 2:
+            rows.append(cells)
+    return rows
+
+
+def prints_a_table(text: str) -> bool:
+    """A header and at least one row of figures."""
+    rows = table_rows(text)
+    return len(rows) >= 2 and any(re.search(r"\d", cell) for row in rows[1:] for cell in row)
+
+
+def test_every_bench_is_found():
+    assert {"cdc_throughput.py", "cleaner.py", "groups.py", "spark_source.py", "throughput.py"} <= {
+        bench.name for bench in BENCHES}
+    assert "tables.py" not in {bench.name for bench in BENCHES}
+
+
+@pytest.mark.parametrize("bench", BENCHES, ids=lambda bench: bench.stem)
+def test_bench_smoke_prints_its_table(bench):
+    result = run(bench, "--smoke", timeout=400)
+    assert result.returncode == 0, f"{bench.name} --smoke failed:\n{result.stderr[-3000:]}"
+    assert prints_a_table(result.stdout), f"{bench.name} --smoke printed no table:\n{result.stdout}"
+
+
+@pytest.mark.parametrize("bench", BENCHES, ids=lambda bench: bench.stem)
+def test_bench_help(bench):
+    result = run(bench, "--help", timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "--smoke" in result.stdout
