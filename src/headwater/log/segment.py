@@ -19,6 +19,7 @@ from headwater.records import (ATTR_LOG_APPEND_TIME, HEADER_SIZE, BatchHeader, C
 
 from .files import SEGMENT_FILES, write_fully
 from .index import OffsetIndex, TimeIndex
+from .layout import INDEX, LOG, SEGMENT_SUFFIXES, TIME_INDEX, segment_file
 
 SCAN_CHUNK = 64 * 1024          # read-ahead when walking batch headers
 RECOVERY_CHUNK = 8 * 1024 * 1024  # read-ahead when validating whole batches
@@ -26,13 +27,9 @@ MAX_RELATIVE_OFFSET = 0xFFFFFFFF  # the offset index stores offsets relative to 
 NO_TIMESTAMP = -1
 
 
-def segment_name(base_offset: int, suffix: str) -> str:
-    return f"{base_offset:020d}{suffix}"
-
-
 def delete_segment_files(directory: Path, base_offset: int) -> None:
-    for suffix in (".log", ".index", ".timeindex"):
-        (directory / segment_name(base_offset, suffix)).unlink(missing_ok=True)
+    for suffix in SEGMENT_SUFFIXES:
+        segment_file(directory, base_offset, suffix).unlink(missing_ok=True)
 
 
 @dataclass(slots=True)
@@ -50,7 +47,7 @@ class Segment:
         self.directory = directory
         self.base_offset = base_offset
         self.suffix = suffix   # ".cleaned" / ".swap" while the log cleaner builds a replacement
-        self.path = directory / segment_name(base_offset, ".log" + suffix)
+        self.path = segment_file(directory, base_offset, LOG + suffix)
         self.index_interval_bytes = index_interval_bytes
         with SEGMENT_FILES.use(self.path) as fd:
             self.size = os.fstat(fd).st_size
@@ -102,16 +99,16 @@ class Segment:
 
     @property
     def index_path(self) -> Path:
-        return self.directory / segment_name(self.base_offset, ".index" + self.suffix)
+        return segment_file(self.directory, self.base_offset, INDEX + self.suffix)
 
     @property
     def time_index_path(self) -> Path:
-        return self.directory / segment_name(self.base_offset, ".timeindex" + self.suffix)
+        return segment_file(self.directory, self.base_offset, TIME_INDEX + self.suffix)
 
     def rename(self, suffix: str) -> None:
         """Give the three files a new suffix, indexes first: the ``.log`` rename is the step that counts."""
         self.suffix, old = suffix, (self.offset_index.path, self.time_index.path, self.path)
-        self.path = self.directory / segment_name(self.base_offset, ".log" + suffix)
+        self.path = segment_file(self.directory, self.base_offset, LOG + suffix)
         self.offset_index.path, self.time_index.path = self.index_path, self.time_index_path
         for source, target in zip(old, (self.offset_index.path, self.time_index.path, self.path)):
             os.replace(source, target)
