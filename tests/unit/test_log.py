@@ -334,6 +334,38 @@ def test_missing_or_corrupt_indexes_are_rebuilt(tmp_path):
     assert {p.name: p.read_bytes() for p in sorted(d.glob("*index"))} == indexes
 
 
+def test_a_log_starting_past_4_billion_reads_finds_timestamps_and_recovers(tmp_path):
+    """Segment indexes store offsets relative to their base as u32: every lookup and rebuild
+    translates them, for bases that an absolute u32 offset could not hold."""
+    d = tmp_path / "t-0"
+    d.mkdir()
+    start = 5_000_000_000
+    (d / "log-start-offset").write_text(str(start))
+    cfg = LogConfig(segment_bytes=3000, index_interval_bytes=200)
+    log = Log.open(d, cfg)
+    rng = random.Random(15)
+    expected = fill(log, 60, rng)
+    log.flush()
+    expected += fill(log, 30, rng)
+    assert expected[0][0] == start and len(log.segments) > 3
+    last = read_header(log.read(log.log_end_offset - 1, 1))
+    path = log.active_segment.path
+    crash(log)
+    os.truncate(path, os.path.getsize(path) - 3)  # torn last batch, past the recovery point
+    log = Log.open(d, cfg)
+    kept = [e for e in expected if e[0] < last.base_offset]
+    assert read_all(log, start) == kept
+    assert read_all(log, start, max_bytes=1) == kept
+    for target in list(range(900, 5200, 97)) + [5001]:
+        assert log.offset_for_timestamp(target) == next(((o, ts) for o, _, _, ts in kept if ts >= target), None)
+    log.close()
+    indexes = {p.name: p.read_bytes() for p in sorted(d.glob("*index"))}
+    for index in d.glob("*index"):
+        index.unlink()
+    Log.open(d, cfg).close()  # rebuilt from the whole segments
+    assert {p.name: p.read_bytes() for p in sorted(d.glob("*index"))} == indexes
+
+
 def test_reopen_after_clean_close_keeps_everything(tmp_path):
     d = tmp_path / "t-0"
     cfg = LogConfig(segment_bytes=5000, index_interval_bytes=500)

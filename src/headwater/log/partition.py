@@ -31,7 +31,7 @@ from .config import LogConfig
 from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFSET, RECOVERY_POINT, TMP,
                      fsync_directory, replace_atomically, segment_base_offsets)
 from .recovery import complete_interrupted_swaps
-from .segment import MAX_RELATIVE_OFFSET, BatchInfo, Segment, delete_segment_files
+from .segment import BatchInfo, Segment, delete_segment_files
 
 logger = logging.getLogger("headwater.log")
 
@@ -168,7 +168,7 @@ class Log:
             return False
         return (active.size + size > self.config.segment_bytes
                 or now - active.rolling_ms >= self.config.segment_ms
-                or last_offset - active.base_offset > MAX_RELATIVE_OFFSET)
+                or not active.can_hold(last_offset))
 
     def roll(self) -> Segment:
         """Close the active segment for appends and start a new one at the log end offset."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from .layout import INDEX, LOG, SEGMENT_SUFFIXES, TIME_INDEX, segment_file
 
 SCAN_CHUNK = 64 * 1024          # read-ahead when walking batch headers
 RECOVERY_CHUNK = 8 * 1024 * 1024  # read-ahead when validating whole batches
-MAX_RELATIVE_OFFSET = 0xFFFFFFFF  # the offset index stores offsets relative to the base as u32
 NO_TIMESTAMP = -1
 
 
@@ -65,8 +63,8 @@ class Segment:
     @classmethod
     def create(cls, directory: Path, base_offset: int, index_interval_bytes: int, suffix: str = "") -> Segment:
         segment = cls(directory, base_offset, index_interval_bytes, suffix)
-        segment.offset_index = OffsetIndex.create(segment.index_path)
-        segment.time_index = TimeIndex.create(segment.time_index_path)
+        segment.offset_index = OffsetIndex.create(segment.index_path, base_offset)
+        segment.time_index = TimeIndex.create(segment.time_index_path, base_offset)
         return segment
 
     @classmethod
@@ -82,8 +80,8 @@ class Segment:
         and is trusted. Missing or corrupt indexes make the whole segment validated.
         """
         segment = cls(directory, base_offset, index_interval_bytes)
-        offset_index = OffsetIndex.load(segment.index_path, segment.size)
-        time_index = TimeIndex.load(segment.time_index_path, segment.size)
+        offset_index = OffsetIndex.load(segment.index_path, base_offset, segment.size)
+        time_index = TimeIndex.load(segment.time_index_path, base_offset, segment.size)
         truncated = None
         if offset_index is not None and time_index is not None:
             segment.offset_index, segment.time_index = offset_index, time_index
@@ -119,15 +117,15 @@ class Segment:
         ``index.interval.bytes`` of fsynced data is validated again). Keeps the index entries
         and the offset and timestamp tracking as they were before that batch; None if no
         indexed batch lies below the point."""
-        kept = bisect_left(self.offset_index.keys, recovery_point - self.base_offset)
-        if not kept:
+        entry = self.offset_index.last_entry_below(recovery_point)
+        if entry is None:
             return None
-        relative, position = self.offset_index.keys[kept - 1], self.offset_index.values[kept - 1]
-        self.offset_index.truncate(kept - 1)
+        offset, position = entry
+        self.offset_index.truncate_from(offset)
         # An entry pointing below the batch is true whenever it was written; the others are rebuilt.
-        self.time_index.truncate(bisect_left(self.time_index.values, relative))
+        self.time_index.truncate_from(offset)
         self._track_time_index()
-        self.next_offset = self.base_offset + relative
+        self.next_offset = offset
         self._bytes_since_index = self.index_interval_bytes  # the batch's index entry is written again
         return position
 
@@ -135,12 +133,12 @@ class Segment:
         """The max timestamp so far, from the time index."""
         if self.time_index.max_timestamp is not None:
             self.max_timestamp = self.time_index.max_timestamp
-            self.offset_of_max_timestamp = self.base_offset + self.time_index.values[-1]
+            self.offset_of_max_timestamp = self.time_index.offset_of_max_timestamp
 
     def _load_tail(self) -> bool:
         """Find the end offset and max timestamp from the last index entries; False if the tail is torn."""
         self._track_time_index()
-        start = self.offset_index.values[-1] if len(self.offset_index) else 0
+        start = self.offset_index.last_position
         end = start
         for position, header in self.iter_headers(start):
             if header.magic != 2 or header.base_offset < self.next_offset:
@@ -152,8 +150,8 @@ class Segment:
 
     def recover(self) -> int:
         """Validate every batch, truncate after the last good one, rebuild both indexes."""
-        self.offset_index = OffsetIndex.create(self.index_path)
-        self.time_index = TimeIndex.create(self.time_index_path)
+        self.offset_index = OffsetIndex.create(self.index_path, self.base_offset)
+        self.time_index = TimeIndex.create(self.time_index_path, self.base_offset)
         self.next_offset = self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = NO_TIMESTAMP, self.base_offset
         self._bytes_since_index = 0
@@ -193,13 +191,17 @@ class Segment:
                 header = validate_batch(chunk, at)
             except CorruptRecordError:
                 return
-            if header.base_offset < self.next_offset or header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            if header.base_offset < self.next_offset or not self.can_hold(header.last_offset):
                 return
             self.next_offset = header.last_offset + 1
             yield header
             pos += header.size
 
     # --- writing ---------------------------------------------------------------------------
+
+    def can_hold(self, offset: int) -> bool:
+        """Whether a batch ending at ``offset`` may go in this segment (its indexes store offsets as u32)."""
+        return self.offset_index.can_hold(offset)
 
     def append(self, data, batches: list[BatchInfo], now_ms: int | None = None) -> None:
         """Write ``data`` (whole batches, offsets stamped) and index it; ``batches`` positions are within ``data``.
@@ -227,7 +229,7 @@ class Segment:
     def _index(self, batch: BatchInfo) -> None:
         self._track(batch.base_offset, batch.last_offset, batch.max_timestamp)
         if self._bytes_since_index >= self.index_interval_bytes and batch.position > 0:
-            self.offset_index.append(batch.base_offset - self.base_offset, batch.position)
+            self.offset_index.append(batch.base_offset, batch.position)
             self._maybe_index_time()
             self._bytes_since_index = 0
         self._bytes_since_index += batch.size
@@ -240,7 +242,7 @@ class Segment:
     def _maybe_index_time(self) -> None:
         latest = self.time_index.max_timestamp
         if self.max_timestamp != NO_TIMESTAMP and (latest is None or self.max_timestamp > latest):
-            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def seal(self) -> None:
         """The segment stops being active: record its final max timestamp in the time index."""
@@ -287,7 +289,7 @@ class Segment:
         """Whole batches from the one containing ``offset`` (or the first after it), within
         ``max_bytes`` but at least one batch; b"" if no batch here reaches ``offset``."""
         start = None
-        for position, header in self.iter_headers(self.offset_index.position_for(offset - self.base_offset)):
+        for position, header in self.iter_headers(self.offset_index.position_for(offset)):
             if header.last_offset >= offset:
                 start, end = position, position + header.size
                 break
@@ -316,8 +318,8 @@ class Segment:
         """(offset, timestamp) of the first record at/after ``from_offset`` with timestamp >= ``timestamp``."""
         if self.max_timestamp < timestamp:
             return None
-        start_offset = max(self.base_offset + self.time_index.offset_before(timestamp), from_offset)
-        for position, header in self.iter_headers(self.offset_index.position_for(start_offset - self.base_offset)):
+        start_offset = max(self.time_index.offset_before(timestamp), from_offset)
+        for position, header in self.iter_headers(self.offset_index.position_for(start_offset)):
             if header.max_timestamp < timestamp or header.last_offset < from_offset:
                 continue
             found = _first_record_at_or_after(header, self.batch_at(position, header.size), timestamp, from_offset)
