@@ -13,9 +13,11 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(PY) -m headwater.demo
 
-# What the tests need from Debian: kcat (a real librdkafka 2.0.2 client) and PostgreSQL.
+# What the tests need from Debian: kcat (a real librdkafka 2.0.2 client), PostgreSQL, and strace
+# (to see that a durable file replace fsyncs its directory).
 system-deps:
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat)
+	@command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq postgresql)
 
 test: $(VENV)/.installed system-deps

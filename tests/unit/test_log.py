@@ -13,6 +13,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, OffsetOutOfRangeError, TopicExistsError,
                            UnknownTopicError)
 from headwater.log.files import SEGMENT_FILES
+from headwater.log.segment import RECOVERY_CHUNK, SCAN_CHUNK
 from headwater.records import decode_records, iter_batches, read_header
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -332,6 +333,59 @@ def test_missing_or_corrupt_indexes_are_rebuilt(tmp_path):
     log.close()
     # rebuilt from the log, the indexes hold what the appends wrote
     assert {p.name: p.read_bytes() for p in sorted(d.glob("*index"))} == indexes
+
+
+def test_a_log_starting_past_4_billion_reads_finds_timestamps_and_recovers(tmp_path):
+    """Segment indexes store offsets relative to their base as u32: every lookup and rebuild
+    translates them, for bases that an absolute u32 offset could not hold."""
+    d = tmp_path / "t-0"
+    d.mkdir()
+    start = 5_000_000_000
+    (d / "log-start-offset").write_text(str(start))
+    cfg = LogConfig(segment_bytes=3000, index_interval_bytes=200)
+    log = Log.open(d, cfg)
+    rng = random.Random(15)
+    expected = fill(log, 60, rng)
+    log.flush()
+    expected += fill(log, 30, rng)
+    assert expected[0][0] == start and len(log.segments) > 3
+    last = read_header(log.read(log.log_end_offset - 1, 1))
+    path = log.active_segment.path
+    crash(log)
+    os.truncate(path, os.path.getsize(path) - 3)  # torn last batch, past the recovery point
+    log = Log.open(d, cfg)
+    kept = [e for e in expected if e[0] < last.base_offset]
+    assert read_all(log, start) == kept
+    assert read_all(log, start, max_bytes=1) == kept
+    for target in list(range(900, 5200, 97)) + [5001]:
+        assert log.offset_for_timestamp(target) == next(((o, ts) for o, _, _, ts in kept if ts >= target), None)
+    log.close()
+    indexes = {p.name: p.read_bytes() for p in sorted(d.glob("*index"))}
+    for index in d.glob("*index"):
+        index.unlink()
+    Log.open(d, cfg).close()  # rebuilt from the whole segments
+    assert {p.name: p.read_bytes() for p in sorted(d.glob("*index"))} == indexes
+
+
+def test_recovery_validates_batches_larger_than_its_read_ahead(tmp_path):
+    """Recovery reads the log in windows of RECOVERY_CHUNK bytes, header walks in SCAN_CHUNK ones:
+    batches larger than either, and batches straddling a window's end, are read whole."""
+    d = tmp_path / "t-0"
+    log = Log.open(d, LogConfig(index_interval_bytes=50_000))
+    rng = random.Random(16)
+    expected = []
+    for size in [SCAN_CHUNK + 10] * 3 + [RECOVERY_CHUNK + 1000] + [700_000] * 13 + [300]:
+        records = [(b"k", rng.randbytes(size), 1000 + len(expected))]
+        first, _ = log.append(build_batch(records))
+        expected.append((first, *records[0]))
+    assert log.active_segment.size > 2 * RECOVERY_CHUNK
+    last = read_header(log.read(log.log_end_offset - 1, 1))
+    path = log.active_segment.path
+    crash(log)  # no flush: the whole segment is validated
+    os.truncate(path, os.path.getsize(path) - 3)
+    log = Log.open(d, LogConfig(index_interval_bytes=50_000))
+    assert log.log_end_offset == last.base_offset
+    assert read_all(log, max_bytes=1) == expected[:-1]
 
 
 def test_reopen_after_clean_close_keeps_everything(tmp_path):

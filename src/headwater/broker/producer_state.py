@@ -7,11 +7,11 @@ batch that skips ahead is refused with OUT_OF_ORDER_SEQUENCE_NUMBER.
 """
 from __future__ import annotations
 
-import os
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from headwater.log.layout import PRODUCER_ID_BLOCK, replace_atomically
 from headwater.protocol.errors import ErrorCode
 from headwater.records import BatchHeader
 
@@ -35,19 +35,14 @@ class ProducerIds:
     """Hands out producer ids that stay unique across restarts (a reserved block is never reused)."""
 
     def __init__(self, data_dir: Path):
-        self._path = data_dir / "producer-id-block"
+        self._path = data_dir / PRODUCER_ID_BLOCK
         start = int(self._path.read_text()) if self._path.exists() else 0
         self._next, self._limit = start, start
 
     def allocate(self) -> int:
         if self._next >= self._limit:
             self._limit = self._next + ID_BLOCK
-            tmp = self._path.with_suffix(".tmp")
-            with open(tmp, "w") as f:
-                f.write(str(self._limit))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self._path)
+            replace_atomically(self._path, str(self._limit))
         self._next += 1
         return self._next - 1
 

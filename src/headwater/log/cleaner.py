@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from headwater.records import (ATTR_CONTROL, ATTR_LOG_APPEND_TIME, CorruptRecordError, decode_records, encode_batch,
                                reseal_crc, set_last_offset_delta, set_max_timestamp, set_partition_leader_epoch)
 
-from .partition import Log, fsync_directory
+from .layout import CLEANED, SWAP, fsync_directory
+from .partition import Log
 from .segment import BatchInfo, Segment
 
 WRITE_CHUNK = 1 << 20  # cleaned batches are written to the new segment in chunks of about this size
@@ -153,7 +154,7 @@ def rewrite_segment(segment: Segment, latest: dict[bytes, int], tombstone_horizo
                 pending += batch
             if len(pending) >= WRITE_CHUNK:
                 output = output or Segment.create(segment.directory, segment.base_offset,
-                                                  segment.index_interval_bytes, ".cleaned")
+                                                  segment.index_interval_bytes, CLEANED)
                 output.append(pending, infos)
                 pending, infos = bytearray(), []
     except BaseException:
@@ -165,13 +166,13 @@ def rewrite_segment(segment: Segment, latest: dict[bytes, int], tombstone_horizo
             output.delete()
         return None
     output = output or Segment.create(segment.directory, segment.base_offset, segment.index_interval_bytes,
-                                      ".cleaned")
+                                      CLEANED)
     if pending:
         output.append(pending, infos)
     output.next_offset = segment.next_offset  # offsets past the last kept record stay taken
     output.seal()
     output.flush()
-    output.rename(".swap")  # the .log rename, last, commits the rewrite
+    output.rename(SWAP)  # the .log rename, last, commits the rewrite
     fsync_directory(segment.directory)
     stats.bytes_written += output.size
     return output

@@ -1,6 +1,6 @@
 """The data directory: the topic catalog and the logs of every partition.
 
-Layout::
+Layout (every name is spelled in layout.py)::
 
     <data_dir>/catalog.json            {"topics": {name: {"partitions": n, "configs": {overrides}}},
                                         "deleting": {name: n}}
@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -28,11 +27,11 @@ from pathlib import Path
 
 from .cleaner import CleanerStats, LogCleaner
 from .config import LogConfig
-from .partition import Log, fsync_directory
+from .layout import CATALOG, DELETED, partition_dir, replace_atomically
+from .partition import Log
 from .retention import enforce_retention
 
 logger = logging.getLogger("headwater.log")
-CATALOG = "catalog.json"
 LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
@@ -80,7 +79,7 @@ class LogManager:
         self._deleting: dict[str, int] = catalog["deleting"]
         for name, partitions in list(self._deleting.items()):
             self._remove_partitions(name, partitions)
-        for doomed in self.data_dir.glob("*.deleted"):
+        for doomed in self.data_dir.glob("*" + DELETED):
             shutil.rmtree(doomed, ignore_errors=True)
         for name, meta in catalog["topics"].items():
             config = LogConfig.from_topic_configs(meta["configs"], defaults)
@@ -91,7 +90,7 @@ class LogManager:
             self._deleting.clear()
 
     def _partition_dir(self, topic: str, partition: int) -> Path:
-        return self.data_dir / f"{topic}-{partition}"
+        return partition_dir(self.data_dir, topic, partition)
 
     @property
     def partition_count(self) -> int:
@@ -109,18 +108,7 @@ class LogManager:
         catalog = {"topics": {t.name: {"partitions": len(t.partitions), "configs": t.configs}
                               for t in topics.values()},
                    "deleting": self._deleting if deleting is None else deleting}
-        path = self.data_dir / CATALOG
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            with open(tmp, "w") as f:
-                json.dump(catalog, f, sort_keys=True, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-        except OSError:
-            tmp.unlink(missing_ok=True)  # a full disk: give back what the partial copy took
-            raise
-        os.replace(tmp, path)
-        fsync_directory(self.data_dir)
+        replace_atomically(self.data_dir / CATALOG, json.dumps(catalog, sort_keys=True, indent=1))
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         validate_topic_name(name)

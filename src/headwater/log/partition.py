@@ -28,14 +28,12 @@ from pathlib import Path
 from headwater.records import MIN_BATCH_LENGTH, CorruptRecordError, read_header, set_base_offset, set_log_append_time
 
 from .config import LogConfig
+from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFSET, RECOVERY_POINT, TMP,
+                     fsync_directory, replace_atomically, segment_base_offsets)
 from .recovery import complete_interrupted_swaps
-from .segment import MAX_RELATIVE_OFFSET, BatchInfo, Segment, delete_segment_files
+from .segment import BatchInfo, Segment, delete_segment_files
 
 logger = logging.getLogger("headwater.log")
-CLEAN_SHUTDOWN = ".clean-shutdown"
-RECOVERY_POINT = "recovery-point"
-LOG_START_OFFSET = "log-start-offset"
-CLEANER_CHECKPOINT = "cleaner-checkpoint"
 
 
 class OffsetOutOfRangeError(Exception):
@@ -52,23 +50,7 @@ def read_offset_file(path: Path, default: int) -> int:
 def write_offset_file(path: Path, value: int, durable: bool = False) -> None:
     """Replace atomically. Only ``durable`` writes are fsynced: for the recovery point and the
     cleaner checkpoint, losing an update just means an older, safe value."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(str(value))
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-    if durable:
-        fsync_directory(path.parent)
-
-
-def fsync_directory(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_atomically(path, str(value), durable)
 
 
 class Log:
@@ -97,11 +79,11 @@ class Log:
         if clean:
             marker.unlink()
             fsync_directory(directory)
-        for tmp in directory.glob("*.tmp"):
+        for tmp in directory.glob("*" + TMP):
             tmp.unlink()
         complete_interrupted_swaps(directory)
         recovery_point = read_offset_file(directory / RECOVERY_POINT, 0)
-        bases = sorted(int(p.stem) for p in directory.glob("*.log") if p.stem.isdigit())
+        bases = segment_base_offsets(directory)
         segments: list[Segment] = []
         for i, base in enumerate(bases):
             next_base = bases[i + 1] if i + 1 < len(bases) else None
@@ -186,7 +168,7 @@ class Log:
             return False
         return (active.size + size > self.config.segment_bytes
                 or now - active.rolling_ms >= self.config.segment_ms
-                or last_offset - active.base_offset > MAX_RELATIVE_OFFSET)
+                or not active.can_hold(last_offset))
 
     def roll(self) -> Segment:
         """Close the active segment for appends and start a new one at the log end offset."""
@@ -338,6 +320,6 @@ class Log:
             for segment in self._segments:
                 segment.release()
             self.closed = True
-        doomed = self.directory.with_name(f"{uuid.uuid4().hex}.deleted")  # short: any topic name fits
+        doomed = self.directory.with_name(uuid.uuid4().hex + DELETED)  # short: any topic name fits
         os.replace(self.directory, doomed)
         shutil.rmtree(doomed)

@@ -15,21 +15,22 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .segment import segment_name
+from .layout import CLEANED, INDEX, LOG, SWAP, TIME_INDEX, base_offset_of, segment_file
 
 
 def complete_interrupted_swaps(directory: Path) -> None:
-    for leftover in directory.glob("*.cleaned"):
+    for leftover in directory.glob("*" + CLEANED):
         leftover.unlink()
-    for log_swap in directory.glob("*.log.swap"):
-        base = int(log_swap.name.split(".")[0])
-        for kind in (".index", ".timeindex"):
-            final = directory / segment_name(base, kind)
-            swap = final.with_name(final.name + ".swap")
+    for log_swap in directory.glob("*" + LOG + SWAP):
+        base = base_offset_of(log_swap)
+        if base is None:
+            continue  # not a segment's: the sweep below removes it
+        for kind in (INDEX, TIME_INDEX):
+            final, swap = segment_file(directory, base, kind), segment_file(directory, base, kind + SWAP)
             if swap.exists():
                 os.replace(swap, final)
             else:
                 final.unlink(missing_ok=True)
-        os.replace(log_swap, directory / segment_name(base, ".log"))
-    for leftover in directory.glob("*.swap"):
+        os.replace(log_swap, segment_file(directory, base, LOG))
+    for leftover in directory.glob("*" + SWAP):
         leftover.unlink()
