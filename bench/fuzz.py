@@ -22,8 +22,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from headwater.broker.handlers import supported_apis
-from headwater.broker.server import Server
+from headwater.broker.apis import ADVERTISED
 from headwater.fuzzing.campaign import Campaign, CampaignReport
 from headwater.fuzzing.corpus import HOSTILE_TOPIC, TOPIC
 from headwater.testing import BrokerProcess
@@ -63,13 +62,12 @@ def main() -> int:
     args = parser.parse_args()
     frames = 1_000 if args.smoke else args.frames
     seed = random.randrange(1 << 32) if args.seed is None else args.seed
-    assert Server  # importing the server registers every handler: the APIs to fuzz
     console = Console()
     console.print(f"fuzzing with seed {seed}: {frames:,} frames over {args.connections} connections")
     with tempfile.TemporaryDirectory(prefix="headwater-fuzz-") as tmp:
         log_file = Path(tmp).with_suffix(".broker.log")  # outlives the data, kept when there are findings
         with BrokerProcess(Path(tmp) / "data", log_file=log_file) as broker:
-            campaign = Campaign(broker, supported_apis(), seed, connections=args.connections,
+            campaign = Campaign(broker, ADVERTISED, seed, connections=args.connections,
                                 hostile_topic=TOPIC if args.hostile_into_read_topic else HOSTILE_TOPIC)
             report = asyncio.run(campaign.run(frames))
     console.print(table(f"Headwater under fuzzing (seed {report.seed})", figures(report)))

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 import headwater.spark
-from headwater.spark.fetch import ROWS_PER_BATCH, arrow_schema
+from headwater.spark.partition_reader import ROWS_PER_BATCH, arrow_schema
 from headwater.spark.source import SCHEMA
 from headwater.testing import BrokerProcess, bench_arguments
 

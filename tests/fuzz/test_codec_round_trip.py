@@ -11,13 +11,13 @@ from kafka.protocol.api_header import ResponseHeader
 
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
-from headwater.broker.handlers import HANDLERS
+from headwater.broker.apis import ADVERTISED, ENDPOINTS
 from headwater.broker.server import Server
 from headwater.fuzzing.corpus import TOPIC, non_nullable_paths, set_path, valid_requests
 from headwater.protocol.messages import (ApiKey, ProtocolError, encode_response, parse_request,
                                          response_header_is_flexible)
 
-APIS = {key: spec for key, (spec, _) in HANDLERS.items()}
+APIS = ADVERTISED
 SEEDS = valid_requests(APIS)
 # From Kafka's schemas: the first version whose response header has tagged fields (ApiVersions never has).
 FIRST_FLEXIBLE = {ApiKey.PRODUCE: 9, ApiKey.FETCH: 12, ApiKey.LIST_OFFSETS: 6, ApiKey.METADATA: 9,
@@ -65,11 +65,11 @@ def schema_values(struct_field, obj, version: int):
 def test_responses_round_trip_through_the_real_handlers(tmp_path):
     async def scenario():
         broker = Broker(BrokerConfig(data_dir=tmp_path))
-        broker.logs.create_topic(TOPIC, 2)
+        broker.log_manager.create_topic(TOPIC, 2)
         try:
             for seed in SEEDS:
                 header, request = parse_request(seed.frame, APIS)
-                spec, handler = HANDLERS[header.api_key]
+                spec, handler = ENDPOINTS[header.api_key].api, ENDPOINTS[header.api_key].handle
                 response = await asyncio.wait_for(handler(broker, header, request), 30)
                 frame = encode_response(header, spec, response)
                 (size,) = struct.unpack_from(">i", frame)

@@ -4,7 +4,6 @@ The broker answers each with a Kafka error code, keeps serving, and loses nothin
 acknowledged. The full disk is a real tmpfs filled by a file (tests/small_disk.py); the
 descriptor limit is the broker process's own RLIMIT_NOFILE.
 """
-import time
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic

@@ -7,7 +7,7 @@ from kafka.protocol.consumer import FetchRequest
 
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
-from headwater.broker.fetch import fetch
+from headwater.broker.apis.fetch import fetch
 from headwater.broker.growth import GrowthSignals
 from headwater.protocol.messages import RequestHeader
 from headwater.records import Record, encode_batch
@@ -43,7 +43,7 @@ def test_fetch_of_unknown_partitions_leaves_no_signal(tmp_path):
     async def scenario():
         broker = Broker(BrokerConfig(data_dir=tmp_path))
         try:
-            broker.logs.create_topic("real", 2)
+            broker.log_manager.create_topic("real", 2)
             header = RequestHeader(1, 11, 1, "test")
             unknown = [(f"ghost-{i}", i % 7) for i in range(20_000)] + [("real", p) for p in range(5, 2_005)]
             for start in range(0, len(unknown), 5_000):

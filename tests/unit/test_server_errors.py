@@ -9,7 +9,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
-from headwater.broker.handlers import HANDLERS
+from headwater.broker.apis import ENDPOINTS
+from headwater.broker.endpoint import Endpoint
 from headwater.broker.server import Server
 from headwater.fuzzing.corpus import encode_request
 from headwater.protocol.messages import ApiKey
@@ -30,11 +31,10 @@ async def exchange(port: int, request, version: int) -> bytes:
 
 
 def test_a_handler_bug_logs_one_traceback_and_the_broker_keeps_serving(tmp_path, monkeypatch, caplog):
-    spec, _ = HANDLERS[ApiKey.METADATA]
 
     async def broken(broker, header, request):  # stands for any bug a request can reach
         raise KeyError("a bug")
-    monkeypatch.setitem(HANDLERS, ApiKey.METADATA, (spec, broken))
+    monkeypatch.setitem(ENDPOINTS, ApiKey.METADATA, Endpoint(ENDPOINTS[ApiKey.METADATA].api, broken))
 
     async def scenario():
         server = Server(Broker(BrokerConfig(data_dir=tmp_path, port=0)))

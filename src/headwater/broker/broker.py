@@ -73,7 +73,7 @@ class Broker:
         self.config = config
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = self._lock_data_dir(config.data_dir)
-        self.logs = LogManager(config.data_dir,
+        self.log_manager = LogManager(config.data_dir,
                                log_defaults or LogConfig.from_topic_configs(config.topic_defaults, LogConfig()),
                                config.max_partitions)
         self.cluster_id = self._load_cluster_id(config.data_dir)
@@ -84,8 +84,8 @@ class Broker:
         # own sized by the largest batch it opened, so a pool of them multiplies resident memory.
         self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
         # Replays __consumer_offsets: groups and offsets are back.
-        self.groups = GroupCoordinator(GroupStore(self.logs, self.append, fsync_each_write=config.flush == "always"),
-                                       clock or LoopClock())
+        store = GroupStore(self.log_manager, self.append, fsync_each_write=config.flush == "always")
+        self.groups = GroupCoordinator(store, clock or LoopClock())
 
     @staticmethod
     def _lock_data_dir(data_dir: Path):
@@ -107,9 +107,9 @@ class Broker:
 
     def topic_for_produce(self, name: str):
         """The topic, auto-created when the broker allows it; None if it does not exist."""
-        topic = self.logs.topics.get(name)
+        topic = self.log_manager.topics.get(name)
         if topic is None and self.config.auto_create_topics:
-            topic = self.logs.create_topic(name, self.config.num_partitions)
+            topic = self.log_manager.create_topic(name, self.config.num_partitions)
             log.info("auto-created topic %s with %d partition(s)", name, self.config.num_partitions)
         return topic
 
@@ -126,7 +126,7 @@ class Broker:
                 return target
             batches = await asyncio.get_running_loop().run_in_executor(self._validator, self._validate, target,
                                                                        records)
-            if self.logs.topics.get(topic_name) is not target:  # deleted while we validated
+            if self.log_manager.topics.get(topic_name) is not target:  # deleted while we validated
                 return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             return self._append_valid(target, partition, batches)
         return self.append(topic_name, partition, records)
@@ -149,8 +149,9 @@ class Broker:
         if not records:
             return ProduceResult(ErrorCode.INVALID_RECORD, message="no record batch in the request")
         if len(records) > self.config.message_max_bytes:
+            limit = self.config.message_max_bytes
             return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE,
-                                 message=f"{len(records)} bytes exceed message.max.bytes {self.config.message_max_bytes}")
+                                 message=f"{len(records)} bytes exceed message.max.bytes {limit}")
         return topic
 
     def _validate(self, topic: Topic, records: bytes) -> tuple[bytearray, list] | ProduceResult:
@@ -223,12 +224,12 @@ class Broker:
                 offset = header.last_offset + 1
 
     def delete_topic(self, name: str) -> None:
-        self.logs.delete_topic(name)
+        self.log_manager.delete_topic(name)
         self.growth.forget_topic(name)
         for key in [k for k in self._producers if k[0] == name]:
             del self._producers[key]
 
     def close(self) -> None:
         self._validator.shutdown()
-        self.logs.close()
+        self.log_manager.close()
         self._lock.close()

@@ -12,14 +12,12 @@ import signal
 import struct
 import traceback
 
-# Importing the API modules registers their handlers.
-from headwater.broker import api_versions, configs, fetch, logs, offsets, produce, topics  # noqa: F401
-from headwater.broker.groups import admin, commits, membership  # noqa: F401
-from headwater.broker.api_versions import api_versions_body
+from headwater.broker.apis import ADVERTISED, ENDPOINTS
+from headwater.broker.apis.api_versions import api_versions_body
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
-from headwater.broker.handlers import HANDLERS, client_host, supported_apis
-from headwater.broker.maintenance import LogMaintenance
+from headwater.broker.endpoint import client_host
+from headwater.broker.log_maintenance import LogMaintenance
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, ProtocolError, UnsupportedVersion, encode_response, parse_request
 
@@ -30,12 +28,11 @@ _SIZE = struct.Struct(">i")
 class Server:
     def __init__(self, broker: Broker):
         self.broker = broker
-        self.apis = supported_apis()
         self._connections: set[asyncio.Task] = set()
         self._bugs_seen: set[tuple[str, str, int]] = set()  # (exception, file, line) already logged in full
         self._server: asyncio.base_events.Server | None = None
         cfg = broker.config
-        self.maintenance = LogMaintenance(broker.logs, cfg.retention_check_interval_ms, cfg.cleaner_interval_ms)
+        self.maintenance = LogMaintenance(broker.log_manager, cfg.retention_check_interval_ms, cfg.cleaner_interval_ms)
 
     async def start(self) -> int:
         cfg = self.broker.config
@@ -93,19 +90,19 @@ class Server:
                 raise ProtocolError(f"request size {size} is outside 0..{limit} (socket.request.max.bytes)")
             frame = await reader.readexactly(size)
             try:
-                header, request = parse_request(frame, self.apis)
+                header, request = parse_request(frame, ADVERTISED)
             except UnsupportedVersion as exc:
                 if exc.header.api_key != ApiKey.API_VERSIONS:
                     raise ProtocolError(str(exc)) from exc
                 # Unknown ApiVersions version: answer in v0 with the full list so the client can retry.
-                spec = self.apis[ApiKey.API_VERSIONS]
-                writer.write(encode_response(exc.header, spec, api_versions_body(ErrorCode.UNSUPPORTED_VERSION), 0))
+                body = api_versions_body(ADVERTISED.values(), ErrorCode.UNSUPPORTED_VERSION)
+                writer.write(encode_response(exc.header, ADVERTISED[ApiKey.API_VERSIONS], body, 0))
                 await writer.drain()
                 continue
-            spec, handler = HANDLERS[header.api_key]
-            response = await handler(self.broker, header, request)
+            endpoint = ENDPOINTS[header.api_key]
+            response = await endpoint.handle(self.broker, header, request)
             if response is not None:
-                writer.write(encode_response(header, spec, response))
+                writer.write(encode_response(header, endpoint.api, response))
                 await writer.drain()
             # A client with requests already buffered would otherwise never yield the loop:
             # one busy producer must not starve the fetches waiting to deliver its records.

@@ -7,7 +7,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from pyspark.sql.types import StructType
 
 from headwater.spark.cluster import TP, Cluster, from_json, to_json
-from headwater.spark.fetch import DataLossError, OffsetRange, read_range
+from headwater.spark.partition_reader import DataLossError, OffsetRange, read_range
 from headwater.spark.options import OptionError, ReaderOptions, reader_options
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "

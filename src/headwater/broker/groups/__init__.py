@@ -9,7 +9,7 @@ group reads every message, each at its own committed offsets.
 - ``store.py``        committed offsets and group metadata in the compacted ``__consumer_offsets``
                       topic, replayed when the broker starts;
 - ``assignment.py``   the consumer protocol's assignment layout, to refuse malformed ones;
-- ``membership.py``, ``commits.py``, ``admin.py``  the API handlers.
+- ``membership.py``, ``commits.py``, ``admin.py``  the group API handlers (listed in ``broker/apis``).
 
 Partition assignment itself is done by the clients (range, roundrobin, cooperative-sticky):
 the coordinator picks a protocol every member supports, hands the leader everyone's

@@ -1,7 +1,6 @@
 """DescribeGroups, ListGroups, DeleteGroups: the operator's view of groups."""
 from __future__ import annotations
 
-from headwater.broker.handlers import handles
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
 from .group import GroupDescription
@@ -13,33 +12,31 @@ CLASSIC = "classic"  # ListGroups v5 group type: the only protocol Headwater spe
 
 
 def _described(group: GroupDescription):
-    G = DescribeGroupsResponse.DescribedGroup
-    M = G.DescribedGroupMember
-    members = [M(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
-                 client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
+    GroupResult = DescribeGroupsResponse.DescribedGroup
+    MemberResult = GroupResult.DescribedGroupMember
+    members = [MemberResult(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                            client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
                for m in group.members]
-    return G(error_code=0, group_id=group.group_id, group_state=group.state.value, protocol_type=group.protocol_type,
-             protocol_data=group.protocol, members=members)
+    return GroupResult(error_code=0, group_id=group.group_id, group_state=group.state.value,
+                       protocol_type=group.protocol_type, protocol_data=group.protocol, members=members)
 
 
-@handles(ApiKey.DESCRIBE_GROUPS, 0, 5)
 async def describe_groups(broker, header, request):
     return DescribeGroupsResponse(groups=[_described(broker.groups.describe(group_id)) for group_id in request.groups])
 
 
-@handles(ApiKey.LIST_GROUPS, 0, 5)
 async def list_groups(broker, header, request):
     states = set(request.states_filter or []) if header.api_version >= 4 else set()
     types = {t.lower() for t in request.types_filter or []} if header.api_version >= 5 else set()
-    L = ListGroupsResponse.ListedGroup
-    listed = [L(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state.value, group_type=CLASSIC)
+    ListedGroup = ListGroupsResponse.ListedGroup
+    listed = [ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state.value,
+                          group_type=CLASSIC)
               for g in broker.groups.list_groups()
               if (not states or g.state.value in states) and (not types or CLASSIC in types)]
     return ListGroupsResponse(error_code=0, groups=listed)
 
 
-@handles(ApiKey.DELETE_GROUPS, 0, 2)
 async def delete_groups(broker, header, request):
-    R = DeleteGroupsResponse.DeletableGroupResult
-    return DeleteGroupsResponse(results=[R(group_id=group_id, error_code=broker.groups.delete(group_id))
+    GroupResult = DeleteGroupsResponse.DeletableGroupResult
+    return DeleteGroupsResponse(results=[GroupResult(group_id=group_id, error_code=broker.groups.delete(group_id))
                                          for group_id in request.groups_names])

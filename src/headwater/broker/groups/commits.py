@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from headwater.broker.handlers import handles
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
@@ -16,14 +15,13 @@ NO_OFFSET = -1
 
 
 def _partition_error(broker, topic: str, partition: int, metadata: str | None) -> ErrorCode:
-    if broker.logs.get_log(topic, partition) is None:
+    if broker.log_manager.get_log(topic, partition) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if metadata is not None and len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
         return ErrorCode.OFFSET_METADATA_TOO_LARGE
     return ErrorCode.NONE
 
 
-@handles(ApiKey.OFFSET_COMMIT, 2, 7)
 async def offset_commit(broker, header, request):
     errors, offsets = {}, {}
     for topic in request.topics:
@@ -38,14 +36,13 @@ async def offset_commit(broker, header, request):
                                      request.group_instance_id, offsets)
         errors.update((tp, error) for tp in offsets)
     by_topic = defaultdict(list)
-    P = OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
+    PartitionResult = OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
     for (topic, partition), error in errors.items():
-        by_topic[topic].append(P(partition_index=partition, error_code=error))
-    T = OffsetCommitResponse.OffsetCommitResponseTopic
-    return OffsetCommitResponse(topics=[T(name=name, partitions=parts) for name, parts in by_topic.items()])
+        by_topic[topic].append(PartitionResult(partition_index=partition, error_code=error))
+    TopicResult = OffsetCommitResponse.OffsetCommitResponseTopic
+    return OffsetCommitResponse(topics=[TopicResult(name=name, partitions=parts) for name, parts in by_topic.items()])
 
 
-@handles(ApiKey.OFFSET_FETCH, 1, 5)
 async def offset_fetch(broker, header, request):
     committed = broker.groups.committed(request.group_id)
     if request.topics is None:  # v2+: every partition the group has an offset for
@@ -54,15 +51,15 @@ async def offset_fetch(broker, header, request):
             wanted[topic].append(partition)
     else:
         wanted = {t.name: t.partition_indexes for t in request.topics}
-    T = OffsetFetchResponse.OffsetFetchResponseTopic
-    P = T.OffsetFetchResponsePartition
+    TopicResult = OffsetFetchResponse.OffsetFetchResponseTopic
+    PartitionResult = TopicResult.OffsetFetchResponsePartition
     topics = []
     for name, partitions in wanted.items():
         parts = []
         for partition in partitions:
             c = committed.get((name, partition))
-            parts.append(P(partition_index=partition, committed_offset=c.offset if c else NO_OFFSET,
-                           committed_leader_epoch=c.leader_epoch if c else -1,
-                           metadata=c.metadata if c else "", error_code=0))
-        topics.append(T(name=name, partitions=parts))
+            parts.append(PartitionResult(partition_index=partition, committed_offset=c.offset if c else NO_OFFSET,
+                                         committed_leader_epoch=c.leader_epoch if c else -1,
+                                         metadata=c.metadata if c else "", error_code=0))
+        topics.append(TopicResult(name=name, partitions=parts))
     return OffsetFetchResponse(topics=topics, error_code=0)

@@ -38,7 +38,6 @@ MAX_SESSION_TIMEOUT_MS = 1_800_000
 OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes
 CONSUMER_PROTOCOL = "consumer"
 
-E = ErrorCode
 Answer = TypeVar("Answer")
 SyncResult = tuple[ErrorCode, bytes]   # the error and this member's assignment
 Empty, Preparing, Completing, Stable, Dead = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
@@ -86,18 +85,18 @@ class GroupCoordinator:
 
     def _join(self, req: JoinRequest) -> JoinResult | asyncio.Future[JoinResult]:
         if not req.group_id:
-            return JoinResult(E.INVALID_GROUP_ID, req.member_id)
+            return JoinResult(ErrorCode.INVALID_GROUP_ID, req.member_id)
         if not MIN_SESSION_TIMEOUT_MS <= req.session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
-            return JoinResult(E.INVALID_SESSION_TIMEOUT, req.member_id)
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id)
         group = self._groups.get(req.group_id)
         if group is None:
             if req.member_id:
-                return JoinResult(E.UNKNOWN_MEMBER_ID, req.member_id)
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id)
             group = Group(req.group_id)
         if group.state is Dead:
-            return JoinResult(E.COORDINATOR_NOT_AVAILABLE, req.member_id)
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
         if not group.supports(req.protocol_type, [name for name, _ in req.protocols]):
-            return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
         self._groups.setdefault(group.group_id, group)
         if not req.member_id:
             return self._join_new_member(group, req)
@@ -111,7 +110,7 @@ class GroupCoordinator:
             # KIP-394: hand out the id first, so a client that times out and retries is not a new member
             group.pending_members[member_id] = self.clock.after(req.session_timeout_ms, self._pending_expired,
                                                                 group, member_id)
-            return JoinResult(E.MEMBER_ID_REQUIRED, member_id)
+            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
         return self._add_member_and_wait(group, member_id, req)
 
     def _join_known_member(self, group: Group, req: JoinRequest) -> JoinResult | asyncio.Future[JoinResult]:
@@ -120,10 +119,10 @@ class GroupCoordinator:
             timer.cancel()
             return self._add_member_and_wait(group, req.member_id, req)
         if group.fenced(req.member_id, req.instance_id):
-            return JoinResult(E.FENCED_INSTANCE_ID, req.member_id)
+            return JoinResult(ErrorCode.FENCED_INSTANCE_ID, req.member_id)
         member = group.members.get(req.member_id)
         if member is None:
-            return JoinResult(E.UNKNOWN_MEMBER_ID, req.member_id)
+            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id)
         unchanged = member.same_protocols(req.protocols)
         if group.state is Completing and unchanged:
             return self._join_result(group, member)  # a retried join: same answer
@@ -138,7 +137,7 @@ class GroupCoordinator:
         new_id = f"{req.instance_id}-{uuid.uuid4()}"
         log.info("group %s: static member %s rejoined, %s replaces %s", group.group_id, req.instance_id, new_id,
                  old.member_id)
-        self._cancel_member(old, E.FENCED_INSTANCE_ID)
+        self._cancel_member(old, ErrorCode.FENCED_INSTANCE_ID)
         del group.members[old.member_id]
         old.member_id, old.client_id, old.client_host = new_id, req.client_id, req.client_host
         group.members[new_id] = old
@@ -174,14 +173,14 @@ class GroupCoordinator:
 
     def _join_result(self, group: Group, member: Member, with_members: bool = True) -> JoinResult:
         leader = member.member_id == group.leader
-        return JoinResult(E.NONE, member.member_id, group.generation, group.protocol, group.leader or "",
+        return JoinResult(ErrorCode.NONE, member.member_id, group.generation, group.protocol, group.leader or "",
                           list(group.members.values()) if leader and with_members else [])
 
     # --- the rebalance ---------------------------------------------------------------------
 
     def _prepare_rebalance(self, group: Group) -> None:
         if group.state is Completing:
-            self._fail_syncs(group, E.REBALANCE_IN_PROGRESS)
+            self._fail_syncs(group, ErrorCode.REBALANCE_IN_PROGRESS)
         group.transition(Preparing)
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()
@@ -235,16 +234,16 @@ class GroupCoordinator:
             return error, b""
         member = group.members[member_id]
         if group.state is Preparing:
-            return E.REBALANCE_IN_PROGRESS, b""
+            return ErrorCode.REBALANCE_IN_PROGRESS, b""
         self._arm_session(group, member)
         if group.state is Stable:
-            return E.NONE, member.assignment
+            return ErrorCode.NONE, member.assignment
         waiter = member.sync_waiter = self.clock.create_future()
         if member_id == group.leader:
             error = self._validate(group, assignments)
             if error:
                 log.warning("group %s: leader %s sent an unusable assignment: %s", group.group_id, member_id, error)
-                self._fail_syncs(group, E.INVALID_REQUEST)
+                self._fail_syncs(group, ErrorCode.INVALID_REQUEST)
                 self._prepare_rebalance(group)
             else:
                 self._complete_sync(group, dict(assignments))
@@ -278,7 +277,7 @@ class GroupCoordinator:
         for member in group.members.values():
             waiter, member.sync_waiter = member.sync_waiter, None
             if waiter is not None and not waiter.done():
-                waiter.set_result((E.NONE, member.assignment))
+                waiter.set_result((ErrorCode.NONE, member.assignment))
         log.info("group %s: generation %d stable", group.group_id, group.generation)
 
     def _fail_syncs(self, group: Group, error: ErrorCode) -> None:
@@ -296,37 +295,37 @@ class GroupCoordinator:
         if error:
             return error
         self._arm_session(group, group.members[member_id])
-        return E.REBALANCE_IN_PROGRESS if group.state is Preparing else E.NONE
+        return ErrorCode.REBALANCE_IN_PROGRESS if group.state is Preparing else ErrorCode.NONE
 
     def leave(self, group_id: str, leavers: list[tuple[str, str | None]]) -> list[ErrorCode]:
         """Remove members given as (member id, group.instance.id); one error per leaver."""
         group = self._groups.get(group_id)
         if group is None or group.state is Dead:
-            return [E.UNKNOWN_MEMBER_ID] * len(leavers)
+            return [ErrorCode.UNKNOWN_MEMBER_ID] * len(leavers)
         errors, removed = [], False
         for member_id, instance_id in leavers:
             if instance_id is not None:
                 known = group.static_members.get(instance_id)
                 if known is None:
-                    errors.append(E.UNKNOWN_MEMBER_ID)
+                    errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
                     continue
                 if member_id and member_id != known:
-                    errors.append(E.FENCED_INSTANCE_ID)
+                    errors.append(ErrorCode.FENCED_INSTANCE_ID)
                     continue
                 member_id = known
             timer = group.pending_members.pop(member_id, None)
             if timer is not None:
                 timer.cancel()
-                errors.append(E.NONE)
+                errors.append(ErrorCode.NONE)
                 removed = True
                 continue
             member = group.members.get(member_id)
             if member is None:
-                errors.append(E.UNKNOWN_MEMBER_ID)
+                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
             log.info("group %s: member %s leaves", group.group_id, member_id)
             self._remove(group, member)
-            errors.append(E.NONE)
+            errors.append(ErrorCode.NONE)
             removed = True
         if removed:
             self._members_changed(group)
@@ -353,7 +352,7 @@ class GroupCoordinator:
         self._maybe_complete_join(group)
 
     def _remove(self, group: Group, member: Member) -> None:
-        self._cancel_member(member, E.UNKNOWN_MEMBER_ID)
+        self._cancel_member(member, ErrorCode.UNKNOWN_MEMBER_ID)
         del group.members[member.member_id]
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
             del group.static_members[member.instance_id]
@@ -380,16 +379,16 @@ class GroupCoordinator:
                       generation: int) -> ErrorCode:
         """The member checks of SyncGroup, Heartbeat and OffsetCommit, in Kafka's order."""
         if group is None or group.state is Empty:
-            return E.UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if group.state is Dead:
-            return E.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if group.fenced(member_id, instance_id):
-            return E.FENCED_INSTANCE_ID
+            return ErrorCode.FENCED_INSTANCE_ID
         if member_id not in group.members:
-            return E.UNKNOWN_MEMBER_ID
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if generation != group.generation:
-            return E.ILLEGAL_GENERATION
-        return E.NONE
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
 
     # --- offsets ---------------------------------------------------------------------------
 
@@ -398,18 +397,18 @@ class GroupCoordinator:
         """Store offsets for a group member, or for a simple consumer (generation -1, no member
         id) of a group without members. One error for the whole request."""
         if not group_id:
-            return E.INVALID_GROUP_ID
+            return ErrorCode.INVALID_GROUP_ID
         group = self._groups.get(group_id)
         if group is None:
             if generation >= 0:
-                return E.ILLEGAL_GENERATION  # a member of a generation this coordinator never had
+                return ErrorCode.ILLEGAL_GENERATION  # a member of a generation this coordinator never had
             group = self._groups[group_id] = Group(group_id)
         if not (generation < 0 and group.state is Empty):  # else a simple consumer: no members to check
             error = self._check_member(group, member_id, instance_id, generation)
             if error:
                 return error
             if group.state is Completing:
-                return E.REBALANCE_IN_PROGRESS  # a member of the new generation, still without its assignment
+                return ErrorCode.REBALANCE_IN_PROGRESS  # a member of the new generation, still without its assignment
             self._arm_session(group, group.members[member_id])
         now = self.clock.now_ms()
         for committed in offsets.values():
@@ -436,9 +435,9 @@ class GroupCoordinator:
     def delete(self, group_id: str) -> ErrorCode:
         group = self._groups.get(group_id)
         if group is None or group.state is Dead:
-            return E.GROUP_ID_NOT_FOUND
+            return ErrorCode.GROUP_ID_NOT_FOUND
         if group.state is not Empty or group.pending_members:
-            return E.NON_EMPTY_GROUP
+            return ErrorCode.NON_EMPTY_GROUP
         error = self.store.delete_group(group)
         if not error:
             group.transition(Dead)

@@ -1,7 +1,7 @@
 """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup: being a member of a group."""
 from __future__ import annotations
 
-from headwater.broker.handlers import client_host, handles
+from headwater.broker.endpoint import client_host
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
@@ -15,7 +15,6 @@ LeaveGroupResponse = MESSAGE_CLASSES[ApiKey.LEAVE_GROUP][1]
 GROUP_KEY = 0
 
 
-@handles(ApiKey.FIND_COORDINATOR, 0, 2)
 async def find_coordinator(broker, header, request):
     # One broker: it coordinates every group. Transactions are not offered.
     if request.key_type != GROUP_KEY:
@@ -30,7 +29,6 @@ async def find_coordinator(broker, header, request):
                                    port=port)
 
 
-@handles(ApiKey.JOIN_GROUP, 0, 5)
 async def join_group(broker, header, request):
     rebalance_timeout = request.rebalance_timeout_ms if header.api_version >= 1 else request.session_timeout_ms
     result = await broker.groups.join(JoinRequest(
@@ -39,15 +37,15 @@ async def join_group(broker, header, request):
         session_timeout_ms=request.session_timeout_ms, rebalance_timeout_ms=rebalance_timeout,
         protocol_type=request.protocol_type, protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
         require_known_member_id=header.api_version >= 4))
-    M = JoinGroupResponse.JoinGroupResponseMember
-    members = [M(member_id=m.member_id, group_instance_id=m.instance_id, metadata=m.metadata(result.protocol))
+    MemberResult = JoinGroupResponse.JoinGroupResponseMember
+    members = [MemberResult(member_id=m.member_id, group_instance_id=m.instance_id,
+                            metadata=m.metadata(result.protocol))
                for m in result.members]
     return JoinGroupResponse(error_code=result.error, generation_id=result.generation,
                              protocol_name=result.protocol or "", leader=result.leader, member_id=result.member_id,
                              members=members)
 
 
-@handles(ApiKey.SYNC_GROUP, 0, 3)
 async def sync_group(broker, header, request):
     error, assignment = await broker.groups.sync(
         request.group_id, request.generation_id, request.member_id, request.group_instance_id,
@@ -55,21 +53,19 @@ async def sync_group(broker, header, request):
     return SyncGroupResponse(error_code=error, assignment=assignment)
 
 
-@handles(ApiKey.HEARTBEAT, 0, 3)
 async def heartbeat(broker, header, request):
     error = broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
                                     request.group_instance_id)
     return HeartbeatResponse(error_code=error)
 
 
-@handles(ApiKey.LEAVE_GROUP, 0, 3)
 async def leave_group(broker, header, request):
     if header.api_version < 3:
         (error,) = broker.groups.leave(request.group_id, [(request.member_id, None)])
         return LeaveGroupResponse(error_code=error)
     leavers = [(m.member_id, m.group_instance_id) for m in request.members]
     errors = broker.groups.leave(request.group_id, leavers)
-    R = LeaveGroupResponse.MemberResponse
+    MemberResult = LeaveGroupResponse.MemberResponse
     return LeaveGroupResponse(error_code=0, members=[
-        R(member_id=member_id, group_instance_id=instance_id, error_code=error)
+        MemberResult(member_id=member_id, group_instance_id=instance_id, error_code=error)
         for (member_id, instance_id), error in zip(leavers, errors)])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 
-from headwater.broker.handlers import handles
 from headwater.log import LogConfig
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -42,7 +41,7 @@ def _topic(broker, resource_type: int, name: str):
     if resource_type != TOPIC:
         raise ConfigError(ErrorCode.INVALID_REQUEST, f"configs of resource type {resource_type} cannot be changed; "
                           "only topics (type 2) have configs to alter")
-    topic = broker.logs.topics.get(name)
+    topic = broker.log_manager.topics.get(name)
     if topic is None:
         raise ConfigError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
     return topic
@@ -76,12 +75,12 @@ def _broker_entries(broker) -> list[tuple[str, str | None, int, bool]]:
 
 
 def _describe_one(broker, resource, include_synonyms: bool):
-    R = DescribeConfigsResponse.DescribeConfigsResult
-    C = R.DescribeConfigsResourceResult
-    S = C.DescribeConfigsSynonym
+    ResourceResult = DescribeConfigsResponse.DescribeConfigsResult
+    ConfigEntry = ResourceResult.DescribeConfigsResourceResult
+    Synonym = ConfigEntry.DescribeConfigsSynonym
     error, message, entries = ErrorCode.NONE, None, []
     if resource.resource_type == TOPIC:
-        topic = broker.logs.topics.get(resource.resource_name)
+        topic = broker.log_manager.topics.get(resource.resource_name)
         if topic is None:
             error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {resource.resource_name!r}"
         else:
@@ -95,15 +94,14 @@ def _describe_one(broker, resource, include_synonyms: bool):
     else:
         error, message = ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} has no configs here"
     wanted = resource.configuration_keys
-    configs = [C(name=name, value=value, read_only=read_only, config_source=source, is_sensitive=False,
-                 synonyms=[S(name=name, value=value, source=source)] if include_synonyms else [],
-                 config_type=CONFIG_TYPES.get(name, LONG), documentation=None)
+    configs = [ConfigEntry(name=name, value=value, read_only=read_only, config_source=source, is_sensitive=False,
+                           synonyms=[Synonym(name=name, value=value, source=source)] if include_synonyms else [],
+                           config_type=CONFIG_TYPES.get(name, LONG), documentation=None)
                for name, value, source, read_only in entries if wanted is None or name in wanted]
-    return R(error_code=error, error_message=message, resource_type=resource.resource_type,
-             resource_name=resource.resource_name, configs=configs)
+    return ResourceResult(error_code=error, error_message=message, resource_type=resource.resource_type,
+                          resource_name=resource.resource_name, configs=configs)
 
 
-@handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
 async def describe_configs(broker, header, request):
     results = [_describe_one(broker, r, request.include_synonyms) for r in request.resources]
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
@@ -149,32 +147,30 @@ def _alter_one(broker, resource, validate_only: bool, incremental: bool) -> tupl
         else:
             overrides = {c.name: c.value for c in resource.configs if c.value is not None}
         try:
-            LogConfig.from_topic_configs(overrides, broker.logs.defaults)
+            LogConfig.from_topic_configs(overrides, broker.log_manager.defaults)
         except ValueError as exc:
             raise ConfigError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     except ConfigError as exc:
         return exc.error, str(exc)
     if not validate_only:
-        broker.logs.alter_topic_configs(topic.name, overrides, incremental=False)
+        broker.log_manager.alter_topic_configs(topic.name, overrides, incremental=False)
         log.info("topic %s configs now %s", topic.name, overrides or "the defaults")
     return ErrorCode.NONE, None
 
 
 def _alter(broker, request, response_class, incremental: bool):
-    R = response_class.AlterConfigsResourceResponse
+    ResourceResult = response_class.AlterConfigsResourceResponse
     responses = []
     for resource in request.resources:
         error, message = _alter_one(broker, resource, request.validate_only, incremental)
-        responses.append(R(error_code=error, error_message=message, resource_type=resource.resource_type,
-                           resource_name=resource.resource_name))
+        responses.append(ResourceResult(error_code=error, error_message=message, resource_type=resource.resource_type,
+                                        resource_name=resource.resource_name))
     return response_class(throttle_time_ms=0, responses=responses)
 
 
-@handles(ApiKey.ALTER_CONFIGS, 0, 2)
 async def alter_configs(broker, header, request):
     return _alter(broker, request, AlterConfigsResponse, incremental=False)
 
 
-@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
 async def incremental_alter_configs(broker, header, request):
     return _alter(broker, request, IncrementalAlterConfigsResponse, incremental=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import logging
 
 from headwater.broker.broker import CREATION_ERRORS, creation_error
-from headwater.broker.handlers import handles
 from headwater.log import UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -17,29 +16,30 @@ DeleteTopicsResponse = MESSAGE_CLASSES[ApiKey.DELETE_TOPICS][1]
 
 
 def _topic_metadata(broker, name: str, error: ErrorCode = ErrorCode.NONE):
-    T = MetadataResponse.MetadataResponseTopic
-    topic = broker.logs.topics.get(name)
+    TopicMetadata = MetadataResponse.MetadataResponseTopic
+    topic = broker.log_manager.topics.get(name)
     if topic is None:
-        return T(error_code=error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False, partitions=[])
+        return TopicMetadata(error_code=error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False,
+                             partitions=[])
     node = broker.config.node_id
-    partitions = [T.MetadataResponsePartition(error_code=0, partition_index=i, leader_id=node, leader_epoch=0,
-                                              replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+    PartitionMetadata = TopicMetadata.MetadataResponsePartition
+    partitions = [PartitionMetadata(error_code=0, partition_index=i, leader_id=node, leader_epoch=0,
+                                    replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
                   for i in range(len(topic.partitions))]
-    return T(error_code=0, name=name, is_internal=name.startswith("__"), partitions=partitions)
+    return TopicMetadata(error_code=0, name=name, is_internal=name.startswith("__"), partitions=partitions)
 
 
-@handles(ApiKey.METADATA, 1, 8)
 async def metadata(broker, header, request):
     # Before v4 every client expected auto-creation; from v4 the client says.
     allow_create = request.allow_auto_topic_creation if header.api_version >= 4 else True
     if request.topics is None:
-        names = sorted(broker.logs.topics)
+        names = sorted(broker.log_manager.topics)
     else:
         names = [t.name for t in request.topics]
     topics = []
     for name in names:
         error = ErrorCode.NONE
-        if name not in broker.logs.topics and allow_create:
+        if name not in broker.log_manager.topics and allow_create:
             try:
                 broker.topic_for_produce(name)
             except tuple(CREATION_ERRORS) as exc:
@@ -53,9 +53,8 @@ async def metadata(broker, header, request):
                             controller_id=cfg.node_id, topics=topics)
 
 
-@handles(ApiKey.CREATE_TOPICS, 2, 4)
 async def create_topics(broker, header, request):
-    R = CreateTopicsResponse.CreatableTopicResult
+    TopicResult = CreateTopicsResponse.CreatableTopicResult
     results = []
     requested = sum(broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
                     for t in request.topics)
@@ -73,26 +72,25 @@ async def create_topics(broker, header, request):
             error, message = ErrorCode.INVALID_REQUEST, "manual replica assignment is not supported"
         elif partitions < 1:
             error, message = ErrorCode.INVALID_PARTITIONS, f"partition count must be at least 1, got {partitions}"
-        elif t.name in broker.logs.topics:
+        elif t.name in broker.log_manager.topics:
             error, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
         else:
             try:
                 if request.validate_only:
-                    broker.logs.check_partition_limit(partitions)
+                    broker.log_manager.check_partition_limit(partitions)
                 else:
-                    broker.logs.create_topic(t.name, partitions, configs)
+                    broker.log_manager.create_topic(t.name, partitions, configs)
                     log.info("created topic %s with %d partition(s) %s", t.name, partitions, configs or "")
             except tuple(CREATION_ERRORS) as exc:
                 error, message = creation_error(exc), str(exc)
                 if error == ErrorCode.KAFKA_STORAGE_ERROR:
                     log.warning("cannot create topic %s: %s", t.name, exc)
-        results.append(R(name=t.name, error_code=error, error_message=message))
+        results.append(TopicResult(name=t.name, error_code=error, error_message=message))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-@handles(ApiKey.DELETE_TOPICS, 0, 3)
 async def delete_topics(broker, header, request):
-    R = DeleteTopicsResponse.DeletableTopicResult
+    TopicResult = DeleteTopicsResponse.DeletableTopicResult
     results = []
     for name in request.topic_names:
         message = None
@@ -105,5 +103,5 @@ async def delete_topics(broker, header, request):
         except OSError as exc:  # nothing changed: the catalog is written first
             error, message = ErrorCode.KAFKA_STORAGE_ERROR, f"cannot delete topic {name!r}: {exc}"
             log.warning("%s", message)
-        results.append(R(name=name, error_code=error, error_message=message))
+        results.append(TopicResult(name=name, error_code=error, error_message=message))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import shutil
 
-from headwater.broker.handlers import answer_partitions, handles
+from headwater.broker.apis.per_partition import answer_partitions
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -16,10 +16,9 @@ DescribeLogDirsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_LOG_DIRS][1]
 HIGH_WATERMARK = -1  # DeleteRecords: "everything appended so far"
 
 
-@handles(ApiKey.DELETE_RECORDS, 0, 2)
 async def delete_records(broker, header, request):
-    T = DeleteRecordsResponse.DeleteRecordsTopicResult
-    P = T.DeleteRecordsPartitionResult
+    TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
+    PartitionResult = TopicResult.DeleteRecordsPartitionResult
 
     def answer(plog, topic, part):
         error, low_watermark = ErrorCode.NONE, -1
@@ -32,26 +31,28 @@ async def delete_records(broker, header, request):
                 log.info("records of %s-%d before %d deleted", topic, part.partition_index, low_watermark)
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
-        return P(partition_index=part.partition_index, low_watermark=low_watermark, error_code=error)
-    return DeleteRecordsResponse(throttle_time_ms=0, topics=answer_partitions(broker, request.topics, T, answer))
+        return PartitionResult(partition_index=part.partition_index, low_watermark=low_watermark, error_code=error)
+    topics = answer_partitions(broker, request.topics, TopicResult, answer)
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
 
-@handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
 async def describe_log_dirs(broker, header, request):
-    R = DescribeLogDirsResponse.DescribeLogDirsResult
-    T = R.DescribeLogDirsTopic
-    P = T.DescribeLogDirsPartition
+    LogDirResult = DescribeLogDirsResponse.DescribeLogDirsResult
+    TopicResult = LogDirResult.DescribeLogDirsTopic
+    PartitionResult = TopicResult.DescribeLogDirsPartition
     # No topics: all of them; a topic without partitions (kafka-python sends null): all of its partitions.
     wanted = None if request.topics is None else {t.topic: t.partitions for t in request.topics}
     topics = []
-    for name, topic in sorted(broker.logs.topics.items()):
+    for name, topic in sorted(broker.log_manager.topics.items()):
         if wanted is not None and name not in wanted:
             continue
         chosen = None if wanted is None else wanted[name]
-        partitions = [P(partition_index=i, partition_size=plog.size_bytes, offset_lag=0, is_future_key=False)
+        partitions = [PartitionResult(partition_index=i, partition_size=plog.size_bytes, offset_lag=0,
+                                      is_future_key=False)
                       for i, plog in enumerate(topic.partitions) if not chosen or i in chosen]
-        topics.append(T(name=name, partitions=partitions))
+        topics.append(TopicResult(name=name, partitions=partitions))
     data_dir = broker.config.data_dir.resolve()
     disk = shutil.disk_usage(data_dir)
-    result = R(error_code=0, log_dir=str(data_dir), topics=topics, total_bytes=disk.total, usable_bytes=disk.free)
+    result = LogDirResult(error_code=0, log_dir=str(data_dir), topics=topics, total_bytes=disk.total,
+                          usable_bytes=disk.free)
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[result])

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 
-from headwater.broker.handlers import handles
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
@@ -14,10 +13,9 @@ InitProducerIdResponse = MESSAGE_CLASSES[ApiKey.INIT_PRODUCER_ID][1]
 ACKS_ALL = -1
 
 
-@handles(ApiKey.PRODUCE, 3, 8)
 async def produce(broker, header, request):
-    T = ProduceResponse.TopicProduceResponse
-    P = T.PartitionProduceResponse
+    TopicResult = ProduceResponse.TopicProduceResponse
+    PartitionResult = TopicResult.PartitionProduceResponse
     refuse = None
     if request.transactional_id is not None:
         refuse = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # transactions are not offered
@@ -36,13 +34,13 @@ async def produce(broker, header, request):
                 append_time = result.log_append_time
             else:
                 error, base_offset, message, append_time = refuse, -1, None, -1
-            partitions.append(P(index=part.index, error_code=error, base_offset=base_offset,
-                                log_append_time_ms=append_time,
-                                log_start_offset=_log_start(broker, topic.name, part.index),
-                                error_message=message))
+            partitions.append(PartitionResult(index=part.index, error_code=error, base_offset=base_offset,
+                                              log_append_time_ms=append_time,
+                                              log_start_offset=_log_start(broker, topic.name, part.index),
+                                              error_message=message))
             if error == ErrorCode.NONE:
-                appended.append((broker.logs.get_log(topic.name, part.index), partitions[-1]))
-        responses.append(T(name=topic.name, partition_responses=partitions))
+                appended.append((broker.log_manager.get_log(topic.name, part.index), partitions[-1]))
+        responses.append(TopicResult(name=topic.name, partition_responses=partitions))
     if request.acks == ACKS_ALL and broker.config.flush == "always":
         for plog, response in appended:
             _flush(plog, response)
@@ -63,11 +61,10 @@ def _flush(plog, response) -> None:
 
 
 def _log_start(broker, topic: str, partition: int) -> int:
-    plog = broker.logs.get_log(topic, partition)
+    plog = broker.log_manager.get_log(topic, partition)
     return plog.log_start_offset if plog is not None else -1
 
 
-@handles(ApiKey.INIT_PRODUCER_ID, 0, 1)
 async def init_producer_id(broker, header, request):
     if request.transactional_id is not None:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

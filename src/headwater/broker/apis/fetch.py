@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 
-from headwater.broker.handlers import handles
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
 FetchResponse = MESSAGE_CLASSES[ApiKey.FETCH][1]
-T = FetchResponse.FetchableTopicResponse
-P = T.PartitionData
+TopicResult = FetchResponse.FetchableTopicResponse
+PartitionData = TopicResult.PartitionData
 
 
 def _read_partitions(broker, request):
@@ -25,7 +24,7 @@ def _read_partitions(broker, request):
     for topic in request.topics:
         partitions = []
         for part in topic.partitions:
-            plog = broker.logs.get_log(topic.topic, part.partition)
+            plog = broker.log_manager.get_log(topic.topic, part.partition)
             error, records = ErrorCode.NONE, b""
             if plog is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -38,20 +37,20 @@ def _read_partitions(broker, request):
             budget -= len(records)
             errors = errors or error != ErrorCode.NONE
             end = plog.log_end_offset if plog is not None else -1
-            partitions.append(P(partition_index=part.partition, error_code=error, high_watermark=end,
-                                last_stable_offset=end, log_start_offset=plog.log_start_offset if plog else -1,
-                                aborted_transactions=[], preferred_read_replica=-1, records=records))
-        responses.append(T(topic=topic.topic, partitions=partitions))
+            start = plog.log_start_offset if plog else -1
+            partitions.append(PartitionData(partition_index=part.partition, error_code=error, high_watermark=end,
+                                            last_stable_offset=end, log_start_offset=start,
+                                            aborted_transactions=[], preferred_read_replica=-1, records=records))
+        responses.append(TopicResult(topic=topic.topic, partitions=partitions))
     return responses, total, errors
 
 
-@handles(ApiKey.FETCH, 4, 11)
 async def fetch(broker, header, request):
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
     # Only partitions that exist get a signal: a client naming unknown ones must not make the broker keep state.
     watched = [(t.topic, p.partition) for t in request.topics for p in t.partitions
-               if broker.logs.get_log(t.topic, p.partition) is not None]
+               if broker.log_manager.get_log(t.topic, p.partition) is not None]
     while True:
         with broker.growth.watch(watched) as signals:
             responses, total, errors = _read_partitions(broker, request)

@@ -1,0 +1,46 @@
+"""The Kafka APIs the broker serves: one module per API family, every API listed here.
+
+``ENDPOINTS`` is the one table: the server dispatches on it, and ApiVersions advertises
+exactly what it holds. Adding an API means writing its handler (the contract is
+``headwater.broker.endpoint.Handler``) and adding one line below. The group APIs live beside the group coordinator, in
+``broker/groups``.
+"""
+from __future__ import annotations
+
+from headwater.broker.apis import api_versions, fetch, list_offsets, log_admin, produce, topic_configs, topics
+from headwater.broker.endpoint import Endpoint, endpoint
+from headwater.broker.groups import admin as group_admin
+from headwater.broker.groups import commits, membership
+from headwater.protocol.messages import Api, ApiKey
+
+ADVERTISED: dict[int, Api] = {}  # filled from ENDPOINTS below: what ApiVersions answers
+
+ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
+    endpoint(ApiKey.PRODUCE, 3, 8, produce.produce),
+    endpoint(ApiKey.FETCH, 4, 11, fetch.fetch),
+    endpoint(ApiKey.LIST_OFFSETS, 1, 5, list_offsets.list_offsets),
+    endpoint(ApiKey.METADATA, 1, 8, topics.metadata),
+    endpoint(ApiKey.OFFSET_COMMIT, 2, 7, commits.offset_commit),
+    endpoint(ApiKey.OFFSET_FETCH, 1, 5, commits.offset_fetch),
+    endpoint(ApiKey.FIND_COORDINATOR, 0, 2, membership.find_coordinator),
+    endpoint(ApiKey.JOIN_GROUP, 0, 5, membership.join_group),
+    endpoint(ApiKey.HEARTBEAT, 0, 3, membership.heartbeat),
+    endpoint(ApiKey.LEAVE_GROUP, 0, 3, membership.leave_group),
+    endpoint(ApiKey.SYNC_GROUP, 0, 3, membership.sync_group),
+    endpoint(ApiKey.DESCRIBE_GROUPS, 0, 5, group_admin.describe_groups),
+    endpoint(ApiKey.LIST_GROUPS, 0, 5, group_admin.list_groups),
+    endpoint(ApiKey.API_VERSIONS, 0, 4, api_versions.ApiVersions(ADVERTISED)),
+    endpoint(ApiKey.CREATE_TOPICS, 2, 4, topics.create_topics),
+    endpoint(ApiKey.DELETE_TOPICS, 0, 3, topics.delete_topics),
+    endpoint(ApiKey.DELETE_RECORDS, 0, 2, log_admin.delete_records),
+    endpoint(ApiKey.INIT_PRODUCER_ID, 0, 1, produce.init_producer_id),
+    endpoint(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 3, list_offsets.offset_for_leader_epoch),
+    endpoint(ApiKey.DESCRIBE_CONFIGS, 1, 4, topic_configs.describe_configs),
+    endpoint(ApiKey.ALTER_CONFIGS, 0, 2, topic_configs.alter_configs),
+    endpoint(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, log_admin.describe_log_dirs),
+    endpoint(ApiKey.DELETE_GROUPS, 0, 2, group_admin.delete_groups),
+    endpoint(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, topic_configs.incremental_alter_configs),
+)}
+ADVERTISED.update((key, e.api) for key, e in ENDPOINTS.items())
+
+__all__ = ["ADVERTISED", "ENDPOINTS", "Endpoint"]

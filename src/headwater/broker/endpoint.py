@@ -1,0 +1,36 @@
+"""What an API handler is: the contract between the server and the handlers (``apis/``, ``groups/``).
+
+A handler is ``async (broker, header, request) -> response | None``: it gets the broker's
+state, the request header and the decoded request body, and returns the response body
+(None: no response is sent, as for a produce with acks=0). The server frames and writes it.
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from headwater.protocol.messages import Api, ApiKey, RequestHeader, api
+
+if TYPE_CHECKING:
+    from headwater.broker.broker import Broker
+
+
+class Handler(Protocol):
+    def __call__(self, broker: Broker, header: RequestHeader, request: Any) -> Awaitable[Any | None]: ...
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One API the broker serves: its versions and message classes, and its handler."""
+    api: Api
+    handle: Handler
+
+
+def endpoint(key: ApiKey, min_version: int, max_version: int, handle: Handler) -> Endpoint:
+    return Endpoint(api(key, min_version, max_version), handle)
+
+
+# The client address of the connection whose request is being handled (each connection is a task).
+client_host: ContextVar[str] = ContextVar("client_host", default="")
