@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from headwater.demo import cdc_shop, compaction, groups, orders, shopping_cart, stream_processing
-from headwater.demo.spark_chapter import CheckFailed
+from headwater.demo.checks import CheckFailed
 from headwater.testing import BrokerProcess
 
 CHAPTERS = [orders, groups, cdc_shop, compaction, shopping_cart, stream_processing]  # each: run(bootstrap, console)

@@ -20,6 +20,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from headwater.demo.checks import CheckFailed
 from headwater.eventsourcing import RecordedEvent, WrongExpectedVersion, open_store
 from headwater.eventsourcing.aggregate import Aggregate, CommandRejected, DomainEvent, applies
 from headwater.eventsourcing.projection import Projection, ProjectionRunner, View
@@ -326,7 +327,7 @@ def _topic_names(store, bootstrap: str, customer: str) -> list:
 def _check(console: Console, claim: str, holds) -> None:
     console.print(f"{claim}: {bool(holds)}")
     if not holds:
-        raise AssertionError(f"the demo's check failed: {claim}")
+        raise CheckFailed(claim)
 
 
 PROJECTIONS = [CurrentCartsWithTotals, AddedThenRemoved]  # what `headwater projections rebuild` finds with --app

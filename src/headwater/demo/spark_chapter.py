@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import functions as F
 from rich.table import Table
 
+from headwater.demo.checks import CheckFailed
 from headwater.demo.shop_events import MINUTE, Morning
 from headwater.pipelines import exactly_once, reference
 
@@ -31,10 +32,6 @@ TOPICS = {"order-events": {}, "searches": {}, "clicks": {}, "payments": {}, "pay
 # Micro-batches per event stream (a final one without data follows): the orders take
 # three, for the watermark to overtake the too-late ones; two show the others' ordering.
 BATCHES = {"order-events": 3, "searches": 2, "clicks": 2, "payments": 2}
-
-
-class CheckFailed(Exception):
-    """A pipeline's answer from Spark differs from the plain-Python one."""
 
 
 def clock(ms: int, seconds: bool = False) -> str:
