@@ -2,8 +2,8 @@
 
 ``ENDPOINTS`` is the one table: the server dispatches on it, and ApiVersions advertises
 exactly what it holds. Adding an API means writing its handler (the contract is
-``headwater.broker.endpoint.Handler``) and adding one line below. The group APIs live beside the group coordinator, in
-``broker/groups``.
+``headwater.broker.endpoint.Handler``) and adding one line below. The group APIs live
+beside the group coordinator, in ``broker/groups``.
 """
 from __future__ import annotations
 
