@@ -386,7 +386,9 @@ class _Unsure(Exception):
 
 
 _BELOW_ANY_DELTA = -1 << 64  # timestamp deltas are int64
-_READER_PAD = bytes(16)  # aiokafka reads some varints before its bounds check: zeros end them
+# aiokafka reads some varints before its bounds check: a zero byte past the end stops such a read
+# in our own buffer, and the next check refuses it.
+_READER_PAD = bytes(16)
 
 
 def _read_compiled(body, count: int, keys_required: bool) -> int | None:
@@ -397,11 +399,11 @@ def _read_compiled(body, count: int, keys_required: bool) -> int | None:
     Why the shortest way: the reader checks record and field lengths against the bytes, the
     header count and that no bytes follow the last record, but it takes up to 10 bytes for any
     varint (Kafka: 5 for an int32), any negative length for null (we refuse below -1), and the
-    record attributes byte as a varint (Kafka: one byte). Each of those costs at least one byte
-    more than the shortest writing of what it parsed, so if the records' shortest sizes add up to
-    the body's length, Kafka's parse and the walk's are the reader's, and only a null's length
-    byte is left to check: -2 .. -64 are one byte like -1. Null header values are rare: the walk
-    takes those batches."""
+    record attributes byte as a varint (Kafka: one byte). Each of those takes more bytes than the
+    shortest writing of what the reader made of it, and nothing takes fewer, so when the shortest
+    sizes of the records add up to the body's length, Kafka's parse and the walk's are the
+    reader's. Left to check is a null's length byte (-2 .. -64 are one byte, like -1). Null
+    header values are rare: the walk takes those batches."""
     batch = bytearray(HEADER.pack(0, MIN_BATCH_LENGTH + len(body), -1, MAGIC, 0, 0, count - 1, 0, 0,
                                   NO_PRODUCER_ID, -1, NO_SEQUENCE, count))  # uncompressed, offsets and times 0
     batch += body
