@@ -14,10 +14,12 @@ demo: $(VENV)/.installed
 	$(PY) -m headwater.demo
 
 # What the tests need from Debian: kcat (a real librdkafka 2.0.2 client), PostgreSQL, and strace
-# (to see that a durable file replace fsyncs its directory).
+# (to see that a durable file replace fsyncs its directory), chromium and its driver (the web console's
+# browser tests).
 system-deps:
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat)
 	@command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
+	@command -v chromedriver >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq postgresql)
 
 test: $(VENV)/.installed system-deps
