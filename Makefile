@@ -10,8 +10,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
+# make demo DEMO_ARGS=--keep-running: the broker and its web console stay up after the chapters
 demo: $(VENV)/.installed
-	$(PY) -m headwater.demo
+	$(PY) -m headwater.demo $(DEMO_ARGS)
 
 # What the tests need from Debian: kcat (a real librdkafka 2.0.2 client), PostgreSQL, and strace
 # (to see that a durable file replace fsyncs its directory), chromium and its driver (the web console's
