@@ -2,15 +2,16 @@
 ground truth computed here; bad console requests get clear pages with the right status, and
 the broker keeps serving Kafka clients."""
 import html
+import time
 import urllib.error
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from headwater.testing import BrokerProcess
+from headwater.testing import BrokerProcess, wait_until
 
 TOPIC, GROUP = "metered", "meter-readers"
 PER_PARTITION = {0: 7, 1: 12, 2: 5}       # records produced to each partition
@@ -19,7 +20,8 @@ COMMITTED = {0: 7, 1: 4}                  # the group's committed offsets; parti
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with BrokerProcess(tmp_path_factory.mktemp("metrics") / "data", "--http-listener", "127.0.0.1:0") as proc:
+    with BrokerProcess(tmp_path_factory.mktemp("metrics") / "data", "--http-listener", "127.0.0.1:0",
+                       "--retention-check-interval-ms", "200", "--cleaner-interval-ms", "200") as proc:
         yield proc
 
 
@@ -98,6 +100,58 @@ def test_broker_counters_equal_the_workload(workload, broker):
         sum(PER_PARTITION.values())
     assert m[("kafka_network_requestmetrics_request_seconds_count", (("request", "OffsetCommit"),))] == 1
     assert m[("kafka_server_socketservermetrics_connection_count", ())] >= 0
+
+
+def produce_one_by_one(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, partition=0)
+        producer.flush()
+
+
+def read_all(bootstrap: str, topic: str) -> int:
+    """Records a consumer reads from the log start of partition 0 to its end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "count", "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    count = 0
+    while True:
+        msg = consumer.poll(10)
+        assert msg is not None, "no end of partition"
+        if msg.error():
+            break  # end of partition
+        count += 1
+    consumer.close()
+    return count
+
+
+def test_cleaner_and_retention_counters_equal_their_work(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    small_segments = {"segment.bytes": "1024", "min.compaction.lag.ms": "0", "min.cleanable.dirty.ratio": "0.01"}
+    futures = admin.create_topics([NewTopic("compacted", 1, config={**small_segments, "cleanup.policy": "compact"}),
+                                   NewTopic("expiring", 1, config={**small_segments, "retention.bytes": "0"})])
+    for future in futures.values():
+        future.result(30)
+    updates = [(f"k{i % 5}".encode(), f"v{i}".encode() * 10) for i in range(60)]
+    produce_one_by_one(broker.bootstrap, "compacted", updates)
+    produce_one_by_one(broker.bootstrap, "expiring", updates)
+
+    def settled():
+        """Metrics once the cleaner and retention have nothing left to do: two scrapes alike."""
+        before = scrape(broker)
+        time.sleep(1)
+        after = scrape(broker)
+        return after if before == after and after[("kafka_log_logcleaner_logs_cleaned_total", ())] > 0 and \
+            after[("kafka_log_retention_segments_deleted_total", ())] > 0 else None
+    m = wait_until(settled, what="cleaner and retention passes")
+    assert m[("kafka_log_logcleaner_records_removed_total", ())] == len(updates) - read_all(broker.bootstrap,
+                                                                                            "compacted")
+    expiring = (("partition", "0"), ("topic", "expiring"))
+    remaining = len(list((broker.data_dir / "expiring-0").glob("*.log")))
+    assert remaining == 1   # retention.bytes=0 leaves the active segment only
+    assert m[("kafka_topic_partition_oldest_offset", expiring)] == len(updates) - read_all(broker.bootstrap,
+                                                                                            "expiring")
+    assert m[("kafka_log_retention_segments_deleted_total", ())] > 0
+    assert m[("kafka_log_logcleaner_bytes_read_total", ())] > m[("kafka_log_logcleaner_bytes_written_total", ())]
 
 
 BAD_REQUESTS = [
