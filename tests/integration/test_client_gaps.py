@@ -1,0 +1,86 @@
+"""The gaps real clients hit (issue 11), each shown at the wire and with the client that tripped on it."""
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka.protocol.consumer import FetchRequest
+
+from headwater import records
+from headwater.testing import BrokerProcess
+
+from .test_bad_input import produce
+from .wire import Wire
+
+
+@pytest.fixture(scope="module")
+def shared_broker(tmp_path_factory):
+    """One broker for the module: every test uses its own topics."""
+    proc = BrokerProcess(tmp_path_factory.mktemp("gaps") / "data", "--num-partitions", "3").start()
+    yield proc
+    proc.stop()
+
+
+# --- Fetch honours max_bytes and partition_max_bytes (KIP-74) -------------------------------
+
+def _fetch_all(wire, topic, partitions, max_bytes, partition_max_bytes):
+    F = FetchRequest[11]
+    request = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=0,
+                session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[
+                    F.FetchTopic.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=0,
+                                                log_start_offset=-1, partition_max_bytes=partition_max_bytes)
+                    for p in partitions])], forgotten_topics_data=[], rack_id="")
+    return [bytes(p.records or b"") for p in wire.request(request, 11).responses[0].partitions]
+
+
+def _expected(batches, max_bytes, partition_max_bytes):
+    """Kafka's rule in plain Python: whole batches within both limits; only the first batch of
+    the first non-empty partition may exceed them."""
+    out, budget = [], max_bytes
+    for partition in batches:
+        taken, room = b"", min(budget, partition_max_bytes)
+        for batch in partition:
+            first_of_response = not taken and budget == max_bytes
+            if len(taken) + len(batch) > room and not first_of_response:
+                break
+            taken += batch
+        out.append(taken)
+        budget -= len(taken)
+    return out
+
+
+def test_fetch_stays_within_max_bytes_and_partition_max_bytes(shared_broker):
+    wire = Wire(shared_broker.bootstrap)
+    big = lambda tag: records.encode_batch([records.Record(0, 1, tag, bytes(600_000))])  # noqa: E731
+    small = records.encode_batch([records.Record(0, 1, b"s", b"small")])
+    batches = [[big(b"p0"), small], [big(b"p1")], [small, small]]
+    for partition, partition_batches in enumerate(batches):
+        for batch in partition_batches:
+            assert produce(wire, "kip74", partition, batch).error_code == 0
+    for max_bytes, partition_max_bytes in ((1_000_000, 1_000_000), (1_000_000, 100_000), (10, 10)):
+        answer = _fetch_all(wire, "kip74", [0, 1, 2], max_bytes, partition_max_bytes)
+        expected = _expected(batches, max_bytes, partition_max_bytes)
+        assert [len(a) for a in answer] == [len(e) for e in expected], (max_bytes, partition_max_bytes)
+        assert [records.decode_records(a)[1] if a else [] for a in answer] == \
+            [records.decode_records(e)[1] if e else [] for e in expected]
+        assert sum(map(len, answer)) <= max(max_bytes, len(batches[0][0]))
+
+
+def test_librdkafka_consumes_partitions_fuller_than_its_fetch_limit(shared_broker):
+    """Before KIP-74 was honoured, librdkafka refused each over-long response and retried forever."""
+    sent = {p: [b"%d-%d-" % (p, i) + bytes(100_000) for i in range(9)] for p in (0, 1)}
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap, "linger.ms": 200, "batch.size": 1_000_000})
+    for p, values in sent.items():
+        for value in values:
+            producer.produce("full-partitions", partition=p, value=value)
+    assert producer.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "kip74",
+                         "fetch.max.bytes": 1_000_000, "receive.message.max.bytes": 1_000_512,
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition("full-partitions", p, 0) for p in sent])
+    got = {0: [], 1: []}
+    for _ in range(60):
+        for msg in consumer.consume(100, timeout=1):
+            assert msg.error() is None, msg.error()
+            got[msg.partition()].append(msg.value())
+        if sum(map(len, got.values())) == 18:
+            break
+    consumer.close()
+    assert got == sent
