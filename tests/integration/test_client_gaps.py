@@ -1,9 +1,14 @@
 """The gaps real clients hit (issue 11), each shown at the wire and with the client that tripped on it."""
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka import errors as kafka_errors
+from kafka.admin import NewTopic
 from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.producer import ProduceRequest
 
 from headwater import records
+from headwater.protocol.errors import ErrorCode
 from headwater.testing import BrokerProcess
 
 from .test_bad_input import produce
@@ -84,3 +89,40 @@ def test_librdkafka_consumes_partitions_fuller_than_its_fetch_limit(shared_broke
             break
     consumer.close()
     assert got == sent
+
+
+# --- Produce v8 names the invalid records (KIP-467) -----------------------------------------
+
+def _create_compacted(bootstrap, topic):
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"cleanup.policy": "compact"})])
+    admin.close()
+
+
+KEYS = [b"a", None, b"b", None]  # records 1 and 3 are invalid on a compacted topic
+
+
+def test_produce_v8_names_each_keyless_record_on_a_compacted_topic(shared_broker):
+    _create_compacted(shared_broker.bootstrap, "kip467-wire")
+    batch = records.encode_batch([records.Record(i, 1, key, b"v") for i, key in enumerate(KEYS)])
+    P = ProduceRequest[8]
+    request = P(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+        name="kip467-wire", partition_data=[P.TopicProduceData.PartitionProduceData(index=0, records=batch)])])
+    answer = Wire(shared_broker.bootstrap).request(request, 8).responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.INVALID_RECORD
+    expected = [i for i, key in enumerate(KEYS) if key is None]
+    assert [e.batch_index for e in answer.record_errors] == expected
+    assert all("without a key" in e.batch_index_error_message for e in answer.record_errors)
+
+
+def test_kafka_python_fails_only_the_keyless_records(shared_broker):
+    _create_compacted(shared_broker.bootstrap, "kip467")
+    producer = KafkaProducer(bootstrap_servers=shared_broker.bootstrap, linger_ms=200)
+    futures = [producer.send("kip467", key=key, value=b"v", partition=0) for key in KEYS]
+    producer.flush(30)
+    producer.close()
+    errors = [f.exception for f in futures]
+    assert all(e is not None for e in errors)  # the batch is refused whole, as in Kafka
+    invalid = [i for i, e in enumerate(errors) if isinstance(e, kafka_errors.InvalidRecordError)]
+    assert invalid == [i for i, key in enumerate(KEYS) if key is None]
+    assert all("without a key" in str(errors[i]) for i in invalid)

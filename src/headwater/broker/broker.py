@@ -60,12 +60,13 @@ def creation_error(exc: Exception) -> ErrorCode:
 
 
 class ProduceResult:
-    __slots__ = ("error", "base_offset", "message", "log_append_time")
+    __slots__ = ("error", "base_offset", "message", "log_append_time", "record_errors")
 
     def __init__(self, error: ErrorCode, base_offset: int = -1, message: str | None = None,
-                 log_append_time: int = -1):
+                 log_append_time: int = -1, record_errors: list[tuple[int, str]] | None = None):
         self.error, self.base_offset, self.message = error, base_offset, message
         self.log_append_time = log_append_time  # the broker's timestamp on LogAppendTime topics, else -1
+        self.record_errors = record_errors or []  # (index in the batch, why) of the invalid records (KIP-467)
 
 
 class Broker:
@@ -161,7 +162,7 @@ class Broker:
             batches = validate_produce(buf, max_uncompressed_bytes=self.config.message_max_bytes * DECOMPRESSION_RATIO,
                                        keys_required=topic.config.compact)
         except InvalidRecordError as exc:
-            return ProduceResult(ErrorCode.INVALID_RECORD, message=str(exc))
+            return ProduceResult(ErrorCode.INVALID_RECORD, message=str(exc), record_errors=exc.record_errors)
         except CorruptRecordError as exc:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
         limit = topic.config.max_message_bytes

@@ -16,6 +16,7 @@ ACKS_ALL = -1
 async def produce(broker, header, request):
     TopicResult = ProduceResponse.TopicProduceResponse
     PartitionResult = TopicResult.PartitionProduceResponse
+    RecordError = PartitionResult.BatchIndexAndErrorMessage
     refuse = None
     if request.transactional_id is not None:
         refuse = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # transactions are not offered
@@ -31,12 +32,14 @@ async def produce(broker, header, request):
                     log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,
                                 result.message or "")
                 error, base_offset, message = result.error, result.base_offset, result.message
-                append_time = result.log_append_time
+                append_time, record_errors = result.log_append_time, result.record_errors
             else:
-                error, base_offset, message, append_time = refuse, -1, None, -1
+                error, base_offset, message, append_time, record_errors = refuse, -1, None, -1, []
             partitions.append(PartitionResult(index=part.index, error_code=error, base_offset=base_offset,
                                               log_append_time_ms=append_time,
                                               log_start_offset=_log_start(broker, topic.name, part.index),
+                                              record_errors=[RecordError(batch_index=i, batch_index_error_message=m)
+                                                             for i, m in record_errors],
                                               error_message=message))
             if error == ErrorCode.NONE:
                 appended.append((broker.log_manager.get_log(topic.name, part.index), partitions[-1]))
