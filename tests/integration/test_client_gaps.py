@@ -1,10 +1,11 @@
 """The gaps real clients hit (issue 11), each shown at the wire and with the client that tripped on it."""
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka import errors as kafka_errors
 from kafka.admin import NewTopic
 from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import ProduceRequest
 
 from headwater import records
@@ -126,3 +127,24 @@ def test_kafka_python_fails_only_the_keyless_records(shared_broker):
     invalid = [i for i, e in enumerate(errors) if isinstance(e, kafka_errors.InvalidRecordError)]
     assert invalid == [i for i, key in enumerate(KEYS) if key is None]
     assert all("without a key" in str(errors[i]) for i in invalid)
+
+
+# --- FindCoordinator for a transactional id gets a final answer ---------------------------
+
+def test_find_coordinator_for_a_transactional_id_is_refused_finally(shared_broker):
+    R = FindCoordinatorRequest[1]
+    answer = Wire(shared_broker.bootstrap).request(R(key="txn-1", key_type=1), 1)
+    assert answer.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert not kafka_errors.for_code(answer.error_code).retriable
+
+
+def test_transactional_producers_fail_at_once_instead_of_retrying(shared_broker):
+    producer = Producer({"bootstrap.servers": shared_broker.bootstrap, "transactional.id": "txn-confluent"})
+    with pytest.raises(KafkaException) as refused:
+        producer.init_transactions(30)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    producer = KafkaProducer(bootstrap_servers=shared_broker.bootstrap, transactional_id="txn-kafka-python",
+                             max_block_ms=30_000)
+    with pytest.raises(kafka_errors.TransactionalIdAuthorizationFailedError):
+        producer.init_transactions()
+    producer.close(0)
