@@ -1,14 +1,18 @@
 """The gaps real clients hit (issue 11), each shown at the wire and with the client that tripped on it."""
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import NewTopic as ConfluentTopic
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka import errors as kafka_errors
 from kafka.admin import NewTopic
 from kafka.protocol.consumer import FetchRequest
-from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from headwater import records
+from headwater.broker.acl_operations import AclOperation
 from headwater.protocol.errors import ErrorCode
 from headwater.testing import BrokerProcess
 
@@ -148,3 +152,46 @@ def test_transactional_producers_fail_at_once_instead_of_retrying(shared_broker)
     with pytest.raises(kafka_errors.TransactionalIdAuthorizationFailedError):
         producer.init_transactions()
     producer.close(0)
+
+
+# --- Authorized operations (KIP-430): no authorizer grants everything ------------------------
+
+TOPIC_OPERATIONS = {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+GROUP_OPERATIONS = {"READ", "DESCRIBE", "DELETE"}
+CLUSTER_OPERATIONS = {"CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALTER",
+                      "DESCRIBE"}
+
+
+def _bits(names):
+    return {AclOperation[name] for name in names}
+
+
+def test_authorized_operations_at_the_wire(shared_broker):
+    wire = Wire(shared_broker.bootstrap)
+    M = MetadataRequest[8]
+    asked = wire.request(M(topics=[M.MetadataRequestTopic(name="kip430")], allow_auto_topic_creation=True,
+                           include_cluster_authorized_operations=True, include_topic_authorized_operations=True), 8)
+    assert asked.authorized_operations == _bits(CLUSTER_OPERATIONS)
+    assert asked.topics[0].authorized_operations == _bits(TOPIC_OPERATIONS)
+    not_asked = wire.request(M(topics=None, allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                               include_topic_authorized_operations=False), 8)
+    assert not_asked.authorized_operations is None  # Kafka's INT32_MIN
+    D = DescribeGroupsRequest[5]
+    group = wire.request(D(groups=["nobody"], include_authorized_operations=True), 5).groups[0]
+    assert group.authorized_operations == _bits(GROUP_OPERATIONS)
+
+
+def test_confluent_admin_reports_authorized_operations(shared_broker):
+    admin = AdminClient({"bootstrap.servers": shared_broker.bootstrap})
+    admin.create_topics([ConfluentTopic("kip430-admin", 1)])["kip430-admin"].result(30)
+    names = lambda ops: {op.name for op in ops or []}  # noqa: E731
+    topics = admin.describe_topics(TopicCollection(["kip430-admin"]), include_authorized_operations=True)
+    assert names(topics["kip430-admin"].result(30).authorized_operations) == TOPIC_OPERATIONS
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
+    assert names(cluster.authorized_operations) == CLUSTER_OPERATIONS
+    consumer = Consumer({"bootstrap.servers": shared_broker.bootstrap, "group.id": "kip430-group"})
+    consumer.subscribe(["kip430-admin"])
+    consumer.poll(5)
+    group = admin.describe_consumer_groups(["kip430-group"], include_authorized_operations=True)["kip430-group"]
+    assert names(group.result(30).authorized_operations) == GROUP_OPERATIONS
+    consumer.close()

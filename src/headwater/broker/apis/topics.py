@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 
+from headwater.broker.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
 from headwater.broker.broker import CREATION_ERRORS, creation_error
 from headwater.log import UnknownTopicError
 from headwater.protocol.errors import ErrorCode
@@ -15,18 +16,19 @@ CreateTopicsResponse = MESSAGE_CLASSES[ApiKey.CREATE_TOPICS][1]
 DeleteTopicsResponse = MESSAGE_CLASSES[ApiKey.DELETE_TOPICS][1]
 
 
-def _topic_metadata(broker, name: str, error: ErrorCode = ErrorCode.NONE):
+def _topic_metadata(broker, name: str, error: ErrorCode, operations: set[int] | None):
     TopicMetadata = MetadataResponse.MetadataResponseTopic
     topic = broker.log_manager.topics.get(name)
     if topic is None:
         return TopicMetadata(error_code=error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False,
-                             partitions=[])
+                             partitions=[], authorized_operations=operations)
     node = broker.config.node_id
     PartitionMetadata = TopicMetadata.MetadataResponsePartition
     partitions = [PartitionMetadata(error_code=0, partition_index=i, leader_id=node, leader_epoch=0,
                                     replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
                   for i in range(len(topic.partitions))]
-    return TopicMetadata(error_code=0, name=name, is_internal=name.startswith("__"), partitions=partitions)
+    return TopicMetadata(error_code=0, name=name, is_internal=name.startswith("__"), partitions=partitions,
+                         authorized_operations=operations)
 
 
 async def metadata(broker, header, request):
@@ -36,6 +38,10 @@ async def metadata(broker, header, request):
         names = sorted(broker.log_manager.topics)
     else:
         names = [t.name for t in request.topics]
+    # KIP-430, from v8; from v11 the cluster's come from DescribeCluster instead
+    topic_operations = authorized_operations(header.api_version >= 8 and request.include_topic_authorized_operations,
+                                             TOPIC_OPERATIONS)
+    cluster_asked = 8 <= header.api_version <= 10 and request.include_cluster_authorized_operations
     topics = []
     for name in names:
         error = ErrorCode.NONE
@@ -45,12 +51,13 @@ async def metadata(broker, header, request):
             except tuple(CREATION_ERRORS) as exc:
                 error = creation_error(exc)
                 log.warning("cannot auto-create topic %r: %s", name, exc)
-        topics.append(_topic_metadata(broker, name, error))
+        topics.append(_topic_metadata(broker, name, error, topic_operations))
     cfg = broker.config
     host, port = cfg.advertised
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=cfg.node_id, host=host, port=port, rack=None)]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-                            controller_id=cfg.node_id, topics=topics)
+                            controller_id=cfg.node_id, topics=topics,
+                            authorized_operations=authorized_operations(cluster_asked, CLUSTER_OPERATIONS))
 
 
 async def create_topics(broker, header, request):
