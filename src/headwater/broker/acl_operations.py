@@ -33,3 +33,8 @@ CLUSTER_OPERATIONS = (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTE
 def authorized_operations(asked: bool, operations: tuple[AclOperation, ...]) -> set[int] | None:
     """``operations``, all granted; None (not asked) unless ``asked``."""
     return {int(op) for op in operations} if asked else None
+
+
+def bit_field(operations: tuple[AclOperation, ...]) -> int:
+    """``operations`` as Kafka's bit field, for the messages whose codec takes the int."""
+    return sum(1 << op for op in operations)

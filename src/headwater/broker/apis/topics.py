@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 
 from headwater.broker.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
+from headwater.broker.apis.partitions import foreign_brokers
 from headwater.broker.broker import CREATION_ERRORS, creation_error
 from headwater.log import UnknownTopicError
 from headwater.protocol.errors import ErrorCode
@@ -63,20 +64,20 @@ async def metadata(broker, header, request):
 async def create_topics(broker, header, request):
     TopicResult = CreateTopicsResponse.CreatableTopicResult
     results = []
-    requested = sum(broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
-                    for t in request.topics)
+    requested = sum(_partition_count(broker, t) for t in request.topics)
     limit = broker.config.max_partitions_per_request
     for t in request.topics:
         error, message = ErrorCode.NONE, None
-        partitions = broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+        partitions = _partition_count(broker, t)
+        wrong_assignment = _assignment_error(broker, t) if t.assignments else None
         configs = {c.name: c.value for c in t.configs}
         if requested > limit:  # as Kafka does, the whole request fails
             error, message = ErrorCode.POLICY_VIOLATION, (f"the request asks for {requested} partitions, more than "
                                                           f"{limit} (max.partitions.per.request)")
         elif t.replication_factor not in (-1, 1):
             error, message = ErrorCode.INVALID_REPLICATION_FACTOR, "a single Headwater broker keeps one replica"
-        elif t.assignments:
-            error, message = ErrorCode.INVALID_REQUEST, "manual replica assignment is not supported"
+        elif wrong_assignment:
+            error, message = wrong_assignment
         elif partitions < 1:
             error, message = ErrorCode.INVALID_PARTITIONS, f"partition count must be at least 1, got {partitions}"
         elif t.name in broker.log_manager.topics:
@@ -94,6 +95,25 @@ async def create_topics(broker, header, request):
                     log.warning("cannot create topic %s: %s", t.name, exc)
         results.append(TopicResult(name=t.name, error_code=error, error_message=message))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _partition_count(broker, topic) -> int:
+    if topic.assignments:
+        return len(topic.assignments)
+    return broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+
+
+def _assignment_error(broker, topic) -> tuple[ErrorCode, str] | None:
+    """A manual replica assignment is fine if it names this broker alone, partitions 0..n-1."""
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        return ErrorCode.INVALID_REQUEST, "give either a replica assignment or partitions and replication factor"
+    foreign = foreign_brokers(broker, [a.broker_ids for a in topic.assignments])
+    if foreign or any(len(a.broker_ids) != 1 for a in topic.assignments):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (f"unknown broker(s) {sorted(foreign)}: " if foreign else "") + \
+            f"this cluster is one broker, {broker.config.node_id}, holding one replica of each partition"
+    if sorted(a.partition_index for a in topic.assignments) != list(range(len(topic.assignments))):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the assignment must name partitions 0 to n-1, each once"
+    return None
 
 
 async def delete_topics(broker, header, request):
