@@ -14,6 +14,7 @@ from kafka.protocol.admin import CreatePartitionsRequest
 from headwater.protocol.errors import ErrorCode
 from headwater.testing import BrokerProcess
 
+from .test_topics_cli import headwater
 from .wire import Wire
 
 
@@ -147,3 +148,15 @@ def test_describe_cluster_and_topic_partitions(bootstrap, admin):
         [(0, 0, [0]), (1, 0, [0]), (2, 0, [0])]
     first = admin.describe_topic_partitions(["described"], response_partition_limit=2)
     assert len(first["topics"][0]["partitions"]) == 2 and first["next_cursor"]["partition_index"] == 2
+
+
+def test_cli_grows_a_topic(bootstrap, admin):
+    admin.create_topics([NewTopic("grow-cli", 1, 1)])
+    out = headwater("topics", "alter", "grow-cli", "--partitions", "3", "--bootstrap-server", bootstrap).stdout
+    assert "grow-cli now has 3 partition(s)" in out
+    assert _partition_count(admin, "grow-cli") == 3
+    refused = headwater("topics", "alter", "grow-cli", "--partitions", "2", "--bootstrap-server", bootstrap,
+                        check=False)
+    assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
+    assert "cannot grow topic 'grow-cli' to 2 partitions" in refused.stderr and "must be higher" in refused.stderr
+    assert _partition_count(admin, "grow-cli") == 3
