@@ -439,6 +439,21 @@ def _skip_field(p: int, length: int, index: int, name: str) -> int:
     return p + length if length > 0 else p
 
 
+def recompressed(buf, pos: int, header: BatchHeader, codec: Compression) -> bytes:
+    """The batch at ``pos`` with its records section compressed with ``codec`` instead: the
+    broker's side of a topic's ``compression.type``. Every other header field is kept
+    (producer id, epoch, sequence, timestamps), so idempotence and offsets are unchanged."""
+    payload = compress(codec, bytes(_records_section(buf, pos, header)))
+    attrs = (header.attributes & ~ATTR_COMPRESSION_MASK) | int(codec)
+    out = bytearray(HEADER.pack(header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload),
+                                header.partition_leader_epoch, MAGIC, 0, attrs, header.last_offset_delta,
+                                header.base_timestamp, header.max_timestamp, header.producer_id,
+                                header.producer_epoch, header.base_sequence, header.records_count))
+    out += payload
+    reseal_crc(out)
+    return bytes(out)
+
+
 def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Compression = Compression.NONE,
                  producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = NO_SEQUENCE,
                  attributes: int = 0) -> bytes:

@@ -1,19 +1,23 @@
 """Admin APIs that kafka-python's and confluent-kafka's admin clients call (issue 11):
 CreatePartitions, CreateTopics with a replica assignment, OffsetDelete, DescribeCluster,
 DescribeTopicPartitions."""
+import time
+
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
 from confluent_kafka.admin import NewTopic as ConfluentTopic
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import errors as kafka_errors
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from kafka.protocol.admin import CreatePartitionsRequest
 
 from headwater.protocol.errors import ErrorCode
+from headwater.records import Compression, decode_records, iter_batches
 from headwater.testing import BrokerProcess
 
+from .test_bad_input import fetch
 from .test_topics_cli import headwater
 from .wire import Wire
 
@@ -160,3 +164,72 @@ def test_cli_grows_a_topic(bootstrap, admin):
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
     assert "cannot grow topic 'grow-cli' to 2 partitions" in refused.stderr and "must be higher" in refused.stderr
     assert _partition_count(admin, "grow-cli") == 3
+
+
+# --- Kafka's topic configs: all accepted and reported; the meaningful ones honoured -----------
+
+KAFKA_TOPIC_CONFIGS = {  # every topic config of Kafka 3.x with a valid non-default value
+    "cleanup.policy": "compact,delete", "compression.type": "lz4", "compression.gzip.level": "5",
+    "compression.lz4.level": "10", "compression.zstd.level": "7", "delete.retention.ms": "1000",
+    "file.delete.delay.ms": "1000", "flush.messages": "1000", "flush.ms": "1000",
+    "follower.replication.throttled.replicas": "0:0", "index.interval.bytes": "8192",
+    "leader.replication.throttled.replicas": "0:0", "local.retention.bytes": "-2", "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "86400000", "max.message.bytes": "2000000", "message.downconversion.enable": "false",
+    "message.format.version": "2.8", "message.timestamp.after.max.ms": "3600000",
+    "message.timestamp.before.max.ms": "86400000", "message.timestamp.difference.max.ms": "86400000",
+    "message.timestamp.type": "CreateTime", "min.cleanable.dirty.ratio": "0.3", "min.compaction.lag.ms": "10",
+    "min.insync.replicas": "1", "preallocate": "true", "remote.storage.enable": "false",
+    "retention.bytes": "1000000", "retention.ms": "100000", "segment.bytes": "1000000",
+    "segment.index.bytes": "100000", "segment.jitter.ms": "10", "segment.ms": "100000",
+    "unclean.leader.election.enable": "true",
+}
+
+
+def test_every_kafka_topic_config_is_accepted_and_reported(bootstrap, admin):
+    confluent = AdminClient({"bootstrap.servers": bootstrap})
+    created = confluent.create_topics([ConfluentTopic("all-configs", 1, config=KAFKA_TOPIC_CONFIGS)])
+    created["all-configs"].result(30)
+    resource = ConfigResource("topic", "all-configs")
+    described = confluent.describe_configs([resource])[resource].result(30)
+    assert {name: described[name].value for name in KAFKA_TOPIC_CONFIGS} == KAFKA_TOPIC_CONFIGS
+    confluent.create_topics([ConfluentTopic("no-configs", 1)])["no-configs"].result(30)
+    fresh = confluent.describe_configs([ConfigResource("topic", "no-configs")])
+    defaults = fresh[ConfigResource("topic", "no-configs")].result(30)
+    assert set(KAFKA_TOPIC_CONFIGS) <= set(defaults)
+    assert defaults["compression.type"].value == "producer" and defaults["min.insync.replicas"].value == "1"
+    refused = confluent.create_topics([ConfluentTopic("bad-codec", 1, config={"compression.type": "brotli"})])
+    with pytest.raises(KafkaException) as error:
+        refused["bad-codec"].result(30)
+    assert error.value.args[0].code() == ErrorCode.INVALID_CONFIG
+
+
+@pytest.mark.parametrize("topic_codec, producer_codec, stored", [
+    ("zstd", "none", Compression.ZSTD), ("uncompressed", "gzip", Compression.NONE),
+    ("snappy", "lz4", Compression.SNAPPY), ("producer", "gzip", Compression.GZIP)])
+def test_compression_type_recompresses_on_the_broker(bootstrap, topic_codec, producer_codec, stored):
+    topic = f"codec-{topic_codec}"
+    confluent = AdminClient({"bootstrap.servers": bootstrap})
+    confluent.create_topics([ConfluentTopic(topic, 1, config={"compression.type": topic_codec})])[topic].result(30)
+    sent = [(b"k%d" % i, b"value-%d" % i * 20) for i in range(50)]
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": producer_codec, "linger.ms": 50})
+    for key, value in sent:
+        producer.produce(topic, key=key, value=value, partition=0)
+    assert producer.flush(30) == 0
+    data = fetch(Wire(bootstrap), topic, 0, 0).records
+    headers = [h for _, h in iter_batches(data)]
+    assert headers and {h.compression for h in headers} == {stored}
+    got = [(r.key, r.value) for pos, _ in iter_batches(data) for r in decode_records(data, pos)[1]]
+    assert got == sent
+
+
+def test_timestamps_outside_the_topic_bounds_are_refused(admin, bootstrap):
+    admin.create_topics([NewTopic("recent-only", 1, 1, topic_configs={
+        "message.timestamp.before.max.ms": "3600000", "message.timestamp.after.max.ms": "60000"})])
+    # without idempotence: kafka-python's idempotent producer stops at its first failed batch
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, enable_idempotence=False)
+    now = int(time.time() * 1000)
+    for timestamp in (now - 2 * 3600_000, now + 3600_000):  # one batch each: each record's own error
+        with pytest.raises(kafka_errors.InvalidTimestampError):
+            producer.send("recent-only", b"out of bounds", timestamp_ms=timestamp).get(30)
+    assert producer.send("recent-only", b"now", timestamp_ms=now).get(30).offset == 0
+    producer.close()

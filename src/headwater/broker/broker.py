@@ -14,6 +14,7 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
+from headwater.broker.append_policy import recompress, timestamp_errors
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
@@ -165,6 +166,10 @@ class Broker:
             return ProduceResult(ErrorCode.INVALID_RECORD, message=str(exc), record_errors=exc.record_errors)
         except CorruptRecordError as exc:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+        out_of_range = timestamp_errors(buf, batches, topic.config, int(time.time() * 1000))
+        if out_of_range:
+            return ProduceResult(ErrorCode.INVALID_TIMESTAMP, message=out_of_range[0][1], record_errors=out_of_range)
+        buf, batches = recompress(buf, batches, topic.config.compression_type)
         limit = topic.config.max_message_bytes
         for _, header in batches:
             if header.size > limit:
