@@ -233,3 +233,16 @@ def test_timestamps_outside_the_topic_bounds_are_refused(admin, bootstrap):
             producer.send("recent-only", b"out of bounds", timestamp_ms=timestamp).get(30)
     assert producer.send("recent-only", b"now", timestamp_ms=now).get(30).offset == 0
     producer.close()
+
+
+def test_describe_producers(bootstrap, admin):
+    admin.create_topics([NewTopic("produced", 1, 1)])
+    producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=0)
+    stamps = [1_700_000_000_000 + i for i in range(3)]
+    for ts in stamps:
+        producer.send("produced", b"v", partition=0, timestamp_ms=ts).get(30)
+    producer.close()
+    tp = TopicPartition("produced", 0)
+    (state,) = admin.describe_producers([tp])[tp].active_producers
+    assert state.producer_id >= 0 and state.producer_epoch == 0
+    assert (state.last_sequence, state.last_timestamp) == (len(stamps) - 1, stamps[-1])

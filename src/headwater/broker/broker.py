@@ -208,6 +208,11 @@ class Broker:
         self.growth.notify(topic.name, partition)
         return ProduceResult(ErrorCode.NONE, first, log_append_time=now_ms if topic.config.log_append_time else -1)
 
+    def producers(self, topic: str, partition: int) -> PartitionProducers | None:
+        """The idempotent producers' state of a partition; None if there is no such partition."""
+        plog = self.log_manager.get_log(topic, partition)
+        return None if plog is None else self._partition_producers(topic, partition, plog)
+
     def _partition_producers(self, topic: str, partition: int, plog: Log) -> PartitionProducers:
         producers = self._producers.get((topic, partition))
         if producers is None:

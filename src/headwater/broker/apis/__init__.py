@@ -44,6 +44,7 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.CREATE_PARTITIONS, 0, 3, partitions.create_partitions),
     endpoint(ApiKey.OFFSET_DELETE, 0, 0, commits.offset_delete),
     endpoint(ApiKey.DESCRIBE_CLUSTER, 0, 2, cluster.describe_cluster),
+    endpoint(ApiKey.DESCRIBE_PRODUCERS, 0, 0, produce.describe_producers),
     endpoint(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, partitions.describe_topic_partitions),
 )}
 ADVERTISED.update((key, e.api) for key, e in ENDPOINTS.items())
