@@ -1,17 +1,20 @@
-"""The wider Kafka ecosystem, unchanged, against Headwater: aiokafka and faust-streaming,
-each compared with the same computation in plain Python. (kafka-python's admin client is
+"""The wider Kafka ecosystem, unchanged, against Headwater: aiokafka, faust-streaming and
+quixstreams, each compared with the same computation in plain Python. (kafka-python's admin client is
 exercised in test_admin_apis.py.)"""
 import asyncio
 import collections
 import json
+import os
+import random
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 
 from headwater.testing import BrokerProcess
 
@@ -129,3 +132,61 @@ def test_faust_table_counted_per_key_and_rebuilt_from_its_changelog(bootstrap, t
     assert worker("first") == dict(expected)
     # a fresh worker, without local state and with every event consumed, rebuilds the table from its changelog
     assert worker("second") == dict(expected)
+
+
+QUIX_APP = Path(__file__).parent / "ecosystem" / "quix_window_count.py"
+DURATION_MS, GRACE_MS = 10_000, 2_000
+
+
+def quix_python() -> Path | None:
+    """quixstreams' virtualenv (``make test`` builds it: quixstreams pins confluent-kafka < 2.13)."""
+    path = Path(os.environ.get("HEADWATER_QUIX_PYTHON", Path(__file__).parents[2] / ".venv-quix" / "bin" / "python"))
+    return path if path.exists() else None
+
+
+def windowed_counts(events):
+    """Plain Python: final tumbling-window counts per key, with grace, closed per key (quixstreams' default)."""
+    latest, counts = {}, collections.Counter()
+    for key, ts in events:
+        latest[key] = max(latest.get(key, ts), ts)
+        start = ts - ts % DURATION_MS
+        if start + DURATION_MS > latest[key] - GRACE_MS:  # else too late: the window is closed
+            counts[(key, start)] += 1
+    return {(k, s): c for (k, s), c in counts.items() if s + DURATION_MS <= latest[k] - GRACE_MS}
+
+
+def test_quixstreams_windowed_count_with_grace(bootstrap, tmp_path):
+    python = quix_python()
+    if python is None:
+        if os.environ.get("CI"):
+            pytest.fail("quixstreams' virtualenv is missing: run make test (target quix-venv)")
+        pytest.skip("quixstreams' virtualenv is missing: make quix-venv")
+    base = 1_700_000_000_000
+    rng = random.Random(11)
+    events, now = [], base
+    for i in range(300):
+        now += rng.randrange(50, 400)
+        late = rng.choice([0, 0, 0, 1_000, 2_500, 6_000])  # within grace, just past it, far past it
+        events.append((f"sensor-{i % 3}", now - late + 7))  # +7: no timestamp on a window edge
+    expected = windowed_counts(events)
+    assert any(c for c in expected.values()) and len(expected) > 10
+    asyncio.run(_create(bootstrap, "quix-events", 1))
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for key, ts in events:
+        producer.produce("quix-events", key=key.encode(), value=b"{}", timestamp=ts)
+    assert producer.flush(30) == 0
+    result = subprocess.run([str(python), str(QUIX_APP), bootstrap, str(tmp_path / "state"), str(len(expected))],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "quix-check", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["quix-window-counts"])
+    got = {}
+    for _ in range(30):
+        for msg in consumer.consume(100, timeout=1):
+            assert msg.error() is None, msg.error()
+            window = json.loads(msg.value())
+            got[(msg.key().decode(), window["start"])] = window["value"]
+        if len(got) >= len(expected):
+            break
+    consumer.close()
+    assert got == expected
