@@ -1,5 +1,9 @@
 """The gaps real clients hit (issue 11), each shown at the wire and with the client that tripped on it."""
+import asyncio
+
 import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka import errors as aiokafka_errors
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as ConfluentTopic
@@ -152,6 +156,15 @@ def test_transactional_producers_fail_at_once_instead_of_retrying(shared_broker)
     with pytest.raises(kafka_errors.TransactionalIdAuthorizationFailedError):
         producer.init_transactions()
     producer.close(0)
+
+    async def aiokafka_start():
+        producer = AIOKafkaProducer(bootstrap_servers=shared_broker.bootstrap, transactional_id="txn-aiokafka")
+        try:
+            await asyncio.wait_for(producer.start(), 30)
+        finally:
+            await producer.stop()
+    with pytest.raises(aiokafka_errors.TransactionalIdAuthorizationFailed):
+        asyncio.run(aiokafka_start())
 
 
 # --- Authorized operations (KIP-430): no authorizer grants everything ------------------------
