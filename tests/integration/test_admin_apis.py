@@ -232,6 +232,11 @@ def test_timestamps_outside_the_topic_bounds_are_refused(admin, bootstrap):
         with pytest.raises(kafka_errors.InvalidTimestampError):
             producer.send("recent-only", b"out of bounds", timestamp_ms=timestamp).get(30)
     assert producer.send("recent-only", b"now", timestamp_ms=now).get(30).offset == 0
+    admin.create_topics([NewTopic("recent-only-old-style", 1, 1, topic_configs={
+        "message.timestamp.difference.max.ms": "3600000"})])  # Kafka's deprecated form: both bounds
+    for timestamp in (now - 2 * 3600_000, now + 2 * 3600_000):
+        with pytest.raises(kafka_errors.InvalidTimestampError):
+            producer.send("recent-only-old-style", b"out of bounds", timestamp_ms=timestamp).get(30)
     producer.close()
 
 

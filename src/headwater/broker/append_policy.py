@@ -13,7 +13,12 @@ CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": 
 
 def timestamp_errors(buf, batches: list, config: LogConfig, now_ms: int) -> list[tuple[int, str]]:
     """(index in its batch, why) of each record whose CreateTime is out of the topic's bounds."""
-    before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+    # As Kafka: the deprecated difference.max.ms stands in for whichever of the two is unset.
+    difference = config.message_timestamp_difference_max_ms
+    before = config.message_timestamp_before_max_ms if config.message_timestamp_before_max_ms is not None \
+        else difference
+    after = config.message_timestamp_after_max_ms if config.message_timestamp_after_max_ms is not None \
+        else difference
     if config.log_append_time or (before is None and after is None):
         return []
     earliest = now_ms - before if before is not None else None
