@@ -19,19 +19,22 @@ CreatePartitionsResponse = MESSAGE_CLASSES[ApiKey.CREATE_PARTITIONS][1]
 DescribeTopicPartitionsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_TOPIC_PARTITIONS][1]
 
 
-def foreign_brokers(broker, assignment: list[list[int]]) -> set[int]:
-    """The brokers a manual replica assignment names that are not this one."""
-    return {b for replicas in assignment for b in replicas} - {broker.config.node_id}
+def replica_assignment_error(broker, assignment: list[list[int]]) -> str | None:
+    """Why a manual replica assignment cannot be honoured, if it cannot: one replica per
+    partition, on this broker."""
+    foreign = {b for replicas in assignment for b in replicas} - {broker.config.node_id}
+    if foreign or any(len(replicas) != 1 for replicas in assignment):
+        return (f"unknown broker(s) {sorted(foreign)}: " if foreign else "") + \
+            f"this cluster is one broker, {broker.config.node_id}, holding one replica of each partition"
+    return None
 
 
 def _assignment_error(broker, assignments, added: int) -> str | None:
-    if assignments is None:
+    if assignments is None or added <= 0:  # no assignment, or a count the log manager refuses
         return None
     if len(assignments) != added:
         return f"{len(assignments)} replica assignment(s) given for {added} new partition(s)"
-    if any(len(a.broker_ids) != 1 for a in assignments) or foreign_brokers(broker, [a.broker_ids for a in assignments]):
-        return f"this cluster is one broker, {broker.config.node_id}, holding one replica of each partition"
-    return None
+    return replica_assignment_error(broker, [a.broker_ids for a in assignments])
 
 
 async def create_partitions(broker, header, request):

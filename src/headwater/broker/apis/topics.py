@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 
 from headwater.broker.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
-from headwater.broker.apis.partitions import foreign_brokers
+from headwater.broker.apis.partitions import replica_assignment_error
 from headwater.broker.broker import CREATION_ERRORS, creation_error
 from headwater.log import UnknownTopicError
 from headwater.protocol.errors import ErrorCode
@@ -107,10 +107,9 @@ def _assignment_error(broker, topic) -> tuple[ErrorCode, str] | None:
     """A manual replica assignment is fine if it names this broker alone, partitions 0..n-1."""
     if topic.num_partitions != -1 or topic.replication_factor != -1:
         return ErrorCode.INVALID_REQUEST, "give either a replica assignment or partitions and replication factor"
-    foreign = foreign_brokers(broker, [a.broker_ids for a in topic.assignments])
-    if foreign or any(len(a.broker_ids) != 1 for a in topic.assignments):
-        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (f"unknown broker(s) {sorted(foreign)}: " if foreign else "") + \
-            f"this cluster is one broker, {broker.config.node_id}, holding one replica of each partition"
+    wrong = replica_assignment_error(broker, [a.broker_ids for a in topic.assignments])
+    if wrong:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, wrong
     if sorted(a.partition_index for a in topic.assignments) != list(range(len(topic.assignments))):
         return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the assignment must name partitions 0 to n-1, each once"
     return None
