@@ -2,7 +2,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test system-deps bench clean
+.PHONY: demo test system-deps quix-venv bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -23,11 +23,21 @@ system-deps:
 	@command -v chromedriver >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq postgresql)
 
-test: $(VENV)/.installed system-deps
+# quixstreams pins confluent-kafka < 2.13, older than Headwater's: it gets a virtualenv of its
+# own, which tests/integration/test_ecosystem.py runs its application with.
+QUIX_VENV := .venv-quix
+$(QUIX_VENV)/.installed:
+	python3 -m venv $(QUIX_VENV)
+	$(QUIX_VENV)/bin/pip install -q 'quixstreams>=3.28,<4'
+	touch $@
+
+quix-venv: $(QUIX_VENV)/.installed
+
+test: $(VENV)/.installed system-deps quix-venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	$(PY) bench/throughput.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) $(QUIX_VENV) build src/*.egg-info

@@ -15,6 +15,7 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
+from headwater.broker.append_policy import recompress, timestamp_errors
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
@@ -64,12 +65,13 @@ def creation_error(exc: Exception) -> ErrorCode:
 
 
 class ProduceResult:
-    __slots__ = ("error", "base_offset", "message", "log_append_time")
+    __slots__ = ("error", "base_offset", "message", "log_append_time", "record_errors")
 
     def __init__(self, error: ErrorCode, base_offset: int = -1, message: str | None = None,
-                 log_append_time: int = -1):
+                 log_append_time: int = -1, record_errors: list[tuple[int, str]] | None = None):
         self.error, self.base_offset, self.message = error, base_offset, message
         self.log_append_time = log_append_time  # the broker's timestamp on LogAppendTime topics, else -1
+        self.record_errors = record_errors or []  # (index in the batch, why) of the invalid records (KIP-467)
 
 
 class Broker:
@@ -166,9 +168,13 @@ class Broker:
             batches = validate_produce(buf, max_uncompressed_bytes=self.config.message_max_bytes * DECOMPRESSION_RATIO,
                                        keys_required=topic.config.compact)
         except InvalidRecordError as exc:
-            return ProduceResult(ErrorCode.INVALID_RECORD, message=str(exc))
+            return ProduceResult(ErrorCode.INVALID_RECORD, message=str(exc), record_errors=exc.record_errors)
         except CorruptRecordError as exc:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+        out_of_range = timestamp_errors(buf, batches, topic.config, int(time.time() * 1000))
+        if out_of_range:
+            return ProduceResult(ErrorCode.INVALID_TIMESTAMP, message=out_of_range[0][1], record_errors=out_of_range)
+        buf, batches = recompress(buf, batches, topic.config.compression_type)
         limit = topic.config.max_message_bytes
         for _, header in batches:
             if header.size > limit:
@@ -208,6 +214,11 @@ class Broker:
         if self.metrics is not None:
             self.metrics.appended(topic.name, last - first + 1, len(buf))
         return ProduceResult(ErrorCode.NONE, first, log_append_time=now_ms if topic.config.log_append_time else -1)
+
+    def producers(self, topic: str, partition: int) -> PartitionProducers | None:
+        """The idempotent producers' state of a partition; None if there is no such partition."""
+        plog = self.log_manager.get_log(topic, partition)
+        return None if plog is None else self._partition_producers(topic, partition, plog)
 
     def _partition_producers(self, topic: str, partition: int, plog: Log) -> PartitionProducers:
         producers = self._producers.get((topic, partition))

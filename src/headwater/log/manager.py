@@ -47,6 +47,10 @@ class InvalidTopicError(Exception):
     pass
 
 
+class PartitionCountError(Exception):
+    """A partition count a topic cannot take: partitions are only ever added."""
+
+
 class PartitionLimitError(Exception):
     """Creating the partitions would take the broker past its limit of partitions."""
 
@@ -121,10 +125,7 @@ class LogManager:
         config = LogConfig.from_topic_configs(configs, self.defaults)
         logs: list[Log] = []
         try:
-            for p in range(partitions):
-                directory = self._partition_dir(name, p)
-                shutil.rmtree(directory, ignore_errors=True)  # leftovers of a create that crashed
-                logs.append(Log.open(directory, config))
+            self._open_new_partitions(name, range(partitions), config, logs)
             topic = Topic(name, logs, configs, config)
             # A name being deleted before a crash would have its new partitions removed at the next start.
             self._write_catalog({**self.topics, name: topic}, {k: v for k, v in self._deleting.items() if k != name})
@@ -135,6 +136,37 @@ class LogManager:
             raise
         self.topics[name] = topic
         self._deleting.pop(name, None)
+        return topic
+
+    def _open_new_partitions(self, name: str, numbers: range, config: LogConfig, logs: list[Log]) -> None:
+        """Open empty logs for partitions ``numbers`` into ``logs`` (so a caller can undo a partial failure)."""
+        for p in numbers:
+            directory = self._partition_dir(name, p)
+            shutil.rmtree(directory, ignore_errors=True)  # leftovers of a create that crashed
+            logs.append(Log.open(directory, config))
+
+    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
+        """Grow topic ``name`` to ``count`` partitions (CreatePartitions): existing partitions
+        keep their records, so keys may now hash elsewhere, as in Kafka. A topic never shrinks."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        current = len(topic.partitions)
+        if count <= current:
+            raise PartitionCountError(f"topic {name!r} has {current} partition(s); the new count {count} "
+                                      "must be higher")
+        self.check_partition_limit(count - current)
+        if validate_only:
+            return topic
+        added: list[Log] = []
+        try:
+            self._open_new_partitions(name, range(current, count), topic.config, added)
+            self._write_catalog({**self.topics, name: dataclasses.replace(topic, partitions=topic.partitions + added)})
+        except BaseException:
+            for log in added:
+                log.delete()
+            raise
+        topic.partitions = topic.partitions + added  # a new list: readers on other threads see old or new
         return topic
 
     def delete_topic(self, name: str) -> None:

@@ -38,8 +38,13 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,11 @@ MESSAGE_CLASSES = {
     ApiKey.DESCRIBE_LOG_DIRS: (admin.DescribeLogDirsRequest, admin.DescribeLogDirsResponse),
     ApiKey.DELETE_GROUPS: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse),
+    ApiKey.CREATE_PARTITIONS: (admin.CreatePartitionsRequest, admin.CreatePartitionsResponse),
+    ApiKey.OFFSET_DELETE: (consumer.OffsetDeleteRequest, consumer.OffsetDeleteResponse),
+    ApiKey.DESCRIBE_CLUSTER: (admin.DescribeClusterRequest, admin.DescribeClusterResponse),
+    ApiKey.DESCRIBE_PRODUCERS: (admin.DescribeProducersRequest, admin.DescribeProducersResponse),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (admin.DescribeTopicPartitionsRequest, admin.DescribeTopicPartitionsResponse),
 }
 
 

@@ -7,7 +7,8 @@ beside the group coordinator, in ``broker/groups``.
 """
 from __future__ import annotations
 
-from headwater.broker.apis import api_versions, fetch, list_offsets, log_admin, produce, topic_configs, topics
+from headwater.broker.apis import (api_versions, cluster, fetch, list_offsets, log_admin, partitions, produce,
+                                  topic_configs, topics)
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
@@ -40,6 +41,11 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, log_admin.describe_log_dirs),
     endpoint(ApiKey.DELETE_GROUPS, 0, 2, group_admin.delete_groups),
     endpoint(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, topic_configs.incremental_alter_configs),
+    endpoint(ApiKey.CREATE_PARTITIONS, 0, 3, partitions.create_partitions),
+    endpoint(ApiKey.OFFSET_DELETE, 0, 0, commits.offset_delete),
+    endpoint(ApiKey.DESCRIBE_CLUSTER, 0, 2, cluster.describe_cluster),
+    endpoint(ApiKey.DESCRIBE_PRODUCERS, 0, 0, produce.describe_producers),
+    endpoint(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, partitions.describe_topic_partitions),
 )}
 ADVERTISED.update((key, e.api) for key, e in ENDPOINTS.items())
 

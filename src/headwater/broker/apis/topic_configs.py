@@ -25,9 +25,15 @@ TOPIC, BROKER = 2, 4  # config resource types
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
 # Config types (DescribeConfigs v3+): what a UI may offer as input.
-STRING, INT, LONG, DOUBLE, LIST = 2, 3, 5, 6, 7
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 CONFIG_TYPES = {"segment.bytes": INT, "index.interval.bytes": INT, "max.message.bytes": INT,
-                "min.cleanable.dirty.ratio": DOUBLE, "cleanup.policy": LIST, "message.timestamp.type": STRING}
+                "min.cleanable.dirty.ratio": DOUBLE, "cleanup.policy": LIST, "message.timestamp.type": STRING,
+                "compression.type": STRING, "min.insync.replicas": INT, "segment.index.bytes": INT,
+                "preallocate": BOOLEAN, "unclean.leader.election.enable": BOOLEAN,
+                "message.downconversion.enable": BOOLEAN, "remote.storage.enable": BOOLEAN,
+                "message.format.version": STRING, "compression.gzip.level": INT, "compression.lz4.level": INT,
+                "compression.zstd.level": INT, "leader.replication.throttled.replicas": LIST,
+                "follower.replication.throttled.replicas": LIST}
 LIST_CONFIGS = {name for name, kind in CONFIG_TYPES.items() if kind == LIST}
 
 

@@ -1,6 +1,7 @@
 """DescribeGroups, ListGroups, DeleteGroups: the operator's view of groups."""
 from __future__ import annotations
 
+from headwater.broker.acl_operations import GROUP_OPERATIONS, authorized_operations
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
 from .group import GroupDescription
@@ -11,18 +12,22 @@ DeleteGroupsResponse = MESSAGE_CLASSES[ApiKey.DELETE_GROUPS][1]
 CLASSIC = "classic"  # ListGroups v5 group type: the only protocol Headwater speaks
 
 
-def _described(group: GroupDescription):
+def _described(group: GroupDescription, operations: set[int] | None):
     GroupResult = DescribeGroupsResponse.DescribedGroup
     MemberResult = GroupResult.DescribedGroupMember
     members = [MemberResult(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
                             client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
                for m in group.members]
     return GroupResult(error_code=0, group_id=group.group_id, group_state=group.state.value,
-                       protocol_type=group.protocol_type, protocol_data=group.protocol, members=members)
+                       protocol_type=group.protocol_type, protocol_data=group.protocol, members=members,
+                       authorized_operations=operations)
 
 
 async def describe_groups(broker, header, request):
-    return DescribeGroupsResponse(groups=[_described(broker.groups.describe(group_id)) for group_id in request.groups])
+    asked = header.api_version >= 3 and request.include_authorized_operations
+    operations = authorized_operations(asked, GROUP_OPERATIONS)
+    return DescribeGroupsResponse(groups=[_described(broker.groups.describe(group_id), operations)
+                                          for group_id in request.groups])
 
 
 async def list_groups(broker, header, request):

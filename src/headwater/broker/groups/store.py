@@ -102,8 +102,14 @@ class GroupStore:
 
     def delete_group(self, group: Group) -> ErrorCode:
         tombstones = [(group_key(group.group_id), None)]
-        tombstones += [(offset_key(group.group_id, t, p), None) for t, p in group.offsets]
-        return self._write(tombstones)
+        return self._write(tombstones + self._offset_tombstones(group.group_id, group.offsets))
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> ErrorCode:
+        return self._write(self._offset_tombstones(group_id, partitions))
+
+    @staticmethod
+    def _offset_tombstones(group_id: str, partitions) -> list[tuple[bytes, None]]:
+        return [(offset_key(group_id, topic, partition), None) for topic, partition in partitions]
 
     # --- replay ----------------------------------------------------------------------------
 
