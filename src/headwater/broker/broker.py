@@ -14,6 +14,7 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
+from headwater.broker.share.coordinator import ShareCoordinator, ShareGroup
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
@@ -86,6 +87,15 @@ class Broker:
         # Replays __consumer_offsets: groups and offsets are back.
         store = GroupStore(self.log_manager, self.append, fsync_each_write=config.flush == "always")
         self.groups = GroupCoordinator(store, clock or LoopClock())
+        self.share = ShareCoordinator(self.log_manager, clock or LoopClock(), dead_letter=self._dead_letter,
+                                      is_classic_group=lambda g: self.groups.describe(g).state.value != "Dead",
+                                      wake=self.growth.notify)
+
+    def share_state_changed(self, group: ShareGroup, topic: str, partition: int) -> None:
+        """A share-partition's delivery state changed (kept in memory only, for now)."""
+
+    def _dead_letter(self, group_id: str, topic: str, partition: int, offset: int, count: int, why: str) -> None:
+        """Dead letters are written by the dead-letter queue (not yet)."""
 
     @staticmethod
     def _lock_data_dir(data_dir: Path):

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol.schemas.fields.codecs import UUID
+
+from headwater.protocol import share_messages as share
 
 
 class ApiKey(IntEnum):
@@ -40,6 +43,10 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,10 @@ MESSAGE_CLASSES = {
     ApiKey.DESCRIBE_LOG_DIRS: (admin.DescribeLogDirsRequest, admin.DescribeLogDirsResponse),
     ApiKey.DELETE_GROUPS: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse),
+    ApiKey.SHARE_GROUP_HEARTBEAT: (share.ShareGroupHeartbeatRequest, share.ShareGroupHeartbeatResponse),
+    ApiKey.SHARE_GROUP_DESCRIBE: (share.ShareGroupDescribeRequest, share.ShareGroupDescribeResponse),
+    ApiKey.SHARE_FETCH: (share.ShareFetchRequest, share.ShareFetchResponse),
+    ApiKey.SHARE_ACKNOWLEDGE: (share.ShareAcknowledgeRequest, share.ShareAcknowledgeResponse),
 }
 
 
@@ -173,7 +184,8 @@ def null_field(struct, value, version: int, path: str = "") -> str | None:
         item = getattr(value, field.name)
         where = path + field.name
         if item is None:
-            if not field.nullable_for_version_q(version):
+            # kafka-python reads the all-zero UUID (Kafka's "no topic ID") as None.
+            if not field.nullable_for_version_q(version) and getattr(field, "_type", None) is not UUID:
                 return where
         elif field.is_struct_array():
             for element in item:

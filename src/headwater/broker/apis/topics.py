@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 
 from headwater.broker.broker import CREATION_ERRORS, creation_error
 from headwater.log import UnknownTopicError
@@ -20,13 +21,20 @@ def _topic_metadata(broker, name: str, error: ErrorCode = ErrorCode.NONE):
     topic = broker.log_manager.topics.get(name)
     if topic is None:
         return TopicMetadata(error_code=error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False,
-                             partitions=[])
+                             topic_id=uuid.UUID(int=0), partitions=[])
     node = broker.config.node_id
     PartitionMetadata = TopicMetadata.MetadataResponsePartition
     partitions = [PartitionMetadata(error_code=0, partition_index=i, leader_id=node, leader_epoch=0,
                                     replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
                   for i in range(len(topic.partitions))]
-    return TopicMetadata(error_code=0, name=name, is_internal=name.startswith("__"), partitions=partitions)
+    return TopicMetadata(error_code=0, name=name, is_internal=name.startswith("__"), topic_id=topic.topic_id,
+                         partitions=partitions)
+
+
+def _name_of(broker, topic_id: uuid.UUID) -> str:
+    """A topic asked for by ID (Metadata v10+): its name, or '' for an unknown ID (answered as unknown)."""
+    topic = broker.log_manager.topic_by_id(topic_id)
+    return topic.name if topic is not None else ""
 
 
 async def metadata(broker, header, request):
@@ -35,7 +43,7 @@ async def metadata(broker, header, request):
     if request.topics is None:
         names = sorted(broker.log_manager.topics)
     else:
-        names = [t.name for t in request.topics]
+        names = [t.name if t.name is not None else _name_of(broker, t.topic_id) for t in request.topics]
     topics = []
     for name in names:
         error = ErrorCode.NONE
