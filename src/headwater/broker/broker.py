@@ -14,13 +14,14 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
+from headwater.broker.share import dead_letters
 from headwater.broker.share.coordinator import ShareCoordinator, ShareGroup
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
-from headwater.records import (NO_PRODUCER_ID, CorruptRecordError, InvalidRecordError, is_compressed, iter_batches,
-                               validate_produce)
+from headwater.records import (NO_PRODUCER_ID, CorruptRecordError, InvalidRecordError, encode_batch, is_compressed,
+                               iter_batches, validate_produce)
 
 log = logging.getLogger("headwater.broker")
 
@@ -95,7 +96,22 @@ class Broker:
         """A share-partition's delivery state changed (kept in memory only, for now)."""
 
     def _dead_letter(self, group_id: str, topic: str, partition: int, offset: int, count: int, why: str) -> None:
-        """Dead letters are written by the dead-letter queue (not yet)."""
+        """Write a record the share group gave up on to the group's dead-letter topic."""
+        config = self.share.group(group_id).config
+        source = self.log_manager.get_log(topic, partition)
+        letter = dead_letters.dead_letter(
+            dead_letters.find_record(source, offset) if source is not None else None, group_id=group_id, topic=topic,
+            partition=partition, offset=offset, delivery_count=count, message=why,
+            copy_record=config.get("errors.deadletterqueue.copy.record.enable") == "true", now_ms=int(time.time() * 1000))
+        target = self.topic_for_produce(config.dead_letter_topic)
+        if target is None:
+            log.warning("share group %s: dead-letter topic %r does not exist; %s-%d@%d is archived without a dead letter",
+                        group_id, config.dead_letter_topic, topic, partition, offset)
+            return
+        result = self.append(target.name, partition % len(target.partitions), encode_batch([letter]))
+        if result.error:
+            log.warning("share group %s: cannot write dead letter for %s-%d@%d: %s", group_id, topic, partition,
+                        offset, result.message or result.error.name)
 
     @staticmethod
     def _lock_data_dir(data_dir: Path):

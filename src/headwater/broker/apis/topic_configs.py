@@ -20,7 +20,7 @@ DescribeConfigsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_CONFIGS][1]
 AlterConfigsResponse = MESSAGE_CLASSES[ApiKey.ALTER_CONFIGS][1]
 IncrementalAlterConfigsResponse = MESSAGE_CLASSES[ApiKey.INCREMENTAL_ALTER_CONFIGS][1]
 
-TOPIC, BROKER = 2, 4  # config resource types
+TOPIC, BROKER, GROUP = 2, 4, 32  # config resource types
 # Config sources, as numbered by the protocol.
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
@@ -136,6 +136,13 @@ def _incremental_overrides(topic, configs) -> dict[str, str | None]:
 
 
 def _alter_one(broker, resource, validate_only: bool, incremental: bool) -> tuple[ErrorCode, str | None]:
+    if resource.resource_type == GROUP and incremental:  # share-group configs (KIP-932)
+        try:
+            broker.share.alter_configs(resource.resource_name, {c.name: c.value if c.config_operation == SET else None
+                                                                for c in resource.configs}, validate_only)
+        except ValueError as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        return ErrorCode.NONE, None
     try:
         topic = _topic(broker, resource.resource_type, resource.resource_name)
         names = [c.name for c in resource.configs]

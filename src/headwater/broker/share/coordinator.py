@@ -21,7 +21,7 @@ from headwater.broker.clock import Clock, Timer
 from headwater.log import LogManager
 from headwater.protocol.errors import ErrorCode
 
-from .configs import GroupConfig
+from .configs import DEFAULTS, GroupConfig, validate
 from .partition import SharePartition
 
 JOIN, LEAVE = 0, -1                 # member epochs with a meaning
@@ -201,8 +201,19 @@ class ShareCoordinator:
 
     # -- configs ------------------------------------------------------------------------------
 
-    def alter_configs(self, group_id: str, overrides: dict[str, str]) -> None:
-        self.configs[group_id] = dict(overrides)
+    def alter_configs(self, group_id: str, changes: dict[str, str | None], validate_only: bool = False) -> None:
+        """Set (a value) or delete (None: back to the default) group configs; ValueError names a bad one."""
+        overrides = dict(self.configs.get(group_id, {}))
+        for name, value in changes.items():
+            if value is None:
+                validate(name, DEFAULTS.get(name, ""))
+                overrides.pop(name, None)
+            else:
+                validate(name, value)
+                overrides[name] = value
+        if validate_only:
+            return
+        self.configs[group_id] = overrides
         group = self.groups.get(group_id)
         if group is not None:
             group.config = GroupConfig(overrides)
