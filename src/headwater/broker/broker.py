@@ -15,7 +15,8 @@ from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
 from headwater.broker.share import dead_letters
-from headwater.broker.share.coordinator import ShareCoordinator, ShareGroup
+from headwater.broker.share.coordinator import ShareCoordinator
+from headwater.broker.share.store import ShareStateStore
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
@@ -90,10 +91,9 @@ class Broker:
         self.groups = GroupCoordinator(store, clock or LoopClock())
         self.share = ShareCoordinator(self.log_manager, clock or LoopClock(), dead_letter=self._dead_letter,
                                       is_classic_group=lambda g: self.groups.describe(g).state.value != "Dead",
-                                      wake=self.growth.notify)
-
-    def share_state_changed(self, group: ShareGroup, topic: str, partition: int) -> None:
-        """A share-partition's delivery state changed (kept in memory only, for now)."""
+                                      wake=self.growth.notify,
+                                      store=ShareStateStore(self.log_manager, self.append,
+                                                            fsync_each_write=config.flush == "always"))
 
     def _dead_letter(self, group_id: str, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         """Write a record the share group gave up on to the group's dead-letter topic."""

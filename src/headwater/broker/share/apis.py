@@ -90,7 +90,7 @@ def _acknowledge(broker, group: ShareGroup, member_id: str, topics, names) -> di
                                                             for b in p.acknowledgement_batches])
                 except AcknowledgeError as exc:
                     error, message = exc.code, str(exc)
-                broker.share_state_changed(group, name, p.partition_index)
+                broker.share.changed(group, name, p.partition_index)
             results[(t.topic_id, p.partition_index)] = (error, message)
     return results
 
@@ -173,7 +173,7 @@ async def _acquire(broker, group: ShareGroup, request, partitions: set[tuple[str
                 if runs:
                     budget -= sum(r.last_offset - r.first_offset + 1 for r in runs)
                     acquired[(broker.log_manager.topics[topic].topic_id, partition)] = runs
-                    broker.share_state_changed(group, topic, partition)
+                    broker.share.changed(group, topic, partition)
             remaining = deadline - loop.time()
             if acquired or remaining <= 0 or not signals:
                 return acquired

@@ -23,6 +23,7 @@ from headwater.protocol.errors import ErrorCode
 
 from .configs import DEFAULTS, GroupConfig, validate
 from .partition import SharePartition
+from .store import ShareStateStore, restore
 
 JOIN, LEAVE = 0, -1                 # member epochs with a meaning
 OPEN_SESSION, CLOSE_SESSION = 0, -1  # share session epochs with a meaning
@@ -72,14 +73,22 @@ class ShareGroup:
 class ShareCoordinator:
     def __init__(self, log_manager: LogManager, clock: Clock, dead_letter: DeadLetter | None = None,
                  is_classic_group: Callable[[str], bool] = lambda group_id: False,
-                 wake: Callable[[str, int], None] = lambda topic, partition: None):
+                 wake: Callable[[str, int], None] = lambda topic, partition: None,
+                 store: ShareStateStore | None = None):
         self.log_manager = log_manager
+        self.store = store
         self.clock = clock
         self.wake = wake                                  # records became available without the log growing
         self.dead_letter = dead_letter or (lambda *args: None)
         self.is_classic_group = is_classic_group
         self.groups: dict[str, ShareGroup] = {}
         self.configs: dict[str, dict[str, str]] = {}     # per-group overrides, also for groups not yet joined
+        # Share-partition states replayed from the store, put back when each is first used.
+        self._replayed: dict[tuple[str, str, int], dict] = {}
+        if store is not None:
+            self._replayed, self.configs = store.load()
+            for group_id, _topic, _partition in self._replayed:
+                self.groups.setdefault(group_id, ShareGroup(group_id, GroupConfig(self.configs.get(group_id))))
 
     # -- groups and members -------------------------------------------------------------------
 
@@ -99,7 +108,7 @@ class ShareCoordinator:
         """One ShareGroupHeartbeat: (the member, its new assignment or None if unchanged)."""
         if not group_id:
             raise ShareError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
-        group = self.group(group_id, create=member_epoch == JOIN)
+        group = self.group(group_id, create=member_epoch != LEAVE)
         if member_epoch == LEAVE:
             self._remove(group, member_id)
             return ShareMember(member_id, client_id, client_host, epoch=LEAVE), None
@@ -190,9 +199,18 @@ class ShareCoordinator:
                 self.clock, start, lock_duration_ms=config.int("share.record.lock.duration.ms"),
                 delivery_count_limit=config.int("share.delivery.count.limit"),
                 on_archived=lambda offset, count, why: self._archived(group, topic, partition, offset, count, why),
-                on_change=lambda: self.wake(topic, partition))
+                on_change=lambda: self.changed(group, topic, partition))
+            replayed = self._replayed.pop((group.group_id, topic, partition), None)
+            if replayed is not None:
+                restore(share_partition, replayed)
         share_partition.reset_to(plog.log_start_offset)
         return share_partition
+
+    def changed(self, group: ShareGroup, topic: str, partition: int) -> None:
+        """A share-partition's delivery state changed: persist it, and wake fetches waiting for records."""
+        if self.store is not None:
+            self.store.save_partition(group.group_id, topic, partition, group.partitions[(topic, partition)])
+        self.wake(topic, partition)
 
     def _archived(self, group: ShareGroup, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         if group.config.dead_letter_topic:
@@ -214,6 +232,8 @@ class ShareCoordinator:
         if validate_only:
             return
         self.configs[group_id] = overrides
+        if self.store is not None:
+            self.store.save_configs(group_id, overrides)
         group = self.groups.get(group_id)
         if group is not None:
             group.config = GroupConfig(overrides)
