@@ -3,6 +3,7 @@ split among consumers, redelivery after a worker dies, release, reject, dead let
 with raw requests where the preview client cannot be made to misbehave, Kafka's error codes."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
                                    ResourceType)
 
@@ -140,6 +141,23 @@ def test_release_reject_and_the_delivery_limit_dead_letter_a_poison_record(share
         assert headers["__dlq.errors.group"] == group.encode()
         assert headers["__dlq.errors.offset"] == {b"poison": b"1", b"rejected": b"2"}[m.value()]
         assert headers["__dlq.errors.message"]
+    # Re-drive: the dead letters go back to the source topic, once.
+    assert _headwater(share_broker, "groups", "redrive", dlq, "--json") == [{"topic": topic, "redriven": 2}]
+    assert _headwater(share_broker, "groups", "redrive", dlq, "--json") == []
+    assert sorted(m.value() for m in _read_all(share_broker.bootstrap, topic, 5)[3:]) == [b"poison", b"rejected"]
+    described = _headwater(share_broker, "groups", "describe", group, "--json")
+    assert described["type"] == "share" and described["members"] == []
+    assert described["partitions"] == [{"topic": topic, "partition": 0, "start_offset": 3, "log_end": 5, "lag": 2,
+                                        "in_flight": 0, "available": 2, "archived": 2, "dead_lettered": 2}]
+    listed = _headwater(share_broker, "groups", "list", "--json")
+    assert {"group": group, "state": "empty", "type": "share"} in listed
+
+
+def _headwater(broker, *args: str):
+    done = subprocess.run([sys.executable, "-m", "headwater", *args, "--bootstrap-server", broker.bootstrap],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def _read_all(bootstrap: str, topic: str, count: int) -> list:
@@ -249,3 +267,27 @@ def test_a_broker_restart_loses_nothing_and_redelivers_nothing_acknowledged(star
     assert set(received) == values - acknowledged          # nothing lost
     assert not set(received) & acknowledged                # nothing acknowledged delivered again
     assert set(held) <= set(received)
+
+
+def test_a_classic_group_and_a_share_group_on_one_topic_do_not_interfere(share_broker):
+    topic, group = _names("both")
+    _setup(share_broker.bootstrap, topic, group)
+    values = sorted(f"v{i}".encode() for i in range(20))
+    _produce(share_broker.bootstrap, topic, values)
+    share = _consumer(share_broker.bootstrap, group, topic)
+    classic = Consumer({"bootstrap.servers": share_broker.bootstrap, "group.id": group + "-classic",
+                        "auto.offset.reset": "earliest"})
+    classic.subscribe([topic])
+    shared, read = [], []
+    deadline = time.monotonic() + 60
+    while (len(shared) < 20 or len(read) < 20) and time.monotonic() < deadline:
+        shared += [m.value() for m in share.poll(0.2) if not m.error()]
+        m = classic.poll(0.2)
+        if m is not None and not m.error():
+            read.append(m.value())
+    classic.commit(asynchronous=False)
+    share.close()
+    committed = classic.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
+    classic.close()
+    assert sorted(shared) == values and sorted(read) == values   # each group sees every record once
+    assert committed == 20

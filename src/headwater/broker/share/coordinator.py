@@ -63,7 +63,6 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     partitions: dict[tuple[str, int], SharePartition] = field(default_factory=dict)
     sessions: dict[str, ShareSession] = field(default_factory=dict)
-    dead_lettered: int = 0
 
     @property
     def state(self) -> str:
@@ -214,7 +213,7 @@ class ShareCoordinator:
 
     def _archived(self, group: ShareGroup, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         if group.config.dead_letter_topic:
-            group.dead_lettered += 1
+            group.partitions[(topic, partition)].dead_lettered += 1
             self.dead_letter(group.group_id, topic, partition, offset, count, why)
 
     # -- configs ------------------------------------------------------------------------------

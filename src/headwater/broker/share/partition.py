@@ -82,7 +82,8 @@ class SharePartition:
         self.delivery_count_limit = delivery_count_limit
         self.on_archived = on_archived
         self.on_change = on_change                # state worth persisting changed (lock expiry)
-        self.archived_total = 0
+        self.archived_total = 0      # records archived since the share-partition began
+        self.dead_lettered = 0       # of which written to the dead-letter topic
         self._acquisitions = 0
 
     # -- acquisition ------------------------------------------------------------------------

@@ -5,7 +5,8 @@ The internal topic ``__share_group_state`` (one partition, compacted) holds one 
 share-partition, rewritten whenever its delivery state changes, and one per group's configs:
 
     key   {"group": G, "type": "partition", "topic": T, "partition": P}
-    value {"start": SPSO, "end": SPEO, "records": [[offset, state, delivery count], ...]}
+    value {"start": SPSO, "end": SPEO, "records": [[offset, state, delivery count], ...],
+           "archived": N, "dead_lettered": N}
 
     key   {"group": G, "type": "config"}
     value {name: value, ...}
@@ -61,7 +62,8 @@ class ShareStateStore:
         records = [[o, int(r.state), r.delivery_count] for o, r in sorted(sp.records.items())
                    if r.state != RecordState.AVAILABLE or r.delivery_count]
         return self._write({"group": group_id, "type": "partition", "topic": topic, "partition": partition},
-                           {"start": sp.start_offset, "end": sp.end_offset, "records": records})
+                           {"start": sp.start_offset, "end": sp.end_offset, "records": records,
+                            "archived": sp.archived_total, "dead_lettered": sp.dead_lettered})
 
     def save_configs(self, group_id: str, overrides: dict[str, str]) -> bool:
         return self._write({"group": group_id, "type": "config"}, overrides)
@@ -101,6 +103,7 @@ class ShareStateStore:
 def restore(sp: SharePartition, state: dict) -> None:
     """Put a replayed state into a fresh share-partition: acquired records are available again."""
     sp.start_offset, sp.end_offset = int(state["start"]), int(state["end"])
+    sp.archived_total, sp.dead_lettered = int(state["archived"]), int(state["dead_lettered"])
     sp.records = {o: InFlight() for o in range(sp.start_offset, sp.end_offset)}
     for offset, state_value, count in state["records"]:
         done = RecordState(state_value) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
