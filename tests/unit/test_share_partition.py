@@ -7,16 +7,7 @@ from headwater.broker.share.partition import (AcknowledgeError, AcknowledgeType 
                                               SharePartition)
 from headwater.protocol.errors import ErrorCode
 
-from .clock import ManualClock
-
 LOCK_MS = 30_000
-
-
-@pytest.fixture
-def clock():
-    c = ManualClock()
-    yield c
-    c.close()
 
 
 @pytest.fixture

@@ -11,25 +11,17 @@ from kafka.protocol.api_header import ResponseHeader
 from headwater.protocol.messages import MESSAGE_CLASSES
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        buf += chunk
-    return bytes(buf)
-
-
 def request(bootstrap: str, message, version: int, timeout: float = 30, client_id: str = "headwater-cli"):
     """Send ``message`` at ``version`` to HOST:PORT and return the decoded response body."""
     host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock, sock.makefile("rb") as stream:
         message.API_VERSION = version
         message.with_header(correlation_id=1, client_id=client_id)
         sock.sendall(bytes(message.encode(header=True, framed=True)))
-        (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
-        frame = _recv_exactly(sock, size)
+        prefix = stream.read(4)
+        frame = stream.read(struct.unpack(">i", prefix)[0]) if len(prefix) == 4 else b""
+        if not frame:
+            raise ConnectionError(f"{bootstrap} closed the connection without answering")
     response = MESSAGE_CLASSES[message.API_KEY][1]
     flexible = response.flexible_version_q(version)
     ResponseHeader.decode(io.BytesIO(frame), flexible=flexible)

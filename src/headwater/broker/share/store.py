@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Callable
 
 from headwater.log import LogManager
-from headwater.records import CorruptRecordError, Record, decode_records, encode_batch, iter_batches
+from headwater.broker.internal_topic import replay
+from headwater.records import Record, encode_batch
 
 from .partition import InFlight, RecordState, SharePartition
 
@@ -34,7 +35,6 @@ log = logging.getLogger("headwater.share")
 
 STATE_TOPIC = "__share_group_state"
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
-READ_CHUNK = 1 << 20
 Append = Callable[[str, int, bytes], "ProduceResult"]
 
 
@@ -79,25 +79,11 @@ class ShareStateStore:
         return partitions, configs
 
     def _records(self) -> Iterator[tuple[dict, dict]]:
-        plog = self.logs.get_log(STATE_TOPIC, 0)
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            chunk = plog.read(offset, READ_CHUNK)
-            if not chunk:
-                return
-            for pos, header in iter_batches(chunk, validate=False):
-                offset = header.last_offset + 1
-                try:
-                    records = decode_records(chunk, pos)[1]
-                except CorruptRecordError as exc:
-                    log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, STATE_TOPIC, exc)
-                    continue
-                for record in records:
-                    try:
-                        yield json.loads(record.key), json.loads(record.value)
-                    except (TypeError, ValueError) as exc:
-                        log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, STATE_TOPIC,
-                                    exc)
+        for record in replay(self.logs.get_log(STATE_TOPIC, 0), STATE_TOPIC):
+            try:
+                yield json.loads(record.key), json.loads(record.value)
+            except (TypeError, ValueError) as exc:
+                log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, STATE_TOPIC, exc)
 
 
 def restore(sp: SharePartition, state: dict) -> None:
