@@ -255,8 +255,10 @@ def test_a_broker_restart_loses_nothing_and_redelivers_nothing_acknowledged(star
         if all(error is None for error in first.commit_sync().values()):
             acknowledged.update(m.value() for m in messages)
     assert held
+    topic_id = _topic_id(broker.bootstrap, topic)
     getattr(broker, how)()
     broker.restart()
+    assert _topic_id(broker.bootstrap, topic) == topic_id
     second = _consumer(broker.bootstrap, group, topic)
     received: list[bytes] = []
     deadline = time.monotonic() + 60

@@ -159,3 +159,33 @@ def test_share_session_epochs(share):
     with pytest.raises(ShareError) as exc:
         share.session("unknown", "a", 0)
     assert exc.value.code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_the_in_flight_window_is_bounded(sp):
+    from headwater.broker.share.partition import MAX_IN_FLIGHT
+    assert sp.acquire("a", MAX_IN_FLIGHT + 10, log_end_offset=10**6) == [Acquired(0, MAX_IN_FLIGHT - 1, 1)]
+    assert sp.acquire("b", 10, log_end_offset=10**6) == []
+    sp.acknowledge("a", [(0, 4, [Ack.ACCEPT])])
+    assert sp.acquire("b", 10, log_end_offset=10**6) == [Acquired(MAX_IN_FLIGHT, MAX_IN_FLIGHT + 4, 1)]
+
+
+def test_topic_ids_are_stable_and_catalogs_without_them_get_them(tmp_path):
+    import json
+
+    from headwater.log import LogManager
+    manager = LogManager(tmp_path)
+    topic_id = manager.create_topic("orders", 1).topic_id
+    manager.close()
+    catalog = json.loads((tmp_path / "catalog.json").read_text())
+    assert catalog["topics"]["orders"]["id"] == str(topic_id)
+    manager = LogManager(tmp_path)
+    assert manager.topics["orders"].topic_id == topic_id and manager.topic_by_id(topic_id).name == "orders"
+    manager.close()
+    del catalog["topics"]["orders"]["id"]                       # a catalog from before topic IDs
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog))
+    manager = LogManager(tmp_path)
+    given = manager.topics["orders"].topic_id
+    manager.close()
+    reopened = LogManager(tmp_path)
+    assert given != topic_id and reopened.topics["orders"].topic_id == given     # written down at once
+    reopened.close()

@@ -71,6 +71,11 @@ class AcknowledgeError(Exception):
 OnArchived = Callable[[int, int, str], None]
 
 
+# At most this many offsets in flight (Kafka's group.share.partition.max.record.locks): a member
+# that acquires and never acknowledges cannot make the window, and its persisted state, grow without end.
+MAX_IN_FLIGHT = 2000
+
+
 class SharePartition:
     def __init__(self, clock: Clock, start_offset: int, *, lock_duration_ms: int, delivery_count_limit: int,
                  on_archived: OnArchived = lambda offset, count, why: None, on_change: Callable[[], None] = lambda: None):
@@ -92,7 +97,8 @@ class SharePartition:
         """Lock up to ``max_records`` records for ``member``: redeliveries first (lowest offsets),
         then records past the end offset up to the log end. Every acquired record counts a delivery."""
         offsets = [o for o in sorted(self.records) if self.records[o].state == RecordState.AVAILABLE][:max_records]
-        fresh = min(max_records - len(offsets), log_end_offset - self.end_offset)
+        fresh = min(max_records - len(offsets), log_end_offset - self.end_offset,
+                    self.start_offset + MAX_IN_FLIGHT - self.end_offset)
         for offset in range(self.end_offset, self.end_offset + max(fresh, 0)):
             self.records[offset] = InFlight()
             offsets.append(offset)
