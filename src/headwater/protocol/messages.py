@@ -9,11 +9,14 @@ advertise. Record batches stay opaque bytes here (see ``headwater.records``).
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 from enum import IntEnum
 
 from kafka.protocol import admin, consumer, metadata, producer
 from kafka.protocol.schemas.fields.codecs import UUID
+
+NO_UUID = uuid.UUID(int=0)
 
 from headwater.protocol import share_messages as share
 
@@ -175,7 +178,8 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
 
 
 def null_field(struct, value, version: int, path: str = "") -> str | None:
-    """The path of the first field that holds null where Kafka's schema says it may not.
+    """The path of the first field that holds null where Kafka's schema says it may not
+    (and the all-zero UUID back where the decoder left None).
 
     The generated decoder reads a length of -1 as None whatever the schema says; Kafka's own
     decoder refuses it. Checking here, once, spares every handler a ``None`` it cannot use.
@@ -183,9 +187,11 @@ def null_field(struct, value, version: int, path: str = "") -> str | None:
     for field in struct.untagged_fields(version):
         item = getattr(value, field.name)
         where = path + field.name
-        if item is None:
-            # kafka-python reads the all-zero UUID (Kafka's "no topic ID") as None.
-            if not field.nullable_for_version_q(version) and getattr(field, "_type", None) is not UUID:
+        if item is None and getattr(field, "_type", None) is UUID:
+            # kafka-python reads the all-zero UUID (Kafka's "no topic ID") as None: put it back.
+            setattr(value, field.name, NO_UUID)
+        elif item is None:
+            if not field.nullable_for_version_q(version):
                 return where
         elif field.is_struct_array():
             for element in item:

@@ -21,7 +21,7 @@ def _topic_metadata(broker, name: str, error: ErrorCode = ErrorCode.NONE):
     topic = broker.log_manager.topics.get(name)
     if topic is None:
         return TopicMetadata(error_code=error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False,
-                             topic_id=uuid.UUID(int=0), partitions=[])
+                             topic_id=None, partitions=[])  # None: encoded as the all-zero "no topic ID"
     node = broker.config.node_id
     PartitionMetadata = TopicMetadata.MetadataResponsePartition
     partitions = [PartitionMetadata(error_code=0, partition_index=i, leader_id=node, leader_epoch=0,

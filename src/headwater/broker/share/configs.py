@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-# name -> (default, parser that raises ValueError on a bad value)
 DEFAULTS: dict[str, str] = {
     "share.auto.offset.reset": "latest",
     "share.record.lock.duration.ms": "30000",

@@ -107,7 +107,9 @@ class ShareCoordinator:
         """One ShareGroupHeartbeat: (the member, its new assignment or None if unchanged)."""
         if not group_id:
             raise ShareError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
-        group = self.group(group_id, create=member_epoch != LEAVE)
+        if group_id not in self.groups and member_epoch != JOIN:   # only a join creates a group
+            raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in share group {group_id!r}")
+        group = self.group(group_id, create=True)
         if member_epoch == LEAVE:
             self._remove(group, member_id)
             return ShareMember(member_id, client_id, client_host, epoch=LEAVE), None
