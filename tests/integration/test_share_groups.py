@@ -151,6 +151,10 @@ def test_release_reject_and_the_delivery_limit_dead_letter_a_poison_record(share
                                         "in_flight": 0, "available": 2, "archived": 2, "dead_lettered": 2}]
     listed = _headwater(share_broker, "groups", "list", "--json")
     assert {"group": group, "state": "empty", "type": "share"} in listed
+    assert _headwater(share_broker, "groups", "delete", group, "--json") == [{"group": group, "deleted": True}]
+    gone = subprocess.run([sys.executable, "-m", "headwater", "groups", "describe", group, "--bootstrap-server",
+                           share_broker.bootstrap], capture_output=True, text=True, timeout=120)
+    assert gone.returncode == 1 and f"group {group!r} does not exist" in gone.stderr
 
 
 def _headwater(broker, *args: str):

@@ -189,3 +189,38 @@ def test_topic_ids_are_stable_and_catalogs_without_them_get_them(tmp_path):
     reopened = LogManager(tmp_path)
     assert given != topic_id and reopened.topics["orders"].topic_id == given     # written down at once
     reopened.close()
+
+
+# --- durability: __share_group_state replayed by a new Broker on the same data directory ------
+
+def _broker(tmp_path, clock):
+    from headwater.broker.broker import Broker
+    from headwater.broker.config import BrokerConfig
+    return Broker(BrokerConfig(data_dir=tmp_path / "data", flush="never"), clock=clock)
+
+
+def test_a_restarted_broker_replays_share_state_and_deletion(tmp_path, clock):
+    broker = _broker(tmp_path, clock)
+    broker.log_manager.create_topic("orders", 1)
+    broker.share.alter_configs("g", {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "4"})
+    broker.share.heartbeat("g", "a", 0, ["orders"])
+    group = broker.share.groups["g"]
+    sp = broker.share.share_partition(group, "orders", 0)
+    sp.acquire("a", 4, log_end_offset=4)
+    sp.acknowledge("a", [(0, 0, [Ack.ACCEPT]), (2, 2, [Ack.ACCEPT]), (3, 3, [Ack.REJECT])])
+    broker.share.changed(group, "orders", 0)
+    broker.close()
+
+    broker = _broker(tmp_path, clock)
+    group = broker.share.groups["g"]
+    assert group.config.int("share.delivery.count.limit") == 4
+    sp = broker.share.share_partition(group, "orders", 0)
+    assert (sp.start_offset, sp.end_offset, sp.archived_total) == (1, 4, 1)
+    assert [(o, r.state, r.delivery_count) for o, r in sp.records.items()] == [
+        (1, RecordState.AVAILABLE, 1), (2, RecordState.ACKNOWLEDGED, 1), (3, RecordState.ARCHIVED, 1)]
+    assert broker.share.delete("g") == ErrorCode.NONE
+    broker.close()
+
+    broker = _broker(tmp_path, clock)
+    assert (broker.share.groups, broker.share.configs) == ({}, {})
+    broker.close()

@@ -41,5 +41,7 @@ async def list_groups(broker, header, request):
 
 async def delete_groups(broker, header, request):
     GroupResult = DeleteGroupsResponse.DeletableGroupResult
-    return DeleteGroupsResponse(results=[GroupResult(group_id=group_id, error_code=broker.groups.delete(group_id))
+    def delete(group_id: str):
+        return broker.share.delete(group_id) if group_id in broker.share.groups else broker.groups.delete(group_id)
+    return DeleteGroupsResponse(results=[GroupResult(group_id=group_id, error_code=delete(group_id))
                                          for group_id in request.groups_names])

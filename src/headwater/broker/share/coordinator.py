@@ -218,6 +218,21 @@ class ShareCoordinator:
             group.partitions[(topic, partition)].dead_lettered += 1
             self.dead_letter(group.group_id, topic, partition, offset, count, why)
 
+    def delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups for a share group: only an empty one, with its delivery state and configs."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        if self.store is not None and not self.store.forget(group_id, list(group.partitions)):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        for share_partition in group.partitions.values():
+            share_partition.reset_to(share_partition.end_offset)     # cancels any lock still running
+        del self.groups[group_id]
+        self.configs.pop(group_id, None)
+        return ErrorCode.NONE
+
     # -- configs ------------------------------------------------------------------------------
 
     def alter_configs(self, group_id: str, changes: dict[str, str | None], validate_only: bool = False) -> None:

@@ -11,7 +11,7 @@ share-partition, rewritten whenever its delivery state changes, and one per grou
     key   {"group": G, "type": "config"}
     value {name: value, ...}
 
-Replayed at start: acknowledged and archived records stay done, acquired ones become
+DeleteGroups writes tombstones (null values) for a group's keys. Replayed at start: acknowledged and archived records stay done, acquired ones become
 available again (their locks died with the broker) keeping their delivery counts.
 """
 from __future__ import annotations
@@ -48,8 +48,10 @@ class ShareStateStore:
         if STATE_TOPIC not in logs.topics:
             logs.create_topic(STATE_TOPIC, 1, TOPIC_CONFIGS)
 
-    def _write(self, key: dict, value: dict) -> bool:
-        batch = encode_batch([Record(0, int(time.time() * 1000), _json(key), _json(value))])
+    def _write(self, key: dict, value: dict | None, *more: tuple[dict, None]) -> bool:
+        now = int(time.time() * 1000)
+        batch = encode_batch([Record(i, now, _json(k), None if v is None else _json(v))
+                              for i, (k, v) in enumerate([(key, value), *more])])
         result = self._append(STATE_TOPIC, 0, batch)
         if result.error:
             log.error("cannot write to %s: %s %s", STATE_TOPIC, result.error.name, result.message or "")
@@ -68,20 +70,33 @@ class ShareStateStore:
     def save_configs(self, group_id: str, overrides: dict[str, str]) -> bool:
         return self._write({"group": group_id, "type": "config"}, overrides)
 
+    def forget(self, group_id: str, partitions: list[tuple[str, int]]) -> bool:
+        """Tombstones for a deleted group's configs and share-partitions."""
+        return self._write({"group": group_id, "type": "config"}, None,
+                           *[({"group": group_id, "type": "partition", "topic": t, "partition": p}, None)
+                             for t, p in partitions])
+
     def load(self) -> tuple[dict[tuple[str, str, int], dict], dict[str, dict[str, str]]]:
         """(share-partition states by (group, topic, partition), configs by group): the last record of each key."""
         partitions, configs = {}, {}
         for key, value in self._records():
             if key["type"] == "partition":
-                partitions[(key["group"], key["topic"], int(key["partition"]))] = value
+                where = (key["group"], key["topic"], int(key["partition"]))
+                if value is None:
+                    partitions.pop(where, None)
+                else:
+                    partitions[where] = value
             elif key["type"] == "config":
-                configs[key["group"]] = {str(k): str(v) for k, v in value.items()}
+                if value is None:
+                    configs.pop(key["group"], None)
+                else:
+                    configs[key["group"]] = {str(k): str(v) for k, v in value.items()}
         return partitions, configs
 
-    def _records(self) -> Iterator[tuple[dict, dict]]:
+    def _records(self) -> Iterator[tuple[dict, dict | None]]:
         for record in replay(self.logs.get_log(STATE_TOPIC, 0), STATE_TOPIC):
             try:
-                yield json.loads(record.key), json.loads(record.value)
+                yield json.loads(record.key), None if record.value is None else json.loads(record.value)
             except (TypeError, ValueError) as exc:
                 log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, STATE_TOPIC, exc)
 
