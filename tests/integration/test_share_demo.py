@@ -7,8 +7,8 @@ from headwater.demo import orders, share_queue
 
 def test_share_queue_chapter(broker):
     console = Console(record=True, width=160)
-    orders.run(broker.bootstrap, console)
-    share_queue.run(broker.bootstrap, console)
+    for chapter in (orders, share_queue):   # the orders chapter makes the stream the workers share
+        chapter.run(broker.bootstrap, console)
     text = console.export_text()
     assert f"every one of the {orders.ORDERS - 1:,} good orders notified exactly once" in text
     assert "worker-8 died holding" in text and "with delivery count 2" in text
