@@ -13,12 +13,14 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(PY) -m headwater.demo
 
-# What the tests need from Debian: kcat (a real librdkafka 2.0.2 client), PostgreSQL, and strace
-# (to see that a durable file replace fsyncs its directory).
+# What the tests need from Debian: kcat (a real librdkafka 2.0.2 client), PostgreSQL, strace
+# (to see that a durable file replace fsyncs its directory), and rabbitmq-server (the peer of
+# bench/share_groups.py, whose smoke make test runs).
 system-deps:
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat)
 	@command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq postgresql)
+	@command -v rabbitmq-server >/dev/null || (apt-get update -qq && apt-get install -y -qq rabbitmq-server)
 
 test: $(VENV)/.installed system-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
