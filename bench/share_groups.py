@@ -112,14 +112,15 @@ class RabbitMQ:
         if shutil.which("rabbitmq-server") is None:
             subprocess.run(["apt-get", "install", "-y", "-qq", "rabbitmq-server"], check=True,
                            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, capture_output=True)
-        self.port = _free_port()
+        self.port, self.epmd_port = _free_port(), _free_port()   # a private epmd too, stopped with the node
         home = tmp / "rabbit"
         home.mkdir()
         env = {**os.environ, "HOME": str(home), "RABBITMQ_NODENAME": f"bench{self.port}@localhost",
                "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1", "RABBITMQ_NODE_PORT": str(self.port),
                "RABBITMQ_DIST_PORT": str(_free_port()), "RABBITMQ_MNESIA_BASE": str(home / "mnesia"),
                "RABBITMQ_LOG_BASE": str(home / "log"), "RABBITMQ_CONFIG_FILE": str(home / "none"),
-               "RABBITMQ_ENABLED_PLUGINS_FILE": str(home / "plugins"), "RABBITMQ_PID_FILE": str(home / "pid")}
+               "RABBITMQ_ENABLED_PLUGINS_FILE": str(home / "plugins"), "RABBITMQ_PID_FILE": str(home / "pid"),
+               "ERL_EPMD_PORT": str(self.epmd_port)}
         (home / "plugins").write_text("[].\n")
         self.proc = subprocess.Popen(["/usr/lib/rabbitmq/bin/rabbitmq-server"], env=env, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, start_new_session=True)
@@ -152,6 +153,7 @@ class RabbitMQ:
             self.proc.wait(30)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(self.proc.pid, 9)
+        subprocess.run(["epmd", "-port", str(self.epmd_port), "-kill"], capture_output=True)
 
 
 def main() -> None:
