@@ -110,9 +110,14 @@ def test_release_reject_and_the_delivery_limit_dead_letter_a_poison_record(share
     dlq = topic + "-dlq"
     admin = AdminClient({"bootstrap.servers": share_broker.bootstrap})
     admin.create_topics([NewTopic(dlq, 1)])[dlq].result()
-    _setup(share_broker.bootstrap, topic, group, **{"share.delivery.count.limit": "3",
-                                                    "errors.deadletterqueue.topic.name": dlq,
+    _setup(share_broker.bootstrap, topic, group, **{"errors.deadletterqueue.topic.name": dlq,
                                                     "errors.deadletterqueue.copy.record.enable": "true"})
+    assert _headwater(share_broker, "groups", "alter", group, "--config", "share.delivery.count.limit=3", "--json") \
+        == [{"group": group, "config": "share.delivery.count.limit", "value": "3"}]
+    refused = subprocess.run([sys.executable, "-m", "headwater", "groups", "alter", group, "--config",
+                              "share.delivery.count.limit=1", "--bootstrap-server", share_broker.bootstrap],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "share.delivery.count.limit must be an integer of at least 2" in refused.stderr
     _produce(share_broker.bootstrap, topic, [b"good", b"poison", b"rejected"])
     consumer = _consumer(share_broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"})
     deliveries: list[tuple[bytes, int]] = []
@@ -149,6 +154,8 @@ def test_release_reject_and_the_delivery_limit_dead_letter_a_poison_record(share
     assert described["type"] == "share" and described["members"] == []
     assert described["partitions"] == [{"topic": topic, "partition": 0, "start_offset": 3, "log_end": 5, "lag": 2,
                                         "in_flight": 0, "available": 2, "archived": 2, "dead_lettered": 2}]
+    assert described["configs"]["share.delivery.count.limit"] == "3"
+    assert described["configs"]["share.record.lock.duration.ms"] == "30000"            # Kafka's default
     listed = _headwater(share_broker, "groups", "list", "--json")
     assert {"group": group, "state": "empty", "type": "share"} in listed
     assert _headwater(share_broker, "groups", "delete", group, "--json") == [{"group": group, "deleted": True}]

@@ -65,14 +65,17 @@ def describe(args, admin, result) -> int:
                            "lag": log_end - state["start"], "in_flight": kinds.count(ACQUIRED),
                            "available": in_window - done - kinds.count(ACQUIRED) + max(log_end - state["end"], 0),
                            "archived": state["archived"], "dead_lettered": state["dead_lettered"]})
+    resource = ConfigResource(ResourceType.GROUP, args.group)
+    configs = {name: entry.value for name, entry in result(admin.describe_configs([resource])[resource]).items()}
     summary = {"group": args.group, "type": "share", "state": group.group_state.lower(), "epoch": group.group_epoch}
     if args.json:
-        json.dump({**summary, "members": members, "partitions": partitions}, sys.stdout, indent=2)
+        json.dump({**summary, "members": members, "partitions": partitions, "configs": configs}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     emit(args, [summary], title="share group")
     emit(args, members, title="members")
     emit(args, partitions, title="share-partitions")
+    emit(args, [{"config": name, "value": value} for name, value in configs.items()], title="configs")
     return 0
 
 

@@ -22,12 +22,15 @@ IncrementalAlterConfigsResponse = MESSAGE_CLASSES[ApiKey.INCREMENTAL_ALTER_CONFI
 
 TOPIC, BROKER, GROUP = 2, 4, 32  # config resource types
 # Config sources, as numbered by the protocol.
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
 # Config types (DescribeConfigs v3+): what a UI may offer as input.
-STRING, INT, LONG, DOUBLE, LIST = 2, 3, 5, 6, 7
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 CONFIG_TYPES = {"segment.bytes": INT, "index.interval.bytes": INT, "max.message.bytes": INT,
-                "min.cleanable.dirty.ratio": DOUBLE, "cleanup.policy": LIST, "message.timestamp.type": STRING}
+                "min.cleanable.dirty.ratio": DOUBLE, "cleanup.policy": LIST, "message.timestamp.type": STRING,
+                "share.auto.offset.reset": STRING, "share.record.lock.duration.ms": INT,
+                "share.delivery.count.limit": INT, "share.heartbeat.interval.ms": INT, "share.session.timeout.ms": INT,
+                "errors.deadletterqueue.topic.name": STRING, "errors.deadletterqueue.copy.record.enable": BOOLEAN}
 LIST_CONFIGS = {name for name, kind in CONFIG_TYPES.items() if kind == LIST}
 
 
@@ -91,6 +94,9 @@ def _describe_one(broker, resource, include_synonyms: bool):
                                                         f"{broker.config.node_id}"
         else:
             entries = _broker_entries(broker)
+    elif resource.resource_type == GROUP:  # share-group configs (KIP-932)
+        entries = [(name, value, GROUP_CONFIG if overridden else DEFAULT_CONFIG, False)
+                   for name, value, overridden in broker.share.config_of(resource.resource_name).entries()]
     else:
         error, message = ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} has no configs here"
     wanted = resource.configuration_keys

@@ -42,6 +42,10 @@ class GroupConfig:
     def int(self, name: str) -> int:
         return int(self.get(name))
 
+    def entries(self) -> list[tuple[str, str | None, bool]]:
+        """(name, value or None when unset, overridden) of every config, for DescribeConfigs."""
+        return [(name, self.get(name) or None, name in self.overrides) for name in DEFAULTS]
+
     @property
     def dead_letter_topic(self) -> str | None:
         return self.get("errors.deadletterqueue.topic.name") or None

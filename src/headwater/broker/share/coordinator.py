@@ -235,6 +235,9 @@ class ShareCoordinator:
 
     # -- configs ------------------------------------------------------------------------------
 
+    def config_of(self, group_id: str) -> GroupConfig:
+        return GroupConfig(self.configs.get(group_id))
+
     def alter_configs(self, group_id: str, changes: dict[str, str | None], validate_only: bool = False) -> None:
         """Set (a value) or delete (None: back to the default) group configs; ValueError names a bad one."""
         overrides = dict(self.configs.get(group_id, {}))
