@@ -224,3 +224,20 @@ def test_a_restarted_broker_replays_share_state_and_deletion(tmp_path, clock):
     broker = _broker(tmp_path, clock)
     assert (broker.share.groups, broker.share.configs) == ({}, {})
     broker.close()
+
+
+def test_a_deleted_topic_takes_its_share_partitions_along(tmp_path, clock):
+    broker = _broker(tmp_path, clock)
+    broker.log_manager.create_topic("orders", 1)
+    broker.share.heartbeat("g", "a", 0, ["orders"])
+    group = broker.share.groups["g"]
+    broker.share.share_partition(group, "orders", 0).acquire("a", 5, log_end_offset=5)
+    broker.share.changed(group, "orders", 0)
+    broker.delete_topic("orders")
+    broker.log_manager.create_topic("orders", 1)
+    assert group.partitions == {}
+    assert broker.share.share_partition(group, "orders", 0).acquire("a", 5, log_end_offset=1) == [Acquired(0, 0, 1)]
+    broker.close()
+    broker = _broker(tmp_path, clock)                # the tombstone keeps the old state gone after a restart
+    assert broker.share.groups == {}
+    broker.close()

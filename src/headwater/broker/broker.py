@@ -252,6 +252,7 @@ class Broker:
     def delete_topic(self, name: str) -> None:
         self.log_manager.delete_topic(name)
         self.growth.forget_topic(name)
+        self.share.forget_topic(name)
         for key in [k for k in self._producers if k[0] == name]:
             del self._producers[key]
 

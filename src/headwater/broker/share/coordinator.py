@@ -227,11 +227,25 @@ class ShareCoordinator:
             return ErrorCode.NON_EMPTY_GROUP
         if self.store is not None and not self.store.forget(group_id, list(group.partitions)):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        for share_partition in group.partitions.values():
-            share_partition.reset_to(share_partition.end_offset)     # cancels any lock still running
+        self._drop(group, list(group.partitions))
         del self.groups[group_id]
         self.configs.pop(group_id, None)
         return ErrorCode.NONE
+
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic: its share-partitions go, so a topic re-created under the name starts afresh."""
+        for group in self.groups.values():
+            doomed = [key for key in group.partitions if key[0] == topic]
+            if doomed and (self.store is None or self.store.forget(group.group_id, doomed, configs=False)):
+                self._drop(group, doomed)
+            for session in group.sessions.values():
+                session.partitions = {key for key in session.partitions if key[0] != topic}
+
+    @staticmethod
+    def _drop(group: ShareGroup, keys: list[tuple[str, int]]) -> None:
+        for key in keys:
+            share_partition = group.partitions.pop(key)
+            share_partition.reset_to(share_partition.end_offset)     # cancels any lock still running
 
     # -- configs ------------------------------------------------------------------------------
 

@@ -70,11 +70,12 @@ class ShareStateStore:
     def save_configs(self, group_id: str, overrides: dict[str, str]) -> bool:
         return self._write({"group": group_id, "type": "config"}, overrides)
 
-    def forget(self, group_id: str, partitions: list[tuple[str, int]]) -> bool:
-        """Tombstones for a deleted group's configs and share-partitions."""
-        return self._write({"group": group_id, "type": "config"}, None,
-                           *[({"group": group_id, "type": "partition", "topic": t, "partition": p}, None)
-                             for t, p in partitions])
+    def forget(self, group_id: str, partitions: list[tuple[str, int]], configs: bool = True) -> bool:
+        """Tombstones for share-partitions of a group (a deleted topic), and its configs (a deleted group)."""
+        keys = [{"group": group_id, "type": "partition", "topic": t, "partition": p} for t, p in partitions]
+        if configs:
+            keys.append({"group": group_id, "type": "config"})
+        return not keys or self._write(keys[0], None, *[(key, None) for key in keys[1:]])
 
     def load(self) -> tuple[dict[tuple[str, str, int], dict], dict[str, dict[str, str]]]:
         """(share-partition states by (group, topic, partition), configs by group): the last record of each key."""
