@@ -14,14 +14,16 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(PY) -m headwater.demo $(DEMO_ARGS)
 
-# What the tests need from Debian: kcat (a real librdkafka 2.0.2 client), PostgreSQL, and strace
-# (to see that a durable file replace fsyncs its directory), chromium and its driver (the web console's
-# browser tests).
+# What the tests need from Debian: kcat (a real librdkafka 2.0.2 client), PostgreSQL, strace
+# (to see that a durable file replace fsyncs its directory), chromium and its driver (the web
+# console's browser tests), and rabbitmq-server (the peer of bench/share_groups.py, whose smoke
+# make test runs).
 system-deps:
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat)
 	@command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
 	@command -v chromedriver >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq postgresql)
+	@command -v rabbitmq-server >/dev/null || (apt-get update -qq && apt-get install -y -qq rabbitmq-server)
 
 # quixstreams pins confluent-kafka < 2.13, older than Headwater's: it gets a virtualenv of its
 # own, which tests/integration/test_ecosystem.py runs its application with.

@@ -16,12 +16,15 @@ from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
 from headwater.broker.append_policy import recompress, timestamp_errors
+from headwater.broker.share import dead_letters
+from headwater.broker.share.coordinator import ShareCoordinator
+from headwater.broker.share.store import ShareStateStore
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
-from headwater.records import (NO_PRODUCER_ID, CorruptRecordError, InvalidRecordError, is_compressed, iter_batches,
-                               validate_produce)
+from headwater.records import (NO_PRODUCER_ID, CorruptRecordError, InvalidRecordError, encode_batch, is_compressed,
+                               iter_batches, validate_produce)
 
 if TYPE_CHECKING:
     from headwater.broker.http.metrics import BrokerMetrics
@@ -91,8 +94,32 @@ class Broker:
         self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
         # Replays __consumer_offsets: groups and offsets are back.
         store = GroupStore(self.log_manager, self.append, fsync_each_write=config.flush == "always")
-        self.groups = GroupCoordinator(store, clock or LoopClock())
+        clock = clock or LoopClock()
+        self.groups = GroupCoordinator(store, clock)
         self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
+        self.share = ShareCoordinator(self.log_manager, clock, dead_letter=self._dead_letter,
+                                      is_classic_group=lambda g: self.groups.describe(g).state.value != "Dead",
+                                      wake=self.growth.notify,
+                                      store=ShareStateStore(self.log_manager, self.append,
+                                                            fsync_each_write=config.flush == "always"))
+
+    def _dead_letter(self, group_id: str, topic: str, partition: int, offset: int, count: int, why: str) -> None:
+        """Write a record the share group gave up on to the group's dead-letter topic."""
+        config = self.share.group(group_id).config
+        source = self.log_manager.get_log(topic, partition)
+        letter = dead_letters.dead_letter(
+            dead_letters.find_record(source, offset) if source is not None else None, group_id=group_id, topic=topic,
+            partition=partition, offset=offset, delivery_count=count, message=why,
+            copy_record=config.get("errors.deadletterqueue.copy.record.enable") == "true", now_ms=int(time.time() * 1000))
+        target = self.topic_for_produce(config.dead_letter_topic)
+        if target is None:
+            log.warning("share group %s: dead-letter topic %r does not exist; %s-%d@%d is archived without a dead letter",
+                        group_id, config.dead_letter_topic, topic, partition, offset)
+            return
+        result = self.append(target.name, partition % len(target.partitions), encode_batch([letter]))
+        if result.error:
+            log.warning("share group %s: cannot write dead letter for %s-%d@%d: %s", group_id, topic, partition,
+                        offset, result.message or result.error.name)
 
     @staticmethod
     def _lock_data_dir(data_dir: Path):
@@ -246,6 +273,7 @@ class Broker:
         self.growth.forget_topic(name)
         if self.metrics is not None:
             self.metrics.forget_topic(name)
+        self.share.forget_topic(name)
         for key in [k for k in self._producers if k[0] == name]:
             del self._producers[key]
 

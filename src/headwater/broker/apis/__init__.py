@@ -12,6 +12,7 @@ from headwater.broker.apis import (api_versions, cluster, fetch, list_offsets, l
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
+from headwater.broker.share import apis as share
 from headwater.protocol.messages import Api, ApiKey
 
 ADVERTISED: dict[int, Api] = {}  # filled from ENDPOINTS below: what ApiVersions answers
@@ -20,7 +21,7 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.PRODUCE, 3, 8, produce.produce),
     endpoint(ApiKey.FETCH, 4, 11, fetch.fetch),
     endpoint(ApiKey.LIST_OFFSETS, 1, 5, list_offsets.list_offsets),
-    endpoint(ApiKey.METADATA, 1, 8, topics.metadata),
+    endpoint(ApiKey.METADATA, 1, 13, topics.metadata),
     endpoint(ApiKey.OFFSET_COMMIT, 2, 7, commits.offset_commit),
     endpoint(ApiKey.OFFSET_FETCH, 1, 5, commits.offset_fetch),
     endpoint(ApiKey.FIND_COORDINATOR, 0, 2, membership.find_coordinator),
@@ -46,6 +47,10 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.DESCRIBE_CLUSTER, 0, 2, cluster.describe_cluster),
     endpoint(ApiKey.DESCRIBE_PRODUCERS, 0, 0, produce.describe_producers),
     endpoint(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, partitions.describe_topic_partitions),
+    endpoint(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, share.share_group_heartbeat),
+    endpoint(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share.share_group_describe),
+    endpoint(ApiKey.SHARE_FETCH, 1, 1, share.share_fetch),
+    endpoint(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share.share_acknowledge),
 )}
 ADVERTISED.update((key, e.api) for key, e in ENDPOINTS.items())
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 
 from headwater.broker.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
 from headwater.broker.apis.partitions import replica_assignment_error
@@ -22,14 +23,20 @@ def _topic_metadata(broker, name: str, error: ErrorCode, operations: set[int] | 
     topic = broker.log_manager.topics.get(name)
     if topic is None:
         return TopicMetadata(error_code=error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False,
-                             partitions=[], authorized_operations=operations)
+                             topic_id=None, partitions=[], authorized_operations=operations)  # None: no topic ID
     node = broker.config.node_id
     PartitionMetadata = TopicMetadata.MetadataResponsePartition
     partitions = [PartitionMetadata(error_code=0, partition_index=i, leader_id=node, leader_epoch=0,
                                     replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
                   for i in range(len(topic.partitions))]
-    return TopicMetadata(error_code=0, name=name, is_internal=name.startswith("__"), partitions=partitions,
-                         authorized_operations=operations)
+    return TopicMetadata(error_code=0, name=name, is_internal=name.startswith("__"), topic_id=topic.topic_id,
+                         partitions=partitions, authorized_operations=operations)
+
+
+def _name_of(broker, topic_id: uuid.UUID) -> str:
+    """A topic asked for by ID (Metadata v10+): its name, or '' for an unknown ID (answered as unknown)."""
+    topic = broker.log_manager.topic_by_id(topic_id)
+    return topic.name if topic is not None else ""
 
 
 async def metadata(broker, header, request):
@@ -38,7 +45,7 @@ async def metadata(broker, header, request):
     if request.topics is None:
         names = sorted(broker.log_manager.topics)
     else:
-        names = [t.name for t in request.topics]
+        names = [t.name if t.name is not None else _name_of(broker, t.topic_id) for t in request.topics]
     # KIP-430, from v8; from v11 the cluster's come from DescribeCluster instead
     topic_operations = authorized_operations(header.api_version >= 8 and request.include_topic_authorized_operations,
                                              TOPIC_OPERATIONS)

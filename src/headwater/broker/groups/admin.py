@@ -9,7 +9,7 @@ from .group import GroupDescription
 DescribeGroupsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_GROUPS][1]
 ListGroupsResponse = MESSAGE_CLASSES[ApiKey.LIST_GROUPS][1]
 DeleteGroupsResponse = MESSAGE_CLASSES[ApiKey.DELETE_GROUPS][1]
-CLASSIC = "classic"  # ListGroups v5 group type: the only protocol Headwater speaks
+CLASSIC, SHARE = "classic", "share"  # ListGroups v5 group types
 
 
 def _described(group: GroupDescription, operations: set[int] | None):
@@ -38,10 +38,15 @@ async def list_groups(broker, header, request):
                           group_type=CLASSIC)
               for g in broker.groups.list_groups()
               if (not states or g.state.value in states) and (not types or CLASSIC in types)]
+    listed += [ListedGroup(group_id=g.group_id, protocol_type="share", group_state=g.state, group_type=SHARE)
+               for g in broker.share.groups.values()
+               if (not states or g.state in states) and (not types or SHARE in types)]
     return ListGroupsResponse(error_code=0, groups=listed)
 
 
 async def delete_groups(broker, header, request):
     GroupResult = DeleteGroupsResponse.DeletableGroupResult
-    return DeleteGroupsResponse(results=[GroupResult(group_id=group_id, error_code=broker.groups.delete(group_id))
+    def delete(group_id: str):
+        return broker.share.delete(group_id) if group_id in broker.share.groups else broker.groups.delete(group_id)
+    return DeleteGroupsResponse(results=[GroupResult(group_id=group_id, error_code=delete(group_id))
                                          for group_id in request.groups_names])
