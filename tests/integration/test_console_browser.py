@@ -1,7 +1,8 @@
 """The web console in a real browser: Debian's headless chromium driven by selenium, against
 a real broker. Each page opened, the message browser checked against what was produced, the
 live tail seen receiving a new record, a group's offsets reset and checked with the CLI, the
-lag plot seen to have data. Screenshots of every page are saved in the test's tmp dir."""
+lag plot seen to have data, a share group's page checked against a known workload.
+Screenshots of every page are saved in the test's tmp dir."""
 import html
 import json
 import shutil
@@ -20,6 +21,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from headwater.testing import BrokerProcess, wait_until
+
+from . import share_workload
 
 TOPIC, GROUP = "orders", "billing"
 PARTITIONS = 2
@@ -203,3 +206,31 @@ def test_malformed_reset_requests_are_refused(broker, form, status, message):
     got, page = post(broker, f"/groups/{GROUP}/reset", form + "&confirm=yes")
     assert (got, message in page, "Traceback" in page) == (status, True, False)
     assert post(broker, "/groups/nobody/reset", f"topic={TOPIC}&to=earliest")[0] == 404
+
+
+def test_share_group_page_shows_delivery_state_and_links_its_dead_letters(browser, broker, screenshots):
+    member = share_workload.run(broker.bootstrap)
+    try:
+        open_page(browser, broker, "/groups")
+        assert rows(browser, "share-groups") == [[share_workload.GROUP, "Stable", "1", "0", share_workload.DLQ]]
+        browser.find_element(By.LINK_TEXT, share_workload.GROUP).click()
+        wait_for(browser, lambda: browser.find_elements(By.ID, "share-partitions"), "the share group page")
+        assert browser.find_element(By.ID, "group-state").text == "Stable"
+        assert [r[3:6] for r in rows(browser, "members")] == [["/127.0.0.1", share_workload.TOPIC,
+                                                               f"{share_workload.TOPIC}-0, {share_workload.TOPIC}-1"]]
+        dead = share_workload.rejected
+        assert rows(browser, "share-partitions") == [
+            [share_workload.TOPIC, str(p), str(n), str(n), "0", "0", str(dead(p)), str(dead(p)), "0"]
+            for p, n in share_workload.PER_PARTITION.items()]
+        configs = {r[0]: r[1:] for r in rows(browser, "configs")}
+        assert configs["errors.deadletterqueue.topic.name"] == [share_workload.DLQ, "group"]
+        assert configs["share.delivery.count.limit"] == ["5", "default"]
+        browser.save_screenshot(str(screenshots / "share_group.png"))
+        browser.find_element(By.CSS_SELECTOR, "#dead-letters a").click()
+        wait_for(browser, lambda: browser.find_elements(By.ID, "messages"), "the dead-letter topic's messages")
+        letters = sorted((int(h["__dlq.errors.partition"]), int(h["__dlq.errors.offset"])) for h in (
+            dict(line.split(": ", 1) for line in r[5].splitlines()) for r in rows(browser, "messages")))
+        assert letters == [(p, i) for p, n in share_workload.PER_PARTITION.items()
+                           for i in range(n) if share_workload.is_poison(i)]
+    finally:
+        member.close()

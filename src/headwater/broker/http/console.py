@@ -2,9 +2,11 @@
 
 Pages: the overview (topics, groups, a plot of message rates), a topic (partitions,
 configs, a message browser, a live tail over server-sent events), a consumer group
-(members, assignment, committed offsets, lag and its plot, reset offsets). Read-only unless
-the broker runs with --console-allow-writes. Bad input gets an error page with the right
-HTTP status, never a stack trace; the broker's Kafka side is untouched either way.
+(members, assignment, committed offsets, lag and its plot, reset offsets), a share group
+(members, assignment, each share-partition's delivery state, configs, its dead-letter
+topic). Read-only unless the broker runs with --console-allow-writes. Bad input gets an
+error page with the right HTTP status, never a stack trace; the broker's Kafka side is
+untouched either way.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from headwater.broker.groups.group import CommittedOffset, GroupState
 from headwater.broker.groups.reset import MODES, ResetTo
 from headwater.broker.http.history import History
 from headwater.broker.http.metrics import BrokerMetrics
-from headwater.broker.http.state import group_offsets, records_from
+from headwater.broker.http.state import group_offsets, records_from, share_partitions
 from headwater.log import Log, Topic
 from headwater.protocol.errors import ErrorCode
 from headwater.records import Record
@@ -85,7 +87,7 @@ class Console:
                    "records": sum(p.log_end_offset - p.log_start_offset for p in t.partitions),
                    "policy": "compact" if t.config.compact else "delete"}
                   for t in sorted(self.broker.log_manager.topics.values(), key=lambda t: t.name)]
-        return self.page("overview.html", topics=topics, groups=self._groups())
+        return self.page("overview.html", topics=topics, groups=self._groups(), share_groups=self._share_groups())
 
     async def rates(self, request: Request) -> Response:
         times, rates = self.history.message_rates()
@@ -100,7 +102,29 @@ class Console:
         return rows
 
     async def groups(self, request: Request) -> Response:
-        return self.page("groups.html", groups=self._groups())
+        return self.page("groups.html", groups=self._groups(), share_groups=self._share_groups())
+
+    def _share_groups(self) -> list[dict]:
+        return [{"id": g.group_id, "state": g.state, "members": len(g.members),
+                 "lag": sum(r.lag for r in share_partitions(self.broker, g.group_id)),
+                 "dead_letters": g.config.dead_letter_topic}
+                for g in sorted(self.broker.share.groups.values(), key=lambda g: g.group_id)]
+
+    async def share_group(self, request: Request) -> Response:
+        group_id = request.path_params["group"]
+        group = self.broker.share.groups.get(group_id)
+        if group is None:
+            raise HTTPException(404, f"share group {group_id!r} does not exist")
+        members = [{"id": m.member_id, "epoch": m.epoch, "client": m.client_id, "host": m.client_host,
+                    "subscription": ", ".join(m.subscription),
+                    "partitions": ", ".join(f"{t}-{p}" for t, ps in sorted(m.assignment.items()) for p in ps)}
+                   for m in sorted(group.members.values(), key=lambda m: m.member_id)]
+        configs = [(name, value or "", "group" if overridden else "default")
+                   for name, value, overridden in group.config.entries()]
+        dead_letters = group.config.dead_letter_topic
+        return self.page("share_group.html", group=group, members=members, configs=configs,
+                         partitions=share_partitions(self.broker, group_id), dead_letters=dead_letters,
+                         dead_letters_exist=dead_letters in self.broker.log_manager.topics)
 
     def _topic(self, request: Request) -> Topic:
         name = request.path_params["name"]
@@ -118,9 +142,10 @@ class Console:
         messages = self._browse(topic, browse)
         partitions = [{"partition": i, "start": p.log_start_offset, "end": p.log_end_offset, "size": p.size_bytes,
                        "segments": len(p.segments)} for i, p in enumerate(topic.partitions)]
-        configs = sorted(topic.config.to_topic_configs().items())
+        configs = [(name, value, "topic" if name in topic.configs else "default")
+                   for name, value in sorted(topic.config.to_topic_configs().items())]
         return self.page("topic.html", topic=topic.name, partitions=partitions, configs=configs,
-                         overrides=topic.configs, browse=browse, messages=messages)
+                         browse=browse, messages=messages)
 
     def _browse(self, topic: Topic, browse: dict) -> list[dict]:
         """The records the browser shows: newest first, or from an offset or a time onwards."""
@@ -269,6 +294,7 @@ class Console:
             Route("/groups/{group}", self.group, name="group"),
             Route("/groups/{group}/lag.json", self.group_lag),
             Route("/groups/{group}/reset", self.reset, methods=["POST"]),
+            Route("/share-groups/{group}", self.share_group, name="share_group"),
             Route("/metrics", self.scrape),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]

@@ -1,11 +1,12 @@
 """Read-only views of the broker's state for the metrics and the console: topics, group lag,
-records. Everything here runs on the event loop and reads what the broker holds in memory
-(or, for records, its logs), so a scrape or a page costs no Kafka request."""
+records, share-partitions. Everything here runs on the event loop and reads what the broker
+holds in memory (or, for records, its logs), so a scrape or a page costs no Kafka request."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from headwater.broker.broker import Broker
+from headwater.broker.share.partition import RecordState
 from headwater.log import Log
 from headwater.records import Record, decode_records, iter_batches
 
@@ -48,3 +49,35 @@ def records_from(plog: Log, offset: int, limit: int) -> list[Record]:
                 found.extend(r for r in decode_records(chunk, pos)[1] if r.offset >= offset)
             offset = header.last_offset + 1
     return found[:limit]
+
+
+@dataclass(frozen=True)
+class SharePartitionView:
+    """One share-partition of a share group as an operator sees it."""
+    topic: str
+    partition: int
+    start: int          # share-partition start offset (SPSO): everything before it is done
+    log_end: int
+    in_flight: int      # acquired by a member, not yet acknowledged
+    available: int      # waiting for a member: released, or never handed out up to the log end
+    archived: int       # given up on since the share-partition began (rejected, out of deliveries)
+    dead_lettered: int  # of the archived, written to the dead-letter topic
+
+    @property
+    def lag(self) -> int:
+        # records at or past the start offset: not yet done by the group
+        return max(self.log_end - self.start, 0)
+
+
+def share_partitions(broker: Broker, group_id: str) -> list[SharePartitionView]:
+    """The share-partitions the group has used, sorted (a deleted topic's are gone already)."""
+    rows = []
+    for (topic, partition), state in sorted(broker.share.groups[group_id].partitions.items()):
+        plog = broker.log_manager.get_log(topic, partition)
+        if plog is None:
+            continue
+        waiting = state.count(RecordState.AVAILABLE) + max(plog.log_end_offset - state.end_offset, 0)
+        rows.append(SharePartitionView(topic, partition, state.start_offset, plog.log_end_offset,
+                                       state.count(RecordState.ACQUIRED), waiting, state.archived_total,
+                                       state.dead_lettered))
+    return rows
