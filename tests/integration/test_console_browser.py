@@ -1,13 +1,16 @@
 """The web console in a real browser: Debian's headless chromium driven by selenium, against
 a real broker. Each page opened, the message browser checked against what was produced, the
 live tail seen receiving a new record, a group's offsets reset and checked with the CLI, the
-lag plot seen to have data, a share group's page checked against a known workload.
+lag plot seen to have data, a share group's page checked against a known workload, a CDC
+connector's stored position seen.
 Screenshots of every page are saved in the test's tmp dir."""
 import html
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 
@@ -20,6 +23,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from headwater.cdc.sqlite import SqliteConnector
 from headwater.testing import BrokerProcess, wait_until
 
 from . import share_workload
@@ -234,3 +238,28 @@ def test_share_group_page_shows_delivery_state_and_links_its_dead_letters(browse
                            for i in range(n) if share_workload.is_poison(i)]
     finally:
         member.close()
+
+
+def test_cdc_page_shows_the_position_a_connector_stored(browser, broker, tmp_path, screenshots):
+    path = tmp_path / "shop.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+    connector = SqliteConnector(str(path), ["items"], "shop", broker.bootstrap, log=lambda _: None)
+    stop = threading.Event()
+    runner = threading.Thread(target=connector.run, kwargs={"should_stop": stop.is_set}, daemon=True)
+    runner.start()
+    try:
+        changes = 4
+        with sqlite3.connect(path) as db:
+            db.executemany("INSERT INTO items VALUES (?, ?)", [(i, f"item-{i}") for i in range(changes)])
+
+        def shown():
+            open_page(browser, broker, "/cdc")
+            return [r for r in rows(browser, "connectors") if r[2:3] == [f"id {changes}"]]
+        row, = wait_until(shown, what="the connector's stored position on the page")
+    finally:
+        stop.set()
+        runner.join(30)
+    assert row[:2] == [f"sqlite:{path}", "sqlite"]     # the changelog id of the 4th change, acknowledged
+    assert 0 <= int(row[4]) < 120
+    browser.save_screenshot(str(screenshots / "cdc.png"))

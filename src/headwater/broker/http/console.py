@@ -14,6 +14,7 @@ import asyncio
 import base64
 import json
 import logging
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,7 +33,8 @@ from headwater.broker.groups.group import CommittedOffset, GroupState
 from headwater.broker.groups.reset import MODES, ResetTo
 from headwater.broker.http.history import History
 from headwater.broker.http.metrics import BrokerMetrics
-from headwater.broker.http.state import group_offsets, records_from, share_partitions
+from headwater.broker.http.state import (CDC_POSITIONS_TOPIC, connector_positions, group_offsets, records_from,
+                                        share_partitions)
 from headwater.log import Log, Topic
 from headwater.protocol.errors import ErrorCode
 from headwater.records import Record
@@ -48,6 +50,11 @@ templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=
 
 def _time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _lsn(value) -> str:
+    """A PostgreSQL LSN as PostgreSQL shows it (pg_lsn: two hex halves), to compare with pg_replication_slots."""
+    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}" if isinstance(value, int) else str(value)
 
 
 def _text(data: bytes | None) -> str | None:
@@ -125,6 +132,17 @@ class Console:
         return self.page("share_group.html", group=group, members=members, configs=configs,
                          partitions=share_partitions(self.broker, group_id), dead_letters=dead_letters,
                          dead_letters_exist=dead_letters in self.broker.log_manager.topics)
+
+    async def cdc(self, request: Request) -> Response:
+        """What the broker knows of CDC connectors: the positions they stored, and when."""
+        now = time.time()
+        connectors = [{"connector": c.connector, "kind": c.kind, "time": _time(c.stored_at),
+                       "age": max(round(now - c.stored_at / 1000), 0),
+                       "position": ", ".join(f"{name} {_lsn(value) if name == 'lsn' else value}"
+                                             for name, value in c.position.items())}
+                      for c in connector_positions(self.broker)]
+        return self.page("cdc.html", connectors=connectors, topic=CDC_POSITIONS_TOPIC,
+                         topic_exists=CDC_POSITIONS_TOPIC in self.broker.log_manager.topics)
 
     def _topic(self, request: Request) -> Topic:
         name = request.path_params["name"]
@@ -295,6 +313,7 @@ class Console:
             Route("/groups/{group}/lag.json", self.group_lag),
             Route("/groups/{group}/reset", self.reset, methods=["POST"]),
             Route("/share-groups/{group}", self.share_group, name="share_group"),
+            Route("/cdc", self.cdc, name="cdc"),
             Route("/metrics", self.scrape),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]

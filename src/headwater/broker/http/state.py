@@ -1,8 +1,10 @@
 """Read-only views of the broker's state for the metrics and the console: topics, group lag,
-records, share-partitions. Everything here runs on the event loop and reads what the broker
-holds in memory (or, for records, its logs), so a scrape or a page costs no Kafka request."""
+records, share-partitions, CDC connectors' stored positions. Everything here runs on the
+event loop and reads what the broker holds in memory (or, for records, its logs), so a
+scrape or a page costs no Kafka request."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from headwater.broker.broker import Broker
@@ -11,6 +13,8 @@ from headwater.log import Log
 from headwater.records import Record, decode_records, iter_batches
 
 READ_CHUNK = 1 << 20  # bytes of batches read from a log at a time when browsing
+# Where `headwater cdc` connectors keep their positions unless given --positions-topic.
+CDC_POSITIONS_TOPIC = "headwater-cdc-positions"
 
 
 @dataclass(frozen=True)
@@ -81,3 +85,37 @@ def share_partitions(broker: Broker, group_id: str) -> list[SharePartitionView]:
                                        state.count(RecordState.ACQUIRED), waiting, state.archived_total,
                                        state.dead_lettered))
     return rows
+
+
+@dataclass(frozen=True)
+class ConnectorPosition:
+    """A CDC connector's last stored position: the broker holds every change event before it."""
+    connector: str      # the connector's key: "postgresql:SLOT" or "sqlite:/path/of/the.db"
+    position: dict      # as the connector stored it: {"lsn": ..., "snapshot_done": ...} or {"id": ...}
+    stored_at: int      # Unix ms of the position record
+
+    @property
+    def kind(self) -> str:
+        return self.connector.partition(":")[0]
+
+
+def connector_positions(broker: Broker, topic: str = CDC_POSITIONS_TOPIC) -> list[ConnectorPosition]:
+    """The latest position of each connector in the positions topic, sorted; none if it does not exist.
+
+    Connectors run in their own processes: this is all the broker knows of them (no source
+    position, hence no lag behind the source)."""
+    plog = broker.log_manager.get_log(topic, 0)
+    if plog is None:
+        return []
+    latest: dict[str, ConnectorPosition] = {}
+    for record in records_from(plog, plog.log_start_offset, plog.log_end_offset - plog.log_start_offset):
+        key = (record.key or b"").decode("utf-8", "replace")
+        try:
+            position = json.loads(record.value) if record.value is not None else None
+        except ValueError:
+            continue   # not a connector's record: someone else wrote to the topic
+        if isinstance(position, dict):
+            latest[key] = ConnectorPosition(key, position, record.timestamp)
+        else:
+            latest.pop(key, None)   # a tombstone: the connector's position was deleted
+    return sorted(latest.values(), key=lambda c: c.connector)
