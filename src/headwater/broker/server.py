@@ -17,6 +17,7 @@ from headwater.broker.apis.api_versions import api_versions_body
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.endpoint import client_host
+from headwater.broker.ingest.udp import close_udp_listeners, log_udp_stats, start_udp_listeners
 from headwater.broker.log_maintenance import LogMaintenance
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, ProtocolError, UnsupportedVersion, encode_response, parse_request
@@ -113,6 +114,12 @@ async def serve(config: BrokerConfig, ready=None) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut down cleanly (logs closed, marker written)."""
     server = Server(Broker(config))
     port = await server.start()
+    try:
+        udp = await start_udp_listeners(server.broker, config.udp_listeners)
+    except BaseException:
+        await server.stop()
+        raise
+    udp_stats = asyncio.create_task(log_udp_stats(udp))
     log.info("listening on %s:%d, data in %s", config.host, port, config.data_dir)
     if ready is not None:
         ready(port)
@@ -122,4 +129,6 @@ async def serve(config: BrokerConfig, ready=None) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
+    udp_stats.cancel()
+    close_udp_listeners(udp)
     await server.stop()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from headwater.broker.broker import DataDirInUse
 from headwater.broker.config import BrokerConfig
+from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
 from headwater.broker.server import serve
 from headwater.cli.common import CommandError
 from headwater.log import LogConfig
@@ -27,6 +28,15 @@ def _listener(text: str) -> str:
         raise ValueError(text)
     _port(port)
     return text
+
+
+def _udp(address: str, topic: str, mode: str) -> UdpListenerConfig:
+    try:
+        host, port = _listener(address).rsplit(":", 1)
+    except ValueError:
+        raise CommandError(f"--{'statsd' if mode == 'statsd' else 'udp'}-listener: expected HOST:PORT, "
+                           f"got {address!r}") from None
+    return UdpListenerConfig(host, int(port), topic, mode)
 
 
 def _positive(text: str) -> int:
@@ -69,6 +79,10 @@ def add_parser(subparsers) -> None:
                    help="how often retention deletes old segments (default %(default)s)")
     p.add_argument("--cleaner-interval-ms", default=15000, type=_positive,
                    help="pause between log cleaner passes over compacted topics (default %(default)s)")
+    p.add_argument("--statsd-listener", nargs=2, action="append", default=[], metavar=("HOST:PORT", "TOPIC"),
+                   help="receive StatsD metrics over UDP, one JSON record per metric keyed by its name (repeatable)")
+    p.add_argument("--udp-listener", nargs=2, action="append", default=[], metavar=("HOST:PORT", "TOPIC"),
+                   help="receive raw UDP datagrams, one record each (repeatable)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.set_defaults(func=run)
 
@@ -83,7 +97,9 @@ def run(args) -> int:
                           auto_create_topics=not args.no_auto_create, flush=args.flush,
                           message_max_bytes=args.message_max_bytes, topic_defaults=dict(args.log_config),
                           retention_check_interval_ms=args.retention_check_interval_ms,
-                          cleaner_interval_ms=args.cleaner_interval_ms)
+                          cleaner_interval_ms=args.cleaner_interval_ms,
+                          udp_listeners=[_udp(address, topic, "statsd") for address, topic in args.statsd_listener]
+                          + [_udp(address, topic, "raw") for address, topic in args.udp_listener])
 
     def ready(port: int) -> None:
         print(f"headwater broker listening on {args.host}:{port}", flush=True)
@@ -91,6 +107,8 @@ def run(args) -> int:
     try:
         asyncio.run(serve(config, ready))
     except DataDirInUse as exc:
+        raise CommandError(str(exc)) from exc
+    except NoSuchTopic as exc:
         raise CommandError(str(exc)) from exc
     except OSError as exc:
         raise CommandError(f"cannot serve on {args.host}:{args.port} with data in {args.data_dir}: {exc}") from exc
