@@ -6,8 +6,10 @@ import random
 import re
 import socket
 import time
+import urllib.request
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from headwater.testing import BrokerProcess, wait_until
 
@@ -25,7 +27,7 @@ def ingest(tmp_path_factory):
     statsd, raw = _free_udp_port(), _free_udp_port()
     proc = BrokerProcess(tmp_path_factory.mktemp("udp") / "data", "--num-partitions", "3",
                          "--statsd-listener", f"127.0.0.1:{statsd}", "metrics",
-                         "--udp-listener", f"127.0.0.1:{raw}", "datagrams").start()
+                         "--udp-listener", f"127.0.0.1:{raw}", "datagrams", "--http-listener", "127.0.0.1:0").start()
     yield proc, statsd, raw
     if proc.proc.poll() is None:
         proc.stop()
@@ -80,6 +82,15 @@ def test_statsd_metrics_of_every_type_become_json_records_keyed_by_name(ingest):
     got_raw = confluent_consume(proc.bootstrap, "datagrams", [0, 1, 2], len(datagrams))
     assert sorted(v for *_, v, _ in got_raw) == sorted(datagrams)
 
+    scraped = {(s.name, s.labels["mode"]): s.value for family in text_string_to_metric_families(
+        urllib.request.urlopen(proc.console_url + "metrics", timeout=10).read().decode())
+        for s in family.samples if s.name.startswith("headwater_udp_")}
+    assert scraped == {("headwater_udp_received_total", "statsd"): len(good) + len(malformed) + 1,
+                       ("headwater_udp_accepted_total", "statsd"): len(expected),
+                       ("headwater_udp_rejected_total", "statsd"): len(malformed) + 1,
+                       ("headwater_udp_received_total", "raw"): len(datagrams),
+                       ("headwater_udp_accepted_total", "raw"): len(datagrams),
+                       ("headwater_udp_rejected_total", "raw"): 0}
     assert proc.stop() == 0
     log = proc.log_file.read_text()
     counts = re.findall(r"statsd udp listener into metrics: received (\d+) datagrams, accepted (\d+), rejected (\d+)", log)

@@ -14,6 +14,8 @@ from headwater.broker.server import serve
 from headwater.cli.common import CommandError
 from headwater.log import LogConfig
 
+CONSOLE_READY = "headwater console on "  # the second line a broker with --http-listener prints when ready
+
 
 def _port(text: str) -> int:
     port = int(text)
@@ -30,13 +32,18 @@ def _listener(text: str) -> str:
     return text
 
 
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = _listener(text).rpartition(":")
+    return host, int(port)
+
+
 def _udp(address: str, topic: str, mode: str) -> UdpListenerConfig:
     try:
-        host, port = _listener(address).rsplit(":", 1)
+        host, port = _address(address)
     except ValueError:
         raise CommandError(f"--{'statsd' if mode == 'statsd' else 'udp'}-listener: expected HOST:PORT, "
                            f"got {address!r}") from None
-    return UdpListenerConfig(host, int(port), topic, mode)
+    return UdpListenerConfig(host, port, topic, mode)
 
 
 def _positive(text: str) -> int:
@@ -79,6 +86,10 @@ def add_parser(subparsers) -> None:
                    help="how often retention deletes old segments (default %(default)s)")
     p.add_argument("--cleaner-interval-ms", default=15000, type=_positive,
                    help="pause between log cleaner passes over compacted topics (default %(default)s)")
+    p.add_argument("--http-listener", type=_address, metavar="HOST:PORT",
+                   help="serve Prometheus /metrics and the web console here (port 0: any free one); off by default")
+    p.add_argument("--console-allow-writes", action="store_true",
+                   help="let the web console change state (reset a group's offsets); read-only by default")
     p.add_argument("--statsd-listener", nargs=2, action="append", default=[], metavar=("HOST:PORT", "TOPIC"),
                    help="receive StatsD metrics over UDP, one JSON record per metric keyed by its name (repeatable)")
     p.add_argument("--udp-listener", nargs=2, action="append", default=[], metavar=("HOST:PORT", "TOPIC"),
@@ -97,12 +108,15 @@ def run(args) -> int:
                           auto_create_topics=not args.no_auto_create, flush=args.flush,
                           message_max_bytes=args.message_max_bytes, topic_defaults=dict(args.log_config),
                           retention_check_interval_ms=args.retention_check_interval_ms,
-                          cleaner_interval_ms=args.cleaner_interval_ms,
+                          cleaner_interval_ms=args.cleaner_interval_ms, http_listener=args.http_listener,
+                          console_allow_writes=args.console_allow_writes,
                           udp_listeners=[_udp(address, topic, "statsd") for address, topic in args.statsd_listener]
                           + [_udp(address, topic, "raw") for address, topic in args.udp_listener])
 
-    def ready(port: int) -> None:
+    def ready(port: int, http: tuple[str, int] | None) -> None:
         print(f"headwater broker listening on {args.host}:{port}", flush=True)
+        if http is not None:
+            print(f"{CONSOLE_READY}http://{http[0]}:{http[1]}/", flush=True)
 
     try:
         asyncio.run(serve(config, ready))
