@@ -16,6 +16,7 @@ from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
+from headwater.broker.quotas import ClientQuotas
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
@@ -91,6 +92,7 @@ class Broker:
         store = GroupStore(self.log_manager, self.append, fsync_each_write=config.flush == "always")
         self.groups = GroupCoordinator(store, clock or LoopClock())
         self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
+        self.quotas = ClientQuotas(config.data_dir / "client-quotas.json")
 
     @staticmethod
     def _lock_data_dir(data_dir: Path):

@@ -116,14 +116,22 @@ class Server:
             endpoint = ENDPOINTS[header.api_key]
             started = time.perf_counter()
             response = await endpoint.handle(self.broker, header, request)
+            throttle = 0.0
             if response is not None:
-                writer.write(encode_response(header, endpoint.api, response))
+                encoded = encode_response(header, endpoint.api, response)
+                throttle = self.broker.quotas.throttle(header.client_id, header.api_key, size, len(encoded),
+                                                       time.perf_counter() - started)
+                if throttle and hasattr(response, "throttle_time_ms"):
+                    response.throttle_time_ms = int(throttle * 1000)
+                    encoded = encode_response(header, endpoint.api, response)
+                writer.write(encoded)
                 await writer.drain()
             if self.broker.metrics is not None:
                 self.broker.metrics.request(header.api_key, time.perf_counter() - started)
-            # A client with requests already buffered would otherwise never yield the loop:
-            # one busy producer must not starve the fetches waiting to deliver its records.
-            await asyncio.sleep(0)
+            # Over its quota, the connection is muted for the throttle time, as Kafka does. Else a client
+            # with requests already buffered would never yield the loop: one busy producer must not
+            # starve the fetches waiting to deliver its records.
+            await asyncio.sleep(throttle)
 
 
 async def serve(config: BrokerConfig, ready=None) -> None:

@@ -40,6 +40,8 @@ class ApiKey(IntEnum):
     DESCRIBE_LOG_DIRS = 35
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,8 @@ MESSAGE_CLASSES = {
     ApiKey.DESCRIBE_LOG_DIRS: (admin.DescribeLogDirsRequest, admin.DescribeLogDirsResponse),
     ApiKey.DELETE_GROUPS: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (admin.DescribeClientQuotasRequest, admin.DescribeClientQuotasResponse),
+    ApiKey.ALTER_CLIENT_QUOTAS: (admin.AlterClientQuotasRequest, admin.AlterClientQuotasResponse),
 }
 
 

@@ -7,7 +7,7 @@ beside the group coordinator, in ``broker/groups``.
 """
 from __future__ import annotations
 
-from headwater.broker.apis import api_versions, fetch, list_offsets, log_admin, produce, topic_configs, topics
+from headwater.broker.apis import api_versions, client_quotas, fetch, list_offsets, log_admin, produce, topic_configs, topics
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
@@ -40,6 +40,8 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, log_admin.describe_log_dirs),
     endpoint(ApiKey.DELETE_GROUPS, 0, 2, group_admin.delete_groups),
     endpoint(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, topic_configs.incremental_alter_configs),
+    endpoint(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, client_quotas.describe_client_quotas),
+    endpoint(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, client_quotas.alter_client_quotas),
 )}
 ADVERTISED.update((key, e.api) for key, e in ENDPOINTS.items())
 
