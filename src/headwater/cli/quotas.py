@@ -10,9 +10,10 @@ import argparse
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
+from headwater.broker.quotas import CLIENT_ID, KEYS
 from headwater.cli.common import CommandError, add_client_args, emit
 
-KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+
 MATCH_ANY = 2
 
 
@@ -54,11 +55,11 @@ def _send(args, request):
 def describe_quotas(args) -> int:
     Component = DescribeClientQuotasRequest.ComponentData
     response = _send(args, DescribeClientQuotasRequest(
-        components=[Component(entity_type="client-id", match_type=MATCH_ANY, match=None)], strict=False))
+        components=[Component(entity_type=CLIENT_ID, match_type=MATCH_ANY, match=None)], strict=False))
     if response.error_code:
         raise CommandError(response.error_message or f"error {response.error_code}")
     default = _send(args, DescribeClientQuotasRequest(
-        components=[Component(entity_type="client-id", match_type=1, match=None)], strict=False))
+        components=[Component(entity_type=CLIENT_ID, match_type=1, match=None)], strict=False))
     rows = [{"client_id": "<default>" if e.entity[0].entity_name is None else e.entity[0].entity_name,
              **{v.key: v.value for v in e.values}} for e in [*default.entries, *response.entries]]
     emit(args, [{"client_id": r["client_id"], **{k: r.get(k) for k in KEYS}} for r in rows], title="client quotas")
@@ -71,7 +72,7 @@ def alter_quotas(args) -> int:
     Entry = AlterClientQuotasRequest.EntryData
     ops = [Entry.OpData(key=k, value=v, remove=False) for k, v in args.add]
     ops += [Entry.OpData(key=k, value=0.0, remove=True) for k in args.delete]
-    entity = [Entry.EntityData(entity_type="client-id", entity_name=None if args.default else args.client_id)]
+    entity = [Entry.EntityData(entity_type=CLIENT_ID, entity_name=None if args.default else args.client_id)]
     response = _send(args, AlterClientQuotasRequest(entries=[Entry(entity=entity, ops=ops)], validate_only=False))
     for entry in response.entries:
         if entry.error_code:

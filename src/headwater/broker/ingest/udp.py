@@ -15,11 +15,10 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from kafka.partitioner.default import murmur2
-
 from headwater import records
 from headwater.broker.broker import Broker
 from headwater.broker.ingest.statsd import parse_datagram
+from headwater.broker.partitioner import partition_for
 from headwater.protocol.errors import ErrorCode
 
 log = logging.getLogger("headwater.broker.udp")
@@ -86,12 +85,12 @@ class UdpListener(asyncio.DatagramProtocol):
                             result.message or "")
 
     def _batches(self, keyed: list[tuple[bytes | None, bytes]], now: int) -> dict[int, bytes]:
-        """One batch per partition; keys hashed as Kafka's default partitioner does, no key round-robin."""
+        """One batch per partition, keys placed as Kafka's default partitioner places them."""
         topic = self.broker.log_manager.topics.get(self.topic)  # None after a delete: the append recreates it
         partitions = len(topic.partitions) if topic is not None else 1
         grouped: dict[int, list[records.Record]] = defaultdict(list)
         for key, value in keyed:
-            p = (murmur2(key) & 0x7FFFFFFF) % partitions if key is not None else self.stats.received % partitions
+            p = partition_for(key, partitions)
             grouped[p].append(records.Record(len(grouped[p]), now, key, value))
         return {p: records.encode_batch(rs) for p, rs in grouped.items()}
 
