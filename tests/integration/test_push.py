@@ -35,7 +35,7 @@ def produced(bootstrap, topic, messages) -> dict[tuple[str, int, int], tuple]:
 def push(bootstrap, topic, url, group, *flags) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "headwater", "push", topic, url, "--group", group,
                              "--bootstrap-server", bootstrap, "--from-beginning", "--timeout", "0.5",
-                             "--backoff", "0.05", "--max-backoff", "0.2",
+                             "--backoff", "0.1", "--max-backoff", "0.2",
                              "-X", "session.timeout.ms=6000", *flags],  # a killed member's partitions move on soon
                             env={**os.environ, "HEADWATER_PUSH_SECRET": SECRET.decode()})
 

@@ -66,6 +66,6 @@ def test_a_producer_above_its_quota_is_throttled_to_it_and_others_are_not(broker
     light.thread.join(60)
     # Bytes on the wire are the values plus record and batch overhead (~1.5% here): within 10% of the quota.
     assert 0.9 * QUOTA <= heavy.rate(start, end) <= 1.1 * QUOTA
-    assert heavy.throttles and all(t.throttle_time > 0 for t in heavy.throttles)
+    assert any(t.throttle_time > 0 for t in heavy.throttles)  # librdkafka reports 0 too, when a throttle ends
     assert not light.throttles
     assert light.rate(start, end) > 3 * QUOTA, "a client without a quota is not held back to it"
