@@ -7,10 +7,12 @@ beside the group coordinator, in ``broker/groups``.
 """
 from __future__ import annotations
 
-from headwater.broker.apis import api_versions, client_quotas, fetch, list_offsets, log_admin, produce, topic_configs, topics
+from headwater.broker.apis import (api_versions, client_quotas, cluster, fetch, list_offsets, log_admin, partitions,
+                                  produce, topic_configs, topics)
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
+from headwater.broker.share import apis as share
 from headwater.protocol.messages import Api, ApiKey
 
 ADVERTISED: dict[int, Api] = {}  # filled from ENDPOINTS below: what ApiVersions answers
@@ -19,7 +21,7 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.PRODUCE, 3, 8, produce.produce),
     endpoint(ApiKey.FETCH, 4, 11, fetch.fetch),
     endpoint(ApiKey.LIST_OFFSETS, 1, 5, list_offsets.list_offsets),
-    endpoint(ApiKey.METADATA, 1, 8, topics.metadata),
+    endpoint(ApiKey.METADATA, 1, 13, topics.metadata),
     endpoint(ApiKey.OFFSET_COMMIT, 2, 7, commits.offset_commit),
     endpoint(ApiKey.OFFSET_FETCH, 1, 5, commits.offset_fetch),
     endpoint(ApiKey.FIND_COORDINATOR, 0, 2, membership.find_coordinator),
@@ -40,6 +42,15 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, log_admin.describe_log_dirs),
     endpoint(ApiKey.DELETE_GROUPS, 0, 2, group_admin.delete_groups),
     endpoint(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, topic_configs.incremental_alter_configs),
+    endpoint(ApiKey.CREATE_PARTITIONS, 0, 3, partitions.create_partitions),
+    endpoint(ApiKey.OFFSET_DELETE, 0, 0, commits.offset_delete),
+    endpoint(ApiKey.DESCRIBE_CLUSTER, 0, 2, cluster.describe_cluster),
+    endpoint(ApiKey.DESCRIBE_PRODUCERS, 0, 0, produce.describe_producers),
+    endpoint(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, partitions.describe_topic_partitions),
+    endpoint(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, share.share_group_heartbeat),
+    endpoint(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share.share_group_describe),
+    endpoint(ApiKey.SHARE_FETCH, 1, 1, share.share_fetch),
+    endpoint(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share.share_acknowledge),
     endpoint(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, client_quotas.describe_client_quotas),
     endpoint(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, client_quotas.alter_client_quotas),
 )}

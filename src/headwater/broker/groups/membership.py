@@ -15,11 +15,20 @@ LeaveGroupResponse = MESSAGE_CLASSES[ApiKey.LEAVE_GROUP][1]
 GROUP_KEY = 0
 
 
+TRANSACTION_KEY = 1
+
+
 async def find_coordinator(broker, header, request):
-    # One broker: it coordinates every group. Transactions are not offered.
+    # One broker: it coordinates every group.
+    if request.key_type == TRANSACTION_KEY:
+        # Transactions are not offered yet: an error clients treat as final (a retriable one,
+        # such as COORDINATOR_NOT_AVAILABLE, keeps them retrying until their own timeouts).
+        return FindCoordinatorResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                       error_message="this broker does not offer transactions",
+                                       node_id=-1, host="", port=-1)
     if request.key_type != GROUP_KEY:
-        return FindCoordinatorResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                       error_message="Headwater coordinates consumer groups only",
+        return FindCoordinatorResponse(error_code=ErrorCode.INVALID_REQUEST,
+                                       error_message=f"unknown coordinator key type {request.key_type}",
                                        node_id=-1, host="", port=-1)
     if not request.key:
         return FindCoordinatorResponse(error_code=ErrorCode.INVALID_GROUP_ID, error_message="empty group id",
@@ -30,6 +39,9 @@ async def find_coordinator(broker, header, request):
 
 
 async def join_group(broker, header, request):
+    if request.group_id in broker.share.groups:  # one group id, one kind of group
+        return JoinGroupResponse(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, generation_id=-1, protocol_name="",
+                                 leader="", member_id=request.member_id, members=[])
     rebalance_timeout = request.rebalance_timeout_ms if header.api_version >= 1 else request.session_timeout_ms
     result = await broker.groups.join(JoinRequest(
         group_id=request.group_id, member_id=request.member_id, instance_id=request.group_instance_id,

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Callable
 
 from headwater.log import LogManager, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
-from headwater.records import CorruptRecordError, Record, decode_records, encode_batch, iter_batches
+from headwater.broker.internal_topic import replay
+from headwater.records import Record, encode_batch
 
 from .group import CommittedOffset, Group, GroupState, Member
 
@@ -42,7 +43,6 @@ log = logging.getLogger("headwater.groups")
 OFFSETS_TOPIC = "__consumer_offsets"
 # Compacted like Kafka's; segments small enough that the cleaner gets closed ones to work on.
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
-READ_CHUNK = 1 << 20
 
 
 def _json(obj) -> bytes:
@@ -102,8 +102,14 @@ class GroupStore:
 
     def delete_group(self, group: Group) -> ErrorCode:
         tombstones = [(group_key(group.group_id), None)]
-        tombstones += [(offset_key(group.group_id, t, p), None) for t, p in group.offsets]
-        return self._write(tombstones)
+        return self._write(tombstones + self._offset_tombstones(group.group_id, group.offsets))
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> ErrorCode:
+        return self._write(self._offset_tombstones(group_id, partitions))
+
+    @staticmethod
+    def _offset_tombstones(group_id: str, partitions) -> list[tuple[bytes, None]]:
+        return [(offset_key(group_id, topic, partition), None) for topic, partition in partitions]
 
     # --- replay ----------------------------------------------------------------------------
 
@@ -113,35 +119,12 @@ class GroupStore:
         plog = self.logs.get_log(OFFSETS_TOPIC, 0)
         if plog is None:
             raise UnknownTopicError(OFFSETS_TOPIC)
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            chunk = plog.read(offset, READ_CHUNK)
-            if not chunk:
-                break
+        for record in replay(plog, OFFSETS_TOPIC):
             try:
-                for pos, header in iter_batches(chunk, validate=False):
-                    if not header.is_control:
-                        _replay_batch(groups, chunk, pos, header)
-                    offset = header.last_offset + 1
-            except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
-                log.error("replay of %s stops at offset %d: %s", OFFSETS_TOPIC, offset, exc)
-                break
+                _apply(groups, json.loads(record.key), None if record.value is None else json.loads(record.value))
+            except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
+                log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, OFFSETS_TOPIC, exc)
         return groups
-
-
-def _replay_batch(groups: dict[str, Group], chunk, pos: int, header) -> None:
-    """Apply one batch's records; whatever cannot be read is skipped with one log line, because
-    nothing in this topic may stop the broker from starting."""
-    try:
-        records = decode_records(chunk, pos)[1]
-    except CorruptRecordError as exc:
-        log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, OFFSETS_TOPIC, exc)
-        return
-    for record in records:
-        try:
-            _apply(groups, json.loads(record.key), None if record.value is None else json.loads(record.value))
-        except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
-            log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, OFFSETS_TOPIC, exc)
 
 
 def _apply(groups: dict[str, Group], key: dict, value: dict | None) -> None:
