@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import sys
+import urllib.parse
 
 from headwater.cli.common import add_client_args
 from headwater.push.retry import Backoff
@@ -22,6 +23,13 @@ def _positive(kind):
     return parse
 
 
+def _url(text: str) -> str:
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL, got {text!r}")
+    return text
+
+
 def _property(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep:
@@ -35,7 +43,7 @@ def add_parser(subparsers) -> None:
                               "ENDPOINT (body and headers: docs/messaging.md). A 2xx acknowledges; anything "
                               "else is retried with exponential backoff and jitter, then dead-lettered.")
     p.add_argument("topic")
-    p.add_argument("endpoint", help="URL the records are POSTed to")
+    p.add_argument("endpoint", type=_url, help="http:// or https:// URL the records are POSTed to")
     p.add_argument("--group", help="consumer group (default: push-TOPIC)")
     p.add_argument("--dead-letter-topic", help="where records go after --max-attempts (default: TOPIC.dlq)")
     p.add_argument("--max-attempts", type=_positive(int), default=10, help="attempts per record (default %(default)s)")
