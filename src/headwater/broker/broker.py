@@ -20,6 +20,7 @@ from headwater.broker.share import dead_letters
 from headwater.broker.share.coordinator import ShareCoordinator
 from headwater.broker.share.store import ShareStateStore
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
+from headwater.broker.quotas import ClientQuotas
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
@@ -97,6 +98,7 @@ class Broker:
         clock = clock or LoopClock()
         self.groups = GroupCoordinator(store, clock)
         self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
+        self.quotas = ClientQuotas(config.data_dir / "client-quotas.json")
         self.share = ShareCoordinator(self.log_manager, clock, dead_letter=self._dead_letter,
                                       is_classic_group=lambda g: self.groups.describe(g).state.value != "Dead",
                                       wake=self.growth.notify,

@@ -7,8 +7,8 @@ beside the group coordinator, in ``broker/groups``.
 """
 from __future__ import annotations
 
-from headwater.broker.apis import (api_versions, cluster, fetch, list_offsets, log_admin, partitions, produce,
-                                  topic_configs, topics)
+from headwater.broker.apis import (api_versions, client_quotas, cluster, fetch, list_offsets, log_admin, partitions,
+                                  produce, topic_configs, topics)
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
@@ -51,6 +51,8 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share.share_group_describe),
     endpoint(ApiKey.SHARE_FETCH, 1, 1, share.share_fetch),
     endpoint(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share.share_acknowledge),
+    endpoint(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, client_quotas.describe_client_quotas),
+    endpoint(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, client_quotas.alter_client_quotas),
 )}
 ADVERTISED.update((key, e.api) for key, e in ENDPOINTS.items())
 

@@ -30,6 +30,7 @@ from headwater.broker.groups.group import CommittedOffset, GroupState
 from headwater.broker.groups.reset import MODES, ResetTo
 from headwater.broker.http.history import History
 from headwater.broker.http.metrics import BrokerMetrics
+from headwater.broker.http.rest import RestApi
 from headwater.broker.http.state import group_offsets, records_from
 from headwater.log import Log, Topic
 from headwater.protocol.errors import ErrorCode
@@ -270,6 +271,7 @@ class Console:
             Route("/groups/{group}/lag.json", self.group_lag),
             Route("/groups/{group}/reset", self.reset, methods=["POST"]),
             Route("/metrics", self.scrape),
+            Mount("/v3", app=RestApi(self.broker).app()),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
         return Starlette(routes=routes, exception_handlers={HTTPException: self.error, Exception: self.failure})
