@@ -15,6 +15,9 @@ from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
+from headwater.broker.txn.coordinator import TransactionCoordinator
+from headwater.broker.txn.partitions import TxnPartitions
+from headwater.broker.txn.store import TransactionStore
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
@@ -84,8 +87,14 @@ class Broker:
         # own sized by the largest batch it opened, so a pool of them multiplies resident memory.
         self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
         # Replays __consumer_offsets: groups and offsets are back.
-        store = GroupStore(self.log_manager, self.append, fsync_each_write=config.flush == "always")
-        self.groups = GroupCoordinator(store, clock or LoopClock())
+        clock = clock or LoopClock()
+        fsync_each_write = config.flush == "always"
+        self.groups = GroupCoordinator(GroupStore(self.log_manager, self.append, fsync_each_write), clock)
+        # Replays __transaction_state: decided transactions are finished, open ones aborted.
+        self.txn_partitions = TxnPartitions(self.log_manager, self.growth)
+        self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, self.append, fsync_each_write),
+                                                   clock, self.txn_partitions, self.producer_ids.allocate,
+                                                   self.groups)
 
     @staticmethod
     def _lock_data_dir(data_dir: Path):
@@ -198,6 +207,8 @@ class Broker:
             for _, header in batches:
                 if header.producer_id != NO_PRODUCER_ID:
                     producers.appended(header, offset)
+                    if header.is_transactional:
+                        self.txn_partitions.appended(topic.name, partition, plog, header, offset)
                 offset += header.last_offset_delta + 1
         self.growth.notify(topic.name, partition)
         return ProduceResult(ErrorCode.NONE, first, log_append_time=now_ms if topic.config.log_append_time else -1)
@@ -219,13 +230,14 @@ class Broker:
             if not chunk:
                 break
             for _, header in iter_batches(chunk, validate=False):
-                if header.producer_id != NO_PRODUCER_ID and header.last_offset >= offset:
+                if header.producer_id != NO_PRODUCER_ID and not header.is_control and header.last_offset >= offset:
                     producers.appended(header, header.base_offset)
                 offset = header.last_offset + 1
 
     def delete_topic(self, name: str) -> None:
         self.log_manager.delete_topic(name)
         self.growth.forget_topic(name)
+        self.txn_partitions.forget_topic(name)
         for key in [k for k in self._producers if k[0] == name]:
             del self._producers[key]
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 
+from headwater.broker.txn.apis import init_transactional_producer, produce_error
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
@@ -17,15 +18,15 @@ async def produce(broker, header, request):
     TopicResult = ProduceResponse.TopicProduceResponse
     PartitionResult = TopicResult.PartitionProduceResponse
     refuse = None
-    if request.transactional_id is not None:
-        refuse = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # transactions are not offered
-    elif request.acks not in (0, 1, ACKS_ALL):
+    if request.acks not in (0, 1, ACKS_ALL):
         refuse = ErrorCode.INVALID_REQUIRED_ACKS
     responses, appended = [], []
     for topic in request.topic_data:
         partitions = []
         for part in topic.partition_data:
-            if refuse is None:
+            refused = refuse or produce_error(broker, request.transactional_id, topic.name, part.index,
+                                              part.records)
+            if refused is ErrorCode.NONE:
                 result = await broker.produce(topic.name, part.index, part.records)
                 if result.error:
                     log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,
@@ -33,7 +34,7 @@ async def produce(broker, header, request):
                 error, base_offset, message = result.error, result.base_offset, result.message
                 append_time = result.log_append_time
             else:
-                error, base_offset, message, append_time = refuse, -1, None, -1
+                error, base_offset, message, append_time = refused, -1, None, -1
             partitions.append(PartitionResult(index=part.index, error_code=error, base_offset=base_offset,
                                               log_append_time_ms=append_time,
                                               log_start_offset=_log_start(broker, topic.name, part.index),
@@ -67,7 +68,6 @@ def _log_start(broker, topic: str, partition: int) -> int:
 
 async def init_producer_id(broker, header, request):
     if request.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      producer_id=-1, producer_epoch=-1)
+        return await init_transactional_producer(broker, header, request)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=broker.producer_ids.allocate(),
                                   producer_epoch=0)

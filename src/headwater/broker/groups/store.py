@@ -13,40 +13,20 @@ record is keyed so that compaction keeps only the latest state of each thing:
             "rebalance_timeout_ms", "subscription": base64, "assignment": base64}]}
 
 A null value (tombstone) deletes the key: DeleteGroups writes one for the group and each
-of its offsets. Records that do not parse (someone produced to the topic) are skipped
-with a warning when replayed.
+of its offsets. Writing and replaying is ``broker.internal_topic``'s.
 """
 from __future__ import annotations
 
 import base64
-import json
-import logging
-import time
-from typing import TYPE_CHECKING, Callable
 
-from headwater.log import LogManager, UnknownTopicError
+from headwater.broker.internal_topic import Append, InternalTopic, json_bytes
+from headwater.log import LogManager
 from headwater.protocol.errors import ErrorCode
-from headwater.records import CorruptRecordError, Record, decode_records, encode_batch, iter_batches
 
 from .group import CommittedOffset, Group, GroupState, Member
 
-if TYPE_CHECKING:
-    from headwater.broker.broker import ProduceResult
-
-# The broker's append (topic, partition, record batches): the offsets log is validated and
-# fetched like any other topic's, and consumers waiting on it are woken.
-Append = Callable[[str, int, bytes], "ProduceResult"]
-
-log = logging.getLogger("headwater.groups")
-
 OFFSETS_TOPIC = "__consumer_offsets"
-# Compacted like Kafka's; segments small enough that the cleaner gets closed ones to work on.
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
-READ_CHUNK = 1 << 20
-
-
-def _json(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+_json = json_bytes
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
@@ -70,78 +50,30 @@ def _group_value(group: Group) -> bytes:
 
 class GroupStore:
     def __init__(self, logs: LogManager, append: Append, fsync_each_write: bool):
-        self.logs, self._append, self._fsync_each_write = logs, append, fsync_each_write
-        if OFFSETS_TOPIC not in logs.topics:
-            logs.create_topic(OFFSETS_TOPIC, 1, TOPIC_CONFIGS)
-
-    def _write(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
-        if not pairs:
-            return ErrorCode.NONE
-        now = int(time.time() * 1000)
-        batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
-        result = self._append(OFFSETS_TOPIC, 0, batch)
-        if result.error:
-            log.error("cannot write to %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message or "")
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its offsets log refuses a write
-        if self._fsync_each_write:
-            try:
-                self.logs.get_log(OFFSETS_TOPIC, 0).flush()
-            except OSError as exc:  # written, not durable: the client is told, and commits again
-                log.error("cannot fsync %s: %s", OFFSETS_TOPIC, exc)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return ErrorCode.NONE
+        self.logs = logs
+        self._topic = InternalTopic(OFFSETS_TOPIC, logs, append, fsync_each_write)
 
     def store_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
-        return self._write([(offset_key(group_id, topic, partition),
+        return self._topic.write([(offset_key(group_id, topic, partition),
                              _json({"offset": c.offset, "leader_epoch": c.leader_epoch, "metadata": c.metadata,
                                     "commit_timestamp": c.commit_timestamp}))
                             for (topic, partition), c in offsets.items()])
 
     def store_group(self, group: Group) -> ErrorCode:
-        return self._write([(group_key(group.group_id), _group_value(group))])
+        return self._topic.write([(group_key(group.group_id), _group_value(group))])
 
     def delete_group(self, group: Group) -> ErrorCode:
         tombstones = [(group_key(group.group_id), None)]
         tombstones += [(offset_key(group.group_id, t, p), None) for t, p in group.offsets]
-        return self._write(tombstones)
+        return self._topic.write(tombstones)
 
     # --- replay ----------------------------------------------------------------------------
 
     def load(self) -> dict[str, Group]:
         """Rebuild every group from the log: the last record of each key wins, as compaction keeps it."""
         groups: dict[str, Group] = {}
-        plog = self.logs.get_log(OFFSETS_TOPIC, 0)
-        if plog is None:
-            raise UnknownTopicError(OFFSETS_TOPIC)
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            chunk = plog.read(offset, READ_CHUNK)
-            if not chunk:
-                break
-            try:
-                for pos, header in iter_batches(chunk, validate=False):
-                    if not header.is_control:
-                        _replay_batch(groups, chunk, pos, header)
-                    offset = header.last_offset + 1
-            except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
-                log.error("replay of %s stops at offset %d: %s", OFFSETS_TOPIC, offset, exc)
-                break
+        self._topic.replay(lambda key, value: _apply(groups, key, value))
         return groups
-
-
-def _replay_batch(groups: dict[str, Group], chunk, pos: int, header) -> None:
-    """Apply one batch's records; whatever cannot be read is skipped with one log line, because
-    nothing in this topic may stop the broker from starting."""
-    try:
-        records = decode_records(chunk, pos)[1]
-    except CorruptRecordError as exc:
-        log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, OFFSETS_TOPIC, exc)
-        return
-    for record in records:
-        try:
-            _apply(groups, json.loads(record.key), None if record.value is None else json.loads(record.value))
-        except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
-            log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, OFFSETS_TOPIC, exc)
 
 
 def _apply(groups: dict[str, Group], key: dict, value: dict | None) -> None:

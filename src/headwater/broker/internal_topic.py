@@ -1,0 +1,94 @@
+"""A compacted internal topic as a coordinator's durable state (``__consumer_offsets``,
+``__transaction_state``): JSON keys and values written through the broker's append, and
+replayed record by record when the broker starts.
+
+Each record is keyed so that compaction keeps only the latest state of each thing; a null
+value (tombstone) deletes the key. Records that do not parse (someone produced to the topic,
+a torn batch) are skipped with a warning: nothing in these topics may stop the broker from
+starting.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from headwater.log import LogManager, UnknownTopicError
+from headwater.protocol.errors import ErrorCode
+from headwater.records import CorruptRecordError, Record, decode_records, encode_batch, iter_batches
+
+if TYPE_CHECKING:
+    from headwater.broker.broker import ProduceResult
+
+# The broker's append (topic, partition, record batches): the internal log is validated and
+# fetched like any other topic's, and consumers waiting on it are woken.
+Append = Callable[[str, int, bytes], "ProduceResult"]
+# Applies one replayed record: (key, value or None for a tombstone); may raise on bad content.
+Apply = Callable[[Any, Any], None]
+
+log = logging.getLogger("headwater.broker")
+
+# Segments small enough that the cleaner gets closed ones to work on.
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
+READ_CHUNK = 1 << 20
+
+
+def json_bytes(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+class InternalTopic:
+    def __init__(self, name: str, logs: LogManager, append: Append, fsync_each_write: bool):
+        self.name, self.logs, self._append, self._fsync_each_write = name, logs, append, fsync_each_write
+        if name not in logs.topics:
+            logs.create_topic(name, 1, TOPIC_CONFIGS)
+
+    def write(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append (key, value) records in one batch, fsynced when the broker flushes every write."""
+        if not pairs:
+            return ErrorCode.NONE
+        now = int(time.time() * 1000)
+        batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
+        result = self._append(self.name, 0, batch)
+        if result.error:
+            log.error("cannot write to %s: %s %s", self.name, result.error.name, result.message or "")
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its state log refuses a write
+        if self._fsync_each_write:
+            try:
+                self.logs.get_log(self.name, 0).flush()
+            except OSError as exc:  # written, not durable: the client is told, and retries
+                log.error("cannot fsync %s: %s", self.name, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    def replay(self, apply: Apply) -> None:
+        """Feed every record, oldest first, to ``apply`` as parsed JSON (key, value)."""
+        plog = self.logs.get_log(self.name, 0)
+        if plog is None:
+            raise UnknownTopicError(self.name)
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        while offset < end:
+            chunk = plog.read(offset, READ_CHUNK)
+            if not chunk:
+                break
+            try:
+                for pos, header in iter_batches(chunk, validate=False):
+                    if not header.is_control:
+                        self._replay_batch(apply, chunk, pos, header)
+                    offset = header.last_offset + 1
+            except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
+                log.error("replay of %s stops at offset %d: %s", self.name, offset, exc)
+                break
+
+    def _replay_batch(self, apply: Apply, chunk, pos: int, header) -> None:
+        try:
+            records = decode_records(chunk, pos)[1]
+        except CorruptRecordError as exc:
+            log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, self.name, exc)
+            return
+        for record in records:
+            try:
+                apply(json.loads(record.key), None if record.value is None else json.loads(record.value))
+            except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
+                log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, self.name, exc)
