@@ -5,6 +5,7 @@ Kafka's error codes. Ground truth is the list of values each test committed."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import textwrap
@@ -250,3 +251,28 @@ def test_bad_transactional_requests_get_kafkas_error_codes(broker):
     finally:
         wire.close()
     assert read_all(broker.bootstrap, topic, "read_committed") == [b"x"]
+
+
+def headwater_cli(broker, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "headwater", "transactions", *args, "--bootstrap-server",
+                           broker.bootstrap], capture_output=True, text=True, timeout=120)
+
+
+def test_cli_lists_and_describes_transactions(broker):
+    topic, txn_id = fresh("cli"), fresh("tx")
+    producer = transactional(broker.bootstrap, txn_id)
+    producer.begin_transaction()
+    for partition in (0, 2):
+        producer.produce(topic, value=b"open", partition=partition)
+    producer.flush(30)
+    listed = json.loads(headwater_cli(broker, "list", "--json").stdout)
+    mine = [row for row in listed if row["transactional_id"] == txn_id]
+    assert len(mine) == 1 and mine[0]["state"] == "Ongoing" and mine[0]["partitions"] == f"{topic}-0 {topic}-2"
+    assert mine[0]["age_s"] >= 0
+    producer.commit_transaction(30)
+    (described,) = json.loads(headwater_cli(broker, "describe", txn_id, "--json").stdout)
+    assert (described["state"], described["partitions"], described["age_s"]) == ("CompleteCommit", "", None)
+    assert described["producer"] == mine[0]["producer"] and described["epoch"] == mine[0]["epoch"]
+    missing = headwater_cli(broker, "describe", "no-such-id")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == "headwater: error: no transactional id no-such-id is known to the coordinator"
