@@ -19,6 +19,7 @@ from kafka import KafkaProducer
 from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest,
                                      ProduceRequest, TxnOffsetCommitRequest)
 
+from headwater.demo.payments import read_to_end
 from headwater.protocol.errors import ErrorCode
 from headwater.records import ATTR_TRANSACTIONAL, Record, encode_batch
 from headwater.testing import BrokerProcess
@@ -40,26 +41,8 @@ def fresh(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
-def read_all(bootstrap: str, topic: str, isolation: str, timeout: float = 60) -> list[bytes]:
-    """Every value a consumer with ``isolation`` gets from all partitions, up to the end (EOF)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": fresh("reader"), "isolation.level": isolation,
-                         "enable.partition.eof": True, "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    values, at_end, deadline = [], set(), time.monotonic() + timeout
-    try:
-        while len(at_end) < PARTITIONS and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                at_end.add(msg.partition())
-                continue
-            at_end.discard(msg.partition())
-            values.append(msg.value())
-    finally:
-        consumer.close()
-    assert len(at_end) == PARTITIONS, "the consumer did not reach the end of every partition"
-    return values
+def read_all(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    return read_to_end(bootstrap, topic, isolation)
 
 
 def transactional(bootstrap: str, txn_id: str, **config) -> Producer:
