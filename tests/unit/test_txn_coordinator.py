@@ -11,7 +11,8 @@ import pytest
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.group import CommittedOffset
-from headwater.broker.txn.partitions import AbortedTxn
+from headwater.log.cleaner import clean_log
+from headwater.log.txn_index import AbortedTxn
 from headwater.broker.txn.transaction import TxnState
 from headwater.protocol.errors import ErrorCode
 from headwater.records import (ATTR_TRANSACTIONAL, Record, decode_records, encode_batch, iter_batches,
@@ -21,6 +22,7 @@ from .clock import ManualClock
 
 E = ErrorCode
 TIMEOUT_MS = 60_000
+FAR_FUTURE_MS = 2**62  # past every record's min.compaction.lag.ms (markers carry the wall-clock time)
 
 
 @pytest.fixture
@@ -92,8 +94,7 @@ def markers(broker, topic="t", partition=0):
 
 
 def aborted(broker, topic="t", partition=0):
-    plog = broker.log_manager.get_log(topic, partition)
-    return broker.txn_partitions.aborted_between(topic, partition, plog, 0, plog.log_end_offset)
+    return broker.log_manager.get_log(topic, partition).aborted_txns.entries
 
 
 def test_commit_writes_a_marker_to_every_partition_and_releases_the_lso(broker):
@@ -221,3 +222,35 @@ def test_a_restart_finishes_a_prepared_commit_and_aborts_an_open_transaction(dat
         assert again.end(commit=True) == E.NONE
     finally:
         broker.close()
+
+
+def test_the_cleaner_removes_aborted_records_and_leaves_open_transactions_alone(broker):
+    broker.log_manager.create_topic("c", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
+    plog = broker.log_manager.get_log("c", 0)
+    broker.append("c", 0, encode_batch([Record(0, 1000, b"k", b"committed")]))
+    aborting, open_one = Producer(broker, "aborting"), Producer(broker, "open")
+
+    def keyed(producer, key, value):
+        assert broker.transactions.add_partitions(producer.txn_id, producer.pid, producer.epoch, [("c", 0)]) == 0
+        seq = producer.sequences.get(("c", 0), 0)
+        producer.sequences[("c", 0)] = seq + 1
+        batch = encode_batch([Record(0, 1000, key, value)], producer_id=producer.pid, producer_epoch=producer.epoch,
+                             base_sequence=seq, attributes=ATTR_TRANSACTIONAL)
+        assert broker.append("c", 0, batch).error == E.NONE
+
+    keyed(aborting, b"k", b"aborted")
+    keyed(open_one, b"j", b"pending")
+    assert aborting.end(commit=False) == E.NONE
+    plog.roll()
+
+    def values():
+        return [(r.key, r.value) for h, records in batches(broker, "c") if not h.is_control for r in records]
+
+    written = values()
+    assert clean_log(plog, FAR_FUTURE_MS) is None      # a transaction is open in the closed segment
+    assert values() == written
+    assert open_one.end(commit=True) == E.NONE
+    plog.roll()
+    stats = clean_log(plog, FAR_FUTURE_MS)
+    assert stats is not None and stats.records_removed == 1
+    assert values() == [(b"k", b"committed"), (b"j", b"pending")]  # the aborted value never shadowed the committed

@@ -10,7 +10,7 @@ Every file name the storage engine writes is spelled here, and nowhere else::
         <20-digit base offset>.timeindex     its time index
         ... + .cleaned / .swap               a log cleaner rewrite before / after its commit (recovery.py)
         recovery-point, log-start-offset, cleaner-checkpoint
-        aborted-transactions                 the aborted-transaction index (broker/txn/partitions.py)
+        aborted-transactions                 the aborted-transaction index (txn_index.py)
         .clean-shutdown
     <data_dir>/<hex>.deleted/                a log on its way out
     <any of the above>.tmp                   a replacement being written

@@ -54,8 +54,7 @@ def _read_partitions(broker, request):
                 if stable < end:
                     records = _below(records, stable)
                 aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                           for a in broker.txn_partitions.aborted_between(topic.topic, part.partition, plog,
-                                                                          part.fetch_offset, stable)]
+                           for a in plog.aborted_txns.between(part.fetch_offset, stable)]
             total += len(records)
             budget -= len(records)
             errors = errors or error != ErrorCode.NONE
