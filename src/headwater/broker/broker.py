@@ -216,15 +216,19 @@ class Broker:
     def _partition_producers(self, topic: str, partition: int, plog: Log) -> PartitionProducers:
         producers = self._producers.get((topic, partition))
         if producers is None:
-            producers = self._producers[(topic, partition)] = PartitionProducers()
-            self._replay_producers(producers, plog)
+            snapshot = PartitionProducers.load(plog.directory)
+            if snapshot is not None and snapshot[1] <= plog.log_end_offset:
+                producers, offset = snapshot[0], max(snapshot[1], plog.log_start_offset)
+            else:  # none, or one the log was truncated below by crash recovery
+                producers, offset = PartitionProducers(), plog.active_segment_base_offset
+            self._producers[(topic, partition)] = producers
+            self._replay_producers(producers, plog, offset)
         return producers
 
     @staticmethod
-    def _replay_producers(producers: PartitionProducers, plog: Log) -> None:
-        """Rebuild sequence state from the batches of the active segment, so a producer
-        retrying across a broker restart is still recognised."""
-        offset = plog.active_segment_base_offset
+    def _replay_producers(producers: PartitionProducers, plog: Log, offset: int) -> None:
+        """Rebuild sequence state from the batches after ``offset`` (the snapshot's, else the
+        active segment's start), so a producer retrying across a broker restart is still recognised."""
         while offset < plog.log_end_offset:
             chunk = plog.read(offset, 1 << 20)
             if not chunk:
@@ -243,5 +247,12 @@ class Broker:
 
     def close(self) -> None:
         self._validator.shutdown()
+        for (topic, partition), producers in self._producers.items():
+            plog = self.log_manager.get_log(topic, partition)
+            if plog is not None:
+                try:
+                    producers.save(plog.directory, plog.log_end_offset)
+                except OSError as exc:  # the next start replays the active segment instead
+                    log.warning("cannot snapshot the producers of %s-%d: %s", topic, partition, exc)
         self.log_manager.close()
         self._lock.close()
