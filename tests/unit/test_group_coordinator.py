@@ -38,13 +38,6 @@ RANGE = [("range", subscription("t"))]
 
 
 @pytest.fixture
-def clock():
-    clock = ManualClock()
-    yield clock
-    clock.close()
-
-
-@pytest.fixture
 def broker(tmp_path, clock):
     broker = Broker(BrokerConfig(data_dir=tmp_path / "data", flush="never"), clock=clock)
     yield broker

@@ -18,18 +18,10 @@ from headwater.protocol.errors import ErrorCode
 from headwater.records import (ATTR_TRANSACTIONAL, Record, decode_records, encode_batch, iter_batches,
                                marker_is_commit)
 
-from .clock import ManualClock
 
 E = ErrorCode
 TIMEOUT_MS = 60_000
 FAR_FUTURE_MS = 2**62  # past every record's min.compaction.lag.ms (markers carry the wall-clock time)
-
-
-@pytest.fixture
-def clock():
-    clock = ManualClock()
-    yield clock
-    clock.close()
 
 
 @pytest.fixture

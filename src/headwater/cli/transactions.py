@@ -16,13 +16,15 @@ from headwater.cli.common import CommandError, add_client_args, emit
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("transactions", help="transactional producers: state, open partitions, age")
     sub = p.add_subparsers(dest="transactions_command", required=True)
-    listing = sub.add_parser("list", help="every transactional id, with its producer id/epoch, state and age")
-    add_client_args(listing)
-    listing.set_defaults(func=list_transactions)
-    describe = sub.add_parser("describe", help="one transactional id: state, partitions of its open transaction")
-    describe.add_argument("transactional_id")
-    add_client_args(describe)
-    describe.set_defaults(func=describe_transaction)
+    for name, what, func, takes_id in (
+            ("list", "every transactional id, with its producer id/epoch, state and age", list_transactions, False),
+            ("describe", "one transactional id: state, partitions of its open transaction", describe_transaction,
+             True)):
+        command = sub.add_parser(name, help=what)
+        if takes_id:
+            command.add_argument("transactional_id")
+        add_client_args(command)
+        command.set_defaults(func=func)
 
 
 def _admin(args) -> KafkaAdminClient:
