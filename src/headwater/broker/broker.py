@@ -8,6 +8,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 from headwater.broker.clock import Clock, LoopClock
 from headwater.broker.config import BrokerConfig
@@ -122,23 +123,26 @@ class Broker:
             log.info("auto-created topic %s with %d partition(s)", name, self.config.num_partitions)
         return topic
 
-    async def produce(self, topic_name: str, partition: int, records: bytes | None) -> ProduceResult:
+    async def produce(self, topic_name: str, partition: int, records: bytes | None,
+                      admit: Callable[[], ErrorCode] | None = None) -> ProduceResult:
         """A client's batches for one partition: never to an internal topic, validated as Kafka's
         log validator does, then appended. Compressed or large batches are validated on the validator
-        thread (cramjam decompresses without the GIL), so the event loop keeps serving meanwhile."""
+        thread (cramjam decompresses without the GIL), so the event loop keeps serving meanwhile.
+        ``admit`` is asked last, just before the append (the transaction may have ended meanwhile)."""
         if is_internal_topic(topic_name):
             return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  message=f"cannot append to internal topic {topic_name!r}")
-        if records and _worth_a_thread(records):
-            target = self._target(topic_name, partition, records)
-            if isinstance(target, ProduceResult):
-                return target
-            batches = await asyncio.get_running_loop().run_in_executor(self._validator, self._validate, target,
-                                                                       records)
+        target = self._target(topic_name, partition, records)
+        if isinstance(target, ProduceResult):
+            return target
+        if _worth_a_thread(records):
+            validated = await asyncio.get_running_loop().run_in_executor(self._validator, self._validate, target,
+                                                                         records)
             if self.log_manager.topics.get(topic_name) is not target:  # deleted while we validated
                 return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            return self._append_valid(target, partition, batches)
-        return self.append(topic_name, partition, records)
+        else:
+            validated = self._validate(target, records)
+        return self._append_valid(target, partition, validated, admit)
 
     def append(self, topic_name: str, partition: int, records: bytes | None) -> ProduceResult:
         """Validate and append one partition's batches (on the caller's thread)."""
@@ -180,11 +184,14 @@ class Broker:
                                      f"max.message.bytes {limit} of topic {topic.name!r}")
         return buf, batches
 
-    def _append_valid(self, topic: Topic, partition: int,
-                      validated: tuple[bytearray, list] | ProduceResult) -> ProduceResult:
-        """Append batches that passed validation: producer sequence checks, then the log."""
+    def _append_valid(self, topic: Topic, partition: int, validated: tuple[bytearray, list] | ProduceResult,
+                      admit: Callable[[], ErrorCode] | None = None) -> ProduceResult:
+        """Append batches that passed validation: ``admit``, producer sequence checks, then the log."""
         if isinstance(validated, ProduceResult):
             return validated
+        refused = admit() if admit is not None else ErrorCode.NONE
+        if refused:
+            return ProduceResult(refused)
         buf, batches = validated
         plog = topic.partitions[partition]
         idempotent = [h for _, h in batches if h.producer_id != NO_PRODUCER_ID]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from headwater.broker.txn.apis import init_transactional_producer, produce_error
 from headwater.protocol.errors import ErrorCode
@@ -24,17 +25,16 @@ async def produce(broker, header, request):
     for topic in request.topic_data:
         partitions = []
         for part in topic.partition_data:
-            refused = refuse or produce_error(broker, request.transactional_id, topic.name, part.index,
-                                              part.records)
-            if refused is ErrorCode.NONE:
-                result = await broker.produce(topic.name, part.index, part.records)
+            if refuse is None:
+                admit = partial(produce_error, broker, request.transactional_id, topic.name, part.index, part.records)
+                result = await broker.produce(topic.name, part.index, part.records, admit)
                 if result.error:
                     log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,
                                 result.message or "")
                 error, base_offset, message = result.error, result.base_offset, result.message
                 append_time = result.log_append_time
             else:
-                error, base_offset, message, append_time = refused, -1, None, -1
+                error, base_offset, message, append_time = refuse, -1, None, -1
             partitions.append(PartitionResult(index=part.index, error_code=error, base_offset=base_offset,
                                               log_append_time_ms=append_time,
                                               log_start_offset=_log_start(broker, topic.name, part.index),
