@@ -11,13 +11,14 @@ import pytest
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.group import CommittedOffset
+from headwater.broker.txn.transaction import TxnState
 from headwater.log.cleaner import clean_log
 from headwater.log.txn_index import AbortedTxn
-from headwater.broker.txn.transaction import TxnState
 from headwater.protocol.errors import ErrorCode
 from headwater.records import (ATTR_TRANSACTIONAL, Record, decode_records, encode_batch, iter_batches,
                                marker_is_commit)
 
+from ..small_disk import fill_up, small_disk
 
 E = ErrorCode
 TIMEOUT_MS = 60_000
@@ -246,3 +247,18 @@ def test_the_cleaner_removes_aborted_records_and_leaves_open_transactions_alone(
     stats = clean_log(plog, FAR_FUTURE_MS)
     assert stats is not None and stats.records_removed == 1
     assert values() == [(b"k", b"committed"), (b"j", b"pending")]  # the aborted value never shadowed the committed
+
+
+def test_end_txn_on_a_full_disk_decides_nothing_and_succeeds_once_there_is_room(tmp_path, clock):
+    with small_disk(tmp_path / "disk", "1m") as disk:
+        broker = Broker(BrokerConfig(data_dir=disk / "data", flush="always"), clock=clock)
+        broker.log_manager.create_topic("t", 1)
+        p = Producer(broker)
+        p.send("t", 0, b"v")
+        filler = fill_up(disk)
+        assert p.end(commit=True) == E.COORDINATOR_NOT_AVAILABLE      # the decision could not be made durable
+        assert broker.transactions.get("app").state is TxnState.ONGOING and lso(broker) == 0
+        filler.unlink()
+        assert p.end(commit=True) == E.NONE                           # the client's retry
+        assert markers(broker) == [(1, p.pid, p.epoch, True)] and lso(broker) == 2
+        broker.close()

@@ -92,7 +92,7 @@ class Broker:
         fsync_each_write = config.flush == "always"
         self.groups = GroupCoordinator(GroupStore(self.log_manager, self.append, fsync_each_write), clock)
         # Replays __transaction_state: decided transactions are finished, open ones aborted.
-        self.txn_partitions = TxnPartitions(self.log_manager, self.growth)
+        self.txn_partitions = TxnPartitions(self.log_manager, self.growth, fsync_each_write)
         self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, self.append, fsync_each_write),
                                                    clock, self.txn_partitions, self.producer_ids.allocate,
                                                    self.groups)

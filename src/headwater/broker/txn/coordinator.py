@@ -82,6 +82,8 @@ class TransactionCoordinator:
         if producer_id != NO_PRODUCER_ID and (producer_id != txn.producer_id
                                               or producer_epoch not in (txn.producer_epoch, txn.last_epoch)):
             return ErrorCode.PRODUCER_FENCED, -1, -1
+        if txn.state in (PrepareCommit, PrepareAbort) and self._finish(txn):
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
         if producer_id != NO_PRODUCER_ID and producer_epoch == txn.last_epoch and txn.state in IDLE:
             return ErrorCode.NONE, txn.producer_id, txn.producer_epoch  # a retry of the bump it already got
         txn.timeout_ms = timeout_ms
@@ -108,9 +110,13 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch != txn.producer_epoch:
             return ErrorCode.PRODUCER_FENCED
-        if txn.state in (PrepareCommit, PrepareAbort):
+        if txn.state in (PrepareCommit, PrepareAbort) and self._finish(txn):
             return ErrorCode.CONCURRENT_TRANSACTIONS
         return txn
+
+    def _finish(self, txn: Transaction) -> ErrorCode:
+        """Try again the markers a decided transaction could not write yet."""
+        return self._write_markers(txn, commit=txn.state is PrepareCommit)
 
     def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
                        partitions: Iterable[TopicPartition]) -> ErrorCode:
@@ -205,9 +211,14 @@ class TransactionCoordinator:
         return self._write_markers(txn, commit)
 
     def _write_markers(self, txn: Transaction, commit: bool) -> ErrorCode:
-        """Carry out a decision that is already durable."""
-        for topic, partition in sorted(txn.partitions):
-            self.partitions.write_marker(topic, partition, txn.producer_id, txn.producer_epoch, commit)
+        """Carry out a decision that is already durable. A partition whose log refuses its marker
+        keeps the transaction in its Prepare state (the client retries; so does a restart)."""
+        unmarked = {(topic, partition) for topic, partition in sorted(txn.partitions)
+                    if not self.partitions.write_marker(topic, partition, txn.producer_id, txn.producer_epoch, commit)}
+        if unmarked:
+            txn.partitions = unmarked
+            self.store.store(txn)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if commit:
             for group_id, offsets in txn.offsets.items():
                 if offsets:

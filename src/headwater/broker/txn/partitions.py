@@ -41,8 +41,10 @@ def _headers(plog: Log, start: int) -> Iterator[BatchHeader]:
 class TxnPartitions:
     """The open transactions of every partition (producer id -> first offset), and the writer of markers."""
 
-    def __init__(self, logs: LogManager, growth: GrowthSignals):
-        self._logs, self._growth = logs, growth
+    def __init__(self, logs: LogManager, growth: GrowthSignals, fsync_markers: bool):
+        # fsync_markers: with --flush always a marker is on disk before the transaction is recorded
+        # as complete, so no crash can leave a completed transaction without its markers.
+        self._logs, self._growth, self._fsync_markers = logs, growth, fsync_markers
         self._open: dict[tuple[str, int], dict[int, int]] = {}
 
     def forget_topic(self, topic: str) -> None:
@@ -80,11 +82,11 @@ class TxnPartitions:
             self._opened(topic, partition, plog, producer_id, first)
 
     def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> bool:
-        """End ``producer_id``'s transaction in one partition; False if the partition is gone or
-        refused the write (logged)."""
+        """End ``producer_id``'s transaction in one partition (a partition deleted meanwhile needs
+        no marker); False if the log refused the write (logged): it is to be tried again."""
         plog = self._logs.get_log(topic, partition)
         if plog is None:
-            return False
+            return True
         marker = bytearray(encode_marker(producer_id, producer_epoch, commit, COORDINATOR_EPOCH,
                                          int(time.time() * 1000)))
         try:
@@ -92,10 +94,21 @@ class TxnPartitions:
         except OSError as exc:
             log.error("cannot write a transaction marker to %s-%d: %s", topic, partition, exc)
             return False
+        durable = self._flush(plog)
         open_ = self._open.get((topic, partition), {})
         first = open_.pop(producer_id, None)
         plog.first_unstable_offset = min(open_.values(), default=None)
         if first is not None and not commit:
             plog.aborted_txns.append(AbortedTxn(producer_id, first, offset))
         self._growth.notify(topic, partition)
-        return True
+        return durable
+
+    def _flush(self, plog: Log) -> bool:
+        if not self._fsync_markers:
+            return True
+        try:
+            plog.flush()
+            return True
+        except OSError as exc:  # the marker is in the log, not yet durable: written again on the retry
+            log.error("cannot fsync a transaction marker in %s: %s", plog.directory.name, exc)
+            return False
