@@ -154,3 +154,23 @@ def test_an_idle_producer_that_outlived_its_segment_is_known_after_a_restart(tmp
         assert broker.log_manager.get_log("t", 0).log_end_offset == 5
     finally:
         broker.close()
+
+
+def test_the_snapshot_taken_at_a_roll_survives_a_crash(tmp_path):
+    config = BrokerConfig(data_dir=tmp_path / "data", flush="never")
+    broker = Broker(config)
+    broker.log_manager.create_topic("t", 1, {"segment.bytes": "1024"})
+    batch = encode_batch([Record(0, 0, None, b"v")], producer_id=PID, producer_epoch=0, base_sequence=0)
+    first = broker.append("t", 0, batch)
+    for _ in range(40):   # someone else's records roll the segment several times
+        broker.append("t", 0, encode_batch([Record(0, 0, None, b"x" * 100)]))
+    plog = broker.log_manager.get_log("t", 0)
+    assert plog.active_segment.base_offset > first.base_offset
+    plog.flush()
+    broker._lock.close()   # a crash: no close(), no shutdown snapshot
+    broker = Broker(config)
+    try:
+        retry = broker.append("t", 0, batch)
+        assert (retry.error, retry.base_offset) == (E.NONE, first.base_offset)
+    finally:
+        broker.close()

@@ -217,6 +217,9 @@ class Broker:
                     if header.is_transactional:
                         self.txn_partitions.appended(topic.name, partition, plog, header, offset)
                 offset += header.last_offset_delta + 1
+        known = self._producers.get((topic.name, partition))
+        if known is not None and known.segment != plog.active_segment.base_offset:
+            self._snapshot_producers(known, plog)   # a roll: the state must outlive the segment it came from
         self.growth.notify(topic.name, partition)
         return ProduceResult(ErrorCode.NONE, first, log_append_time=now_ms if topic.config.log_append_time else -1)
 
@@ -230,7 +233,16 @@ class Broker:
                 producers, offset = PartitionProducers(), plog.active_segment_base_offset
             self._producers[(topic, partition)] = producers
             self._replay_producers(producers, plog, offset)
+            producers.segment = plog.active_segment.base_offset
         return producers
+
+    @staticmethod
+    def _snapshot_producers(producers: PartitionProducers, plog: Log) -> None:
+        try:
+            producers.save(plog.directory, plog.log_end_offset)
+            producers.segment = plog.active_segment.base_offset
+        except OSError as exc:  # the next start replays from the previous snapshot instead
+            log.warning("cannot snapshot the producers of %s: %s", plog.directory.name, exc)
 
     @staticmethod
     def _replay_producers(producers: PartitionProducers, plog: Log, offset: int) -> None:
@@ -257,9 +269,6 @@ class Broker:
         for (topic, partition), producers in self._producers.items():
             plog = self.log_manager.get_log(topic, partition)
             if plog is not None:
-                try:
-                    producers.save(plog.directory, plog.log_end_offset)
-                except OSError as exc:  # the next start replays the active segment instead
-                    log.warning("cannot snapshot the producers of %s-%d: %s", topic, partition, exc)
+                self._snapshot_producers(producers, plog)
         self.log_manager.close()
         self._lock.close()

@@ -5,9 +5,10 @@ For each (producer id, partition) the broker remembers the last five batches it 
 one of them is answered with its original base offset instead of being appended twice; a
 batch that skips ahead is refused with OUT_OF_ORDER_SEQUENCE_NUMBER.
 
-A partition's producer state is written to a snapshot in its directory when the broker
-stops, with the log end offset it covers, as Kafka does: the next start loads it and replays
-only the batches after it, so an idle producer that outlived its segment is still known.
+A partition's producer state is written to a snapshot in its directory at every segment
+roll and when the broker stops, with the log end offset it covers, as Kafka does: the next
+start (after a crash too) loads it and replays only the batches after it, so an idle
+producer that outlived its segment is still known.
 """
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ class PartitionProducers:
     def __init__(self) -> None:
         self._epochs: dict[int, int] = {}
         self._batches: dict[int, deque[AppendedBatch]] = {}
+        self.segment = -1   # the log's active segment when this state was last snapshotted
 
     def check(self, batch: BatchHeader) -> ErrorCode:
         """NONE if the batch may be appended; raises Duplicate for a retry of an appended batch."""
