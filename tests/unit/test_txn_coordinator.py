@@ -11,6 +11,7 @@ import pytest
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.group import CommittedOffset
+from headwater.broker.txn.coordinator import ID_EXPIRATION_MS
 from headwater.broker.txn.transaction import TxnState
 from headwater.log.cleaner import clean_log
 from headwater.log.txn_index import AbortedTxn
@@ -261,4 +262,21 @@ def test_end_txn_on_a_full_disk_decides_nothing_and_succeeds_once_there_is_room(
         filler.unlink()
         assert p.end(commit=True) == E.NONE                           # the client's retry
         assert markers(broker) == [(1, p.pid, p.epoch, True)] and lso(broker) == 2
+        broker.close()
+
+
+def test_an_idle_transactional_id_expires_and_stays_forgotten_after_a_restart(data_dir, clock):
+    broker = open_broker(data_dir, clock)
+    idle, busy = Producer(broker, "idle"), Producer(broker, "busy")
+    clock.advance(ID_EXPIRATION_MS - 1000)
+    busy.send("t", 0, b"keeps it alive")
+    assert busy.end(commit=True) == E.NONE
+    clock.advance(1000)
+    assert broker.transactions.get("idle") is None and broker.transactions.get("busy") is not None
+    assert idle.end(commit=True) == E.INVALID_PRODUCER_ID_MAPPING   # the id is unknown now
+    broker.close()
+    broker = open_broker(data_dir, clock)
+    try:
+        assert broker.transactions.get("idle") is None and broker.transactions.get("busy") is not None
+    finally:
         broker.close()

@@ -31,6 +31,7 @@ from .transaction import (IDLE, CompleteAbort, CompleteCommit, Empty, Ongoing, P
 log = logging.getLogger("headwater.txn")
 
 MAX_TIMEOUT_MS = 900_000       # transaction.max.timeout.ms, Kafka's default
+ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000   # transactional.id.expiration.ms: an id idle this long is forgotten
 MAX_EPOCH = 32766              # past it the producer gets a fresh producer id (Short.MaxValue - 1)
 NO_PRODUCER_ID = -1
 
@@ -41,8 +42,10 @@ class TransactionCoordinator:
         self.store, self.clock, self.partitions = store, clock, partitions
         self._allocate, self._groups = allocate_producer_id, groups
         self._txns: dict[str, Transaction] = store.load()
-        for txn in self._txns.values():
+        for txn in list(self._txns.values()):
             self._recover(txn)
+            if txn.state in IDLE:
+                self._arm_expiry(txn)
         log.info("loaded %d transactional id(s) from __transaction_state", len(self._txns))
 
     def _recover(self, txn: Transaction) -> None:
@@ -78,6 +81,7 @@ class TransactionCoordinator:
             if error:
                 return error, -1, -1
             self._txns[txn_id] = txn
+            self._arm_expiry(txn)
             return ErrorCode.NONE, txn.producer_id, txn.producer_epoch
         if producer_id != NO_PRODUCER_ID and (producer_id != txn.producer_id
                                               or producer_epoch not in (txn.producer_epoch, txn.last_epoch)):
@@ -92,7 +96,9 @@ class TransactionCoordinator:
             error = self._end(txn, commit=False)
         else:
             txn.transition(Empty)
+            txn.update_ms = self.clock.now_ms()
             error = self.store.store(txn)
+            self._arm_expiry(txn)
         if error:
             return error, -1, -1
         log.info("transaction %s: producer %d epoch %d", txn_id, txn.producer_id, txn.producer_epoch)
@@ -155,7 +161,7 @@ class TransactionCoordinator:
             txn.state = previous
             return error
         if opening:
-            txn.timer = self.clock.after(txn.timeout_ms, self._expire, txn, txn.producer_epoch, txn.start_ms)
+            self._set_timer(txn, txn.timeout_ms, self._expire, txn, txn.producer_epoch, txn.start_ms)
         return ErrorCode.NONE
 
     def txn_offset_commit(self, txn_id: str, producer_id: int, producer_epoch: int, group_id: str,
@@ -199,9 +205,7 @@ class TransactionCoordinator:
         return ErrorCode.INVALID_TXN_STATE
 
     def _end(self, txn: Transaction, commit: bool) -> ErrorCode:
-        if txn.timer is not None:
-            txn.timer.cancel()
-            txn.timer = None
+        self._set_timer(txn, None)
         txn.transition(PrepareCommit if commit else PrepareAbort)
         txn.update_ms = self.clock.now_ms()
         error = self.store.store(txn)
@@ -227,15 +231,35 @@ class TransactionCoordinator:
         txn.partitions, txn.offsets = set(), {}
         txn.update_ms = self.clock.now_ms()
         log.info("transaction %s: %s", txn.transactional_id, txn.state.value)
+        self._arm_expiry(txn)
         return self.store.store(txn)
 
     def _expire(self, txn: Transaction, epoch: int, start_ms: int) -> None:
         if txn.state is not Ongoing or txn.producer_epoch != epoch or txn.start_ms != start_ms:
             return
         log.info("transaction %s: aborted after its timeout of %d ms", txn.transactional_id, txn.timeout_ms)
-        txn.timer = None
         self._bump(txn)  # the producer that let it time out is fenced
         self._end(txn, commit=False)
+
+    # --- timers: a transaction's timeout while it is open, its id's expiry while idle --------
+
+    def _set_timer(self, txn: Transaction, delay_ms: int | None, *callback) -> None:
+        if txn.timer is not None:
+            txn.timer.cancel()
+        txn.timer = self.clock.after(delay_ms, *callback) if delay_ms is not None else None
+
+    def _arm_expiry(self, txn: Transaction) -> None:
+        delay = max(0, txn.update_ms + ID_EXPIRATION_MS - self.clock.now_ms())
+        self._set_timer(txn, delay, self._forget, txn, txn.update_ms)
+
+    def _forget(self, txn: Transaction, update_ms: int) -> None:
+        """An id idle for transactional.id.expiration.ms is dropped (a tombstone), as Kafka does:
+        frameworks that make a new id per process would otherwise pile them up for ever."""
+        if txn.state not in IDLE or txn.update_ms != update_ms or self._txns.get(txn.transactional_id) is not txn:
+            return
+        if not self.store.forget(txn.transactional_id):
+            del self._txns[txn.transactional_id]
+            log.info("transactional id %s expired after %d ms idle", txn.transactional_id, ID_EXPIRATION_MS)
 
     # --- administration --------------------------------------------------------------------
 

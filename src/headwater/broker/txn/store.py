@@ -9,6 +9,7 @@ the latest::
            "offsets": {group: [[topic, partition, offset, leader_epoch, metadata]...]},
            "start_ms", "update_ms"}
 
+A null value (tombstone) forgets an id that stayed idle for transactional.id.expiration.ms.
 The coordinator writes the decision (PrepareCommit / PrepareAbort) before any marker, so a
 broker that restarts between the two finishes what was decided.
 """
@@ -22,6 +23,10 @@ from headwater.protocol.errors import ErrorCode
 from .transaction import Transaction, TxnState
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+
+def _key(transactional_id: str) -> bytes:
+    return json_bytes({"transactional_id": transactional_id})
 
 
 def _value(txn: Transaction) -> bytes:
@@ -47,7 +52,10 @@ class TransactionStore:
         self._topic = InternalTopic(TRANSACTION_STATE_TOPIC, logs, append, fsync_each_write)
 
     def store(self, txn: Transaction) -> ErrorCode:
-        return self._topic.write([(json_bytes({"transactional_id": txn.transactional_id}), _value(txn))])
+        return self._topic.write([(_key(txn.transactional_id), _value(txn))])
+
+    def forget(self, transactional_id: str) -> ErrorCode:
+        return self._topic.write([(_key(transactional_id), None)])
 
     def load(self) -> dict[str, Transaction]:
         txns: dict[str, Transaction] = {}
