@@ -142,6 +142,9 @@ def test_recovery_with_the_current_epoch_bumps_it_and_a_stale_one_is_fenced(brok
     assert tx.init_producer_id("app", TIMEOUT_MS, p.pid, p.epoch) == (E.NONE, p.pid, p.epoch + 1)  # a retry
     assert tx.init_producer_id("app", TIMEOUT_MS, p.pid, p.epoch + 7)[0] == E.PRODUCER_FENCED
     assert tx.init_producer_id("app", TIMEOUT_MS, p.pid + 1, 0)[0] == E.PRODUCER_FENCED
+    successor = Producer(broker)                        # a new instance: the recovered one is a zombie now
+    assert tx.init_producer_id("app", TIMEOUT_MS, p.pid, p.epoch + 1)[0] == E.PRODUCER_FENCED
+    assert tx.get("app").producer_epoch == successor.epoch
 
 
 def test_bad_requests_get_kafkas_error_codes_and_change_nothing(broker):

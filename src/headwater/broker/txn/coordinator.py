@@ -91,7 +91,7 @@ class TransactionCoordinator:
         if producer_id != NO_PRODUCER_ID and producer_epoch == txn.last_epoch and txn.state in IDLE:
             return ErrorCode.NONE, txn.producer_id, txn.producer_epoch  # a retry of the bump it already got
         txn.timeout_ms = timeout_ms
-        self._bump(txn)
+        self._bump(txn, recovery=producer_id != NO_PRODUCER_ID)
         if txn.state is Ongoing:
             error = self._end(txn, commit=False)
         else:
@@ -104,8 +104,8 @@ class TransactionCoordinator:
         log.info("transaction %s: producer %d epoch %d", txn_id, txn.producer_id, txn.producer_epoch)
         return ErrorCode.NONE, txn.producer_id, txn.producer_epoch
 
-    def _bump(self, txn: Transaction) -> None:
-        txn.bump_epoch(self._allocate() if txn.producer_epoch >= MAX_EPOCH else None)
+    def _bump(self, txn: Transaction, recovery: bool = False) -> None:
+        txn.bump_epoch(self._allocate() if txn.producer_epoch >= MAX_EPOCH else None, recovery)
 
     # --- the transaction's content ---------------------------------------------------------
 

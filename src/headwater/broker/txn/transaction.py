@@ -45,7 +45,7 @@ class Transaction:
     producer_epoch: int
     timeout_ms: int
     state: TxnState = Empty
-    last_epoch: int = -1                        # the epoch before the last bump (KIP-360 recovery)
+    last_epoch: int = -1                        # the epoch a KIP-360 recovery bumped from (its retry is answered again)
     partitions: set[TopicPartition] = field(default_factory=set)
     # Offsets sent with the transaction, per group: they reach the group only at commit.
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
@@ -58,9 +58,10 @@ class Transaction:
             raise IllegalTransition(f"transaction {self.transactional_id}: {self.state.value} -> {to.value}")
         self.state = to
 
-    def bump_epoch(self, new_producer_id: int | None = None) -> None:
-        """Fence every holder of the current epoch; a fresh producer id when the epoch runs out."""
-        self.last_epoch = self.producer_epoch
+    def bump_epoch(self, new_producer_id: int | None = None, recovery: bool = False) -> None:
+        """Fence every holder of the current epoch; a fresh producer id when the epoch runs out.
+        ``recovery``: the holder itself asked (KIP-360), so it may retry with the epoch it had."""
+        self.last_epoch = self.producer_epoch if recovery else -1
         if new_producer_id is not None:
             self.producer_id, self.producer_epoch, self.last_epoch = new_producer_id, 0, -1
         else:
