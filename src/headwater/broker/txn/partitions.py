@@ -61,7 +61,9 @@ class TxnPartitions:
         self._opened(topic, partition, plog, header.producer_id, offset)
 
     def last_stable_offset(self, topic: str, partition: int, plog: Log) -> int:
-        return min(self._open.get((topic, partition), {}).values(), default=plog.log_end_offset)
+        """Never below the log start offset: retention may have taken an open transaction's start."""
+        first_open = min(self._open.get((topic, partition), {}).values(), default=plog.log_end_offset)
+        return max(first_open, plog.log_start_offset)
 
     def recover_open(self, topic: str, partition: int, producer_id: int) -> None:
         """After a restart: find where ``producer_id``'s unfinished transaction begins in this
