@@ -6,6 +6,8 @@ handlers do, appends transactional batches as a Produce does, and checks the par
 last stable offset, its markers and its aborted index against what it wrote. The wire
 tests in tests/integration/test_transactions*.py are the outer layer.
 """
+import time
+
 import pytest
 
 from headwater.broker.broker import Broker
@@ -76,9 +78,16 @@ def lso(broker, topic="t", partition=0) -> int:
 
 
 def batches(broker, topic="t", partition=0):
+    """Every batch of the partition, decoded (a read stops at a segment's end: read on)."""
     plog = broker.log_manager.get_log(topic, partition)
-    data = plog.read(plog.log_start_offset, 1 << 20)
-    return [decode_records(data, pos) for pos, _ in iter_batches(data)]
+    out, offset = [], plog.log_start_offset
+    while offset < plog.log_end_offset:
+        data = plog.read(offset, 1 << 20)
+        if not data:
+            break
+        out += [decode_records(data, pos) for pos, _ in iter_batches(data)]
+        offset = out[-1][0].last_offset + 1
+    return out
 
 
 def markers(broker, topic="t", partition=0):
@@ -243,14 +252,21 @@ def test_the_cleaner_removes_aborted_records_and_leaves_open_transactions_alone(
     def values():
         return [(r.key, r.value) for h, records in batches(broker, "c") if not h.is_control for r in records]
 
+    soon = int(time.time() * 1000) + 3600_000      # past min.compaction.lag.ms, within delete.retention.ms
     written = values()
-    assert clean_log(plog, FAR_FUTURE_MS) is None      # a transaction is open in the closed segment
+    assert clean_log(plog, soon) is None                       # a transaction is open in the closed segment
     assert values() == written
     assert open_one.end(commit=True) == E.NONE
     plog.roll()
-    stats = clean_log(plog, FAR_FUTURE_MS)
-    assert stats is not None and stats.records_removed == 1
+    stats = clean_log(plog, soon)
+    assert stats is not None and stats.records_removed == 1     # the aborted record; its marker stays a while
     assert values() == [(b"k", b"committed"), (b"j", b"pending")]  # the aborted value never shadowed the committed
+    assert [commit for _, _, _, commit in markers(broker, "c")] == [False, True]
+    assert len(plog.aborted_txns.entries) == 1
+    # past delete.retention.ms the abort marker goes, with its index entry; the commit marker's records remain
+    assert clean_log(plog, FAR_FUTURE_MS).records_removed == 1
+    assert [(pid, commit) for _, pid, _, commit in markers(broker, "c")] == [(open_one.pid, True)]
+    assert plog.aborted_txns.entries == []
 
 
 def test_end_txn_on_a_full_disk_decides_nothing_and_succeeds_once_there_is_room(tmp_path, clock):

@@ -14,7 +14,8 @@ bytes are at least ``min.cleanable.dirty.ratio`` of the cleanable section, a pas
    producer id/epoch/base sequence, attributes and last offset delta; untouched batches
    are copied byte for byte; records without a key are always kept; records of aborted
    transactions (the log's aborted index) are removed, and segments from the first
-   transaction still open on are not cleaned at all; transaction markers are kept;
+   transaction still open on are not cleaned at all; a transaction marker goes like a
+   tombstone once no record of its transaction is left;
 3. swaps each rewrite in crash-safely (see recovery.py): ``.cleaned`` files, fsync, rename
    to ``.swap``, then over the original under the log's lock.
 
@@ -109,11 +110,15 @@ def clean_log(log: Log, now_ms: int) -> CleanerStats | None:
         latest = build_offset_map(dirty, first_dirty, aborted)
         stats = CleanerStats(logs_cleaned=1)
         tombstone_horizon = now_ms - log.config.delete_retention_ms
+        markers = Markers()
         for segment in segments:
-            rewrite = rewrite_segment(segment, latest, tombstone_horizon, stats, aborted)
+            rewrite = rewrite_segment(segment, latest, tombstone_horizon, stats, aborted, markers)
             if rewrite is not None:
                 log.replace_segment(segment, rewrite)
                 stats.segments_rewritten += 1
+        if markers.removed:
+            with log.lock:  # the broker appends to the index under the same lock
+                log.aborted_txns.forget_markers(markers.removed)
         log.set_cleaner_checkpoint(segments[-1].next_offset)
         # Kept tombstones are due by then even if nothing new makes the log dirty.
         log.tombstones_due_ms = now_ms + log.config.delete_retention_ms if stats.tombstones_kept else None
@@ -144,6 +149,28 @@ class Aborted:
 NOTHING_ABORTED = Aborted([])
 
 
+class Markers:
+    """Transaction markers with no record of their transaction left (all aborted, or all
+    compacted away): like tombstones, removed once older than delete.retention.ms, and their
+    aborted-index entries with them, as Kafka's cleaner does. Segments are walked from the
+    log's first, so every producer's transactions are seen whole."""
+
+    def __init__(self) -> None:
+        self._with_records: set[int] = set()   # producers with a kept transactional record since their last marker
+        self.removed: set[int] = set()         # offsets of the markers removed in this pass
+
+    def kept(self, header) -> None:
+        if header.attributes & ATTR_TRANSACTIONAL:
+            self._with_records.add(header.producer_id)
+
+    def ends_empty(self, header) -> bool:
+        """Whether the transaction this marker ends has no record left."""
+        if header.producer_id in self._with_records:
+            self._with_records.discard(header.producer_id)
+            return False
+        return True
+
+
 def build_offset_map(segments: list[Segment], first_dirty: int, aborted: Aborted) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
     for segment in segments:
@@ -157,7 +184,8 @@ def build_offset_map(segments: list[Segment], first_dirty: int, aborted: Aborted
 
 
 def rewrite_segment(segment: Segment, latest: dict[bytes, int], tombstone_horizon: int,
-                    stats: CleanerStats, aborted: Aborted = NOTHING_ABORTED) -> Segment | None:
+                    stats: CleanerStats, aborted: Aborted = NOTHING_ABORTED,
+                    markers: Markers | None = None) -> Segment | None:
     """Write the cleaned copy of ``segment`` as ``.swap`` files; None if nothing in it changes."""
     output: Segment | None = None
     pending, infos, removed_before = bytearray(), [], stats.records_removed
@@ -166,13 +194,23 @@ def rewrite_segment(segment: Segment, latest: dict[bytes, int], tombstone_horizo
             raw = segment.batch_at(position, header.size)
             stats.bytes_read += len(raw)
             batch = raw
-            if not header.attributes & ATTR_CONTROL:
+            if header.attributes & ATTR_CONTROL:
+                if markers is not None and markers.ends_empty(header):
+                    if header.max_timestamp < tombstone_horizon:
+                        batch = b""
+                        stats.records_removed += header.records_count
+                        markers.removed.add(header.base_offset)
+                    else:
+                        stats.tombstones_kept += 1   # due later: the pass that removes it gets scheduled
+            else:
                 _, records = decode_records(raw)
                 kept = [] if header in aborted else [r for r in records
                                                      if _retained(r, header, latest, tombstone_horizon)]
                 stats.records_removed += len(records) - len(kept)
                 stats.tombstones_kept += sum(1 for r in kept if r.value is None and r.key is not None)
                 batch = _reencode(header, kept) if len(kept) < len(records) else raw
+                if kept and markers is not None:
+                    markers.kept(header)
             if batch:
                 infos.append(BatchInfo(len(pending), header.base_offset, header.last_offset, header.max_timestamp,
                                        len(batch)))

@@ -5,7 +5,7 @@ batches from the first offset up to the abort marker at the last offset were abo
 read_committed fetches hand the entries in range to the client, which drops those batches;
 the cleaner removes their records. A file of fixed 24-byte entries in the partition's
 directory, appended as abort markers are written; entries wholly below the log start
-offset are dropped when retention moves it.
+offset are dropped when retention moves it, and those whose marker the cleaner removed.
 """
 from __future__ import annotations
 
@@ -46,7 +46,13 @@ class AbortedTxnIndex:
 
     def truncate_before(self, offset: int) -> None:
         """Forget transactions that lie wholly below ``offset`` (the new log start offset)."""
-        kept = [a for a in self.entries if a.last_offset >= offset]
+        self._keep([a for a in self.entries if a.last_offset >= offset])
+
+    def forget_markers(self, marker_offsets: set[int]) -> None:
+        """Forget the transactions whose abort markers the cleaner removed (their records went first)."""
+        self._keep([a for a in self.entries if a.last_offset not in marker_offsets])
+
+    def _keep(self, kept: list[AbortedTxn]) -> None:
         if len(kept) == len(self.entries):
             return
         tmp = self._path.with_name(self._path.name + TMP)

@@ -101,7 +101,8 @@ class TxnPartitions:
         first = open_.pop(producer_id, None)
         plog.first_unstable_offset = min(open_.values(), default=None)
         if first is not None and not commit:
-            plog.aborted_txns.append(AbortedTxn(producer_id, first, offset))
+            with plog.lock:  # the cleaner rewrites the index under the same lock
+                plog.aborted_txns.append(AbortedTxn(producer_id, first, offset))
         self._growth.notify(topic, partition)
         return durable
 
