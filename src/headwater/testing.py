@@ -22,6 +22,7 @@ import cramjam
 import psycopg2
 
 from headwater import records
+from headwater.cli.broker import CONSOLE_READY
 
 READY = "headwater broker listening on "
 
@@ -37,6 +38,7 @@ class BrokerProcess:
         self.open_files = open_files   # the broker's RLIMIT_NOFILE, when a test lowers it
         self.log_file = log_file or self.data_dir.with_name(self.data_dir.name + ".broker.log")
         self.proc: subprocess.Popen | None = None
+        self.console_url: str | None = None  # http://host:port/ when started with --http-listener
 
     @property
     def bootstrap(self) -> str:
@@ -55,6 +57,8 @@ class BrokerProcess:
             self.proc.kill()
             raise RuntimeError(f"broker did not start: {line!r}; see {self.log_file}:\n{self.log_file.read_text()[-2000:]}")
         self.port = int(line.rsplit(":", 1)[1])  # keep the port across restarts
+        if "--http-listener" in self.extra_args:
+            self.console_url = self.proc.stdout.readline().removeprefix(CONSOLE_READY).strip()
         return self
 
     def _limit(self) -> None:

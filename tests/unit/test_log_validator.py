@@ -1,5 +1,7 @@
 """The log validator (records.validate_produce), in-process: every kind of bad batch is built
 from encode_batch, mutated, and re-sealed with a valid CRC, so only the validator can refuse it."""
+import random
+
 import pytest
 
 from headwater import records
@@ -162,3 +164,130 @@ def test_named_field_setters_match_the_header():
     records.reseal_crc(out)
     header = records.validate_batch(out)
     assert (header.partition_leader_epoch, header.last_offset_delta, header.max_timestamp) == (9, 4, T0 + 99)
+
+
+# --- the compiled reader (aiokafka's) and the walk: the reader vouches only for what the walk accepts
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    records._write_varint(out, value)
+    return bytes(out)
+
+
+def one_record_body(payload: bytes) -> bytes:
+    """A records section of one record: its length, then ``payload`` (attributes onwards)."""
+    return varint(len(payload)) + payload
+
+
+def reader_parse(body: bytes, count: int = 1) -> list[tuple]:
+    """What aiokafka's reader alone makes of ``body``: (offset delta, timestamp delta, key, value)."""
+    header = records.HEADER.pack(0, records.MIN_BATCH_LENGTH + len(body), -1, records.MAGIC, 0, 0, count - 1, 0, 0,
+                                 -1, -1, -1, count)
+    return [(r.offset, r.timestamp, r.key, r.value) for r in records.DefaultRecordBatch(header + body)]
+
+
+CLIENT_RECORDS = {
+    "keyed": [Record(i, T0 + i, b"key-%d" % i, b"x" * 100) for i in range(300)],
+    "no keys": [Record(i, T0, None, b"v") for i in range(100)],
+    "tombstones": [Record(i, T0, b"k%d" % i, None) for i in range(70)],
+    "headers": [Record(i, T0, b"k", b"v", [("trace", b"t" * i), ("é", b"")]) for i in range(80)],
+    "10,000 records": [Record(i, T0 + i * 1000, b"k", b"") for i in range(10_000)],
+    "a 100 KiB value": [Record(0, T0, b"k", b"v" * (100 << 10))],
+}
+
+
+@pytest.mark.parametrize("name", list(CLIENT_RECORDS))
+def test_the_compiled_reader_vouches_for_what_clients_send(name):
+    body = encode_batch(CLIENT_RECORDS[name])[records.HEADER_SIZE:]
+    count = len(CLIENT_RECORDS[name])
+    assert records._read_compiled(body, count, False) == records._walk_records(body, count, False) is not None
+
+
+def test_the_compiled_reader_vouches_for_negative_timestamp_deltas():
+    # Java producers base a batch on its first record's timestamp: later records may be earlier
+    body = b"".join(one_record_body(b"\x00" + varint(delta) + varint(offset) + b"\x02k\x02v\x00")
+                    for offset, delta in enumerate((0, -5, -100_000, 3)))
+    assert records._read_compiled(body, 4, False) == records._walk_records(body, 4, False) == 3
+
+
+def test_validate_produce_takes_the_compiled_reader_for_what_clients_send(monkeypatch):
+    def no_walk(*args):
+        raise AssertionError("walked")
+    monkeypatch.setattr(records, "_walk_records", no_walk)
+    for codec in Compression:
+        assert validate(b"".join(encode_batch(batch, compression=codec) for batch in CLIENT_RECORDS.values()))
+
+
+@pytest.mark.parametrize("payload, problem", [
+    # attributes 0x80: the reader takes two bytes for them (a varint) and parses on one byte later
+    (b"\x80\x00\x00\x00\x01\x01\x00", "-1 headers"),
+    (b"\x00\x00\x00\x03\x02v\x00", "key of length -2"),                      # the reader makes -2 a null key
+    (b"\x00\x00\x00\x02k\x03\x00", "value of length -2"),
+    (b"\x00\x00" + b"\x80" * 5 + b"\x00\x02k\x02v\x00", "longer than 5 bytes"),  # offset delta 0 in 6 bytes
+])
+def test_what_the_compiled_reader_misreads_is_left_to_the_walk(payload, problem):
+    body = one_record_body(payload)
+    assert reader_parse(body)  # aiokafka alone would let it in
+    assert records._read_compiled(body, 1, False) is None
+    with pytest.raises(InvalidRecordError, match=problem):
+        validate(rebuilt(one_record(), body))
+
+
+def test_a_timestamp_delta_past_64_bits_is_not_wrapped_around():
+    # 10 varint bytes carry 70 bits: the reader drops those past 64 and reads -2**63, which
+    # this header's max timestamp would match; the walk keeps them and refuses
+    body = one_record_body(b"\x00" + b"\xff" * 9 + b"\x03" + b"\x00\x02k\x02v\x00")
+    assert reader_parse(body)[0][1] == -1 << 63
+    with pytest.raises(InvalidRecordError, match="max timestamp"):
+        validate(rebuilt(one_record(), body, base_timestamp=0, max_timestamp=-1 << 63))
+
+
+@pytest.mark.parametrize("key_length", [(1 << 63) - 40, (1 << 63) - 10])
+def test_a_length_near_2_63_is_refused_not_raised(key_length):
+    # aiokafka's bounds check overflows on these and it tries to allocate them (MemoryError,
+    # OverflowError); the walk refuses the varint
+    body = one_record_body(b"\x00\x00\x00" + varint(key_length) + b"\x02v\x00")
+    with pytest.raises(InvalidRecordError, match="longer than 5 bytes"):
+        validate(rebuilt(one_record(), body))
+
+
+@pytest.mark.parametrize("payload", [
+    b"\x81\x00\x00\x02k\x02v\x00",               # attributes 0x81: Kafka ignores them, the reader misreads
+    b"\x00\x00\x00\x02k\x02v\x02\x02\xff\x02x",  # a header key that is not UTF-8: the reader raises
+    b"\x00\x00\x80\x00\x02k\x02v\x00",           # offset delta 0 in two bytes: longer than needed, within 5
+])
+def test_what_only_the_compiled_reader_refuses_is_still_accepted(payload):
+    body = one_record_body(payload)
+    assert records._read_compiled(body, 1, False) is None
+    assert validate(rebuilt(one_record(), body))
+
+
+def test_the_compiled_reader_never_vouches_for_what_the_walk_refuses():
+    """Ground truth is the walk: on thousands of mutations of small valid batches the compiled
+    path either leaves the batch to the walk or agrees with it."""
+    rng = random.Random(10)
+    seeds = [(encode_batch(batch)[records.HEADER_SIZE:], len(batch)) for batch in (
+        [Record(0, T0, b"k", b"v")],
+        [Record(0, T0, None, b"value"), Record(1, T0 + 70, b"key", None)],
+        [Record(i, T0 - i, b"k%d" % i, b"v" * i, [("h", b"x")]) for i in range(4)],
+    )]
+    vouched = 0
+    for _ in range(6000):
+        seed, count = rng.choice(seeds)
+        body = bytearray(seed)
+        for _ in range(rng.randint(1, 2)):
+            at = rng.randrange(len(body))
+            kind = rng.randrange(3)
+            if kind == 0:
+                body[at] = rng.choice((0x00, 0x01, 0x02, 0x03, 0x7F, 0x80, 0x81, 0xFF, rng.randrange(256)))
+            elif kind == 1:
+                body.insert(at, rng.choice((0x00, 0x01, 0x80, 0xFF, rng.randrange(256))))
+            else:
+                del body[at]
+        count = count if rng.random() < 0.8 else rng.randint(1, 5)
+        keys_required = rng.random() < 0.3
+        compiled = records._read_compiled(bytes(body), count, keys_required)
+        if compiled is not None:
+            vouched += 1
+            assert records._walk_records(bytes(body), count, keys_required) == compiled, body.hex()
+    assert vouched > 300, vouched  # the mutations also reach bodies the reader does vouch for

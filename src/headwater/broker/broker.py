@@ -8,7 +8,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from headwater.broker.clock import Clock, LoopClock
 from headwater.broker.config import BrokerConfig
@@ -24,6 +24,9 @@ from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, Partit
 from headwater.protocol.errors import ErrorCode
 from headwater.records import (NO_PRODUCER_ID, CorruptRecordError, InvalidRecordError, is_compressed, iter_batches,
                                validate_produce)
+
+if TYPE_CHECKING:
+    from headwater.broker.http.metrics import BrokerMetrics
 
 log = logging.getLogger("headwater.broker")
 
@@ -96,6 +99,7 @@ class Broker:
         self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, self.append, fsync_each_write),
                                                    clock, self.txn_partitions, self.producer_ids.allocate,
                                                    self.groups)
+        self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
 
     @staticmethod
     def _lock_data_dir(data_dir: Path):
@@ -206,7 +210,7 @@ class Broker:
                 return ProduceResult(ErrorCode.NONE, dup.base_offset)
         now_ms = int(time.time() * 1000)
         try:
-            first, _last = plog.append(buf, now_ms)
+            first, last = plog.append(buf, now_ms)
         except OSError as exc:  # the log is left as it was: the producer may retry once there is room
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot write to {plog.directory}: {exc}")
         if idempotent:
@@ -221,6 +225,8 @@ class Broker:
         if known is not None and known.segment != plog.active_segment.base_offset:
             self._snapshot_producers(known, plog)   # a roll: the state must outlive the segment it came from
         self.growth.notify(topic.name, partition)
+        if self.metrics is not None:
+            self.metrics.appended(topic.name, last - first + 1, len(buf))
         return ProduceResult(ErrorCode.NONE, first, log_append_time=now_ms if topic.config.log_append_time else -1)
 
     def _partition_producers(self, topic: str, partition: int, plog: Log) -> PartitionProducers:
@@ -261,6 +267,8 @@ class Broker:
         self.log_manager.delete_topic(name)
         self.growth.forget_topic(name)
         self.txn_partitions.forget_topic(name)
+        if self.metrics is not None:
+            self.metrics.forget_topic(name)
         for key in [k for k in self._producers if k[0] == name]:
             del self._producers[key]
 

@@ -10,8 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from headwater.log import LogManager
+
+if TYPE_CHECKING:
+    from headwater.broker.http.metrics import BrokerMetrics
 
 log = logging.getLogger("headwater.broker")
 
@@ -19,6 +23,7 @@ log = logging.getLogger("headwater.broker")
 class LogMaintenance:
     def __init__(self, logs: LogManager, retention_check_interval_ms: int, cleaner_interval_ms: int):
         self.logs = logs
+        self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
         self._schedule = ((retention_check_interval_ms, self._retention), (cleaner_interval_ms, self._clean))
         self._tasks: list[asyncio.Task] = []
 
@@ -43,11 +48,15 @@ class LogMaintenance:
 
     def _retention(self, now_ms: int) -> None:
         deleted = self.logs.enforce_retention(now_ms)
+        if self.metrics is not None:
+            self.metrics.retention_deleted(deleted)
         if deleted:
             log.info("retention deleted %d segment(s)", deleted)
 
     def _clean(self, now_ms: int) -> None:
         stats = self.logs.clean(now_ms)
+        if self.metrics is not None:
+            self.metrics.cleaned(stats)
         if stats.logs_cleaned:
             log.info("log cleaner: %d log(s), %d segment(s) rewritten, %d record(s) removed, %d -> %d bytes, "
                      "%d uncleanable log(s)", stats.logs_cleaned, stats.segments_rewritten, stats.records_removed,

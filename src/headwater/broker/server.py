@@ -10,6 +10,7 @@ import asyncio
 import logging
 import signal
 import struct
+import time
 import traceback
 
 from headwater.broker.apis import ADVERTISED, ENDPOINTS
@@ -17,6 +18,7 @@ from headwater.broker.apis.api_versions import api_versions_body
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.endpoint import client_host
+from headwater.broker.http.listener import HttpListener
 from headwater.broker.log_maintenance import LogMaintenance
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, ProtocolError, UnsupportedVersion, encode_response, parse_request
@@ -33,6 +35,13 @@ class Server:
         self._server: asyncio.base_events.Server | None = None
         cfg = broker.config
         self.maintenance = LogMaintenance(broker.log_manager, cfg.retention_check_interval_ms, cfg.cleaner_interval_ms)
+        self.http: HttpListener | None = None
+        if cfg.http_listener is not None:
+            self.http = HttpListener(self, *cfg.http_listener, allow_writes=cfg.console_allow_writes)
+
+    @property
+    def connections(self) -> int:
+        return len(self._connections)
 
     async def start(self) -> int:
         cfg = self.broker.config
@@ -40,9 +49,13 @@ class Server:
         port = self._server.sockets[0].getsockname()[1]
         cfg.port = port  # an ephemeral port (0) becomes the real one, which Metadata advertises
         self.maintenance.start()
+        if self.http is not None:
+            await self.http.start()
         return port
 
     async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.stop()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -100,10 +113,13 @@ class Server:
                 await writer.drain()
                 continue
             endpoint = ENDPOINTS[header.api_key]
+            started = time.perf_counter()
             response = await endpoint.handle(self.broker, header, request)
             if response is not None:
                 writer.write(encode_response(header, endpoint.api, response))
                 await writer.drain()
+            if self.broker.metrics is not None:
+                self.broker.metrics.request(header.api_key, time.perf_counter() - started)
             # A client with requests already buffered would otherwise never yield the loop:
             # one busy producer must not starve the fetches waiting to deliver its records.
             await asyncio.sleep(0)
@@ -115,7 +131,7 @@ async def serve(config: BrokerConfig, ready=None) -> None:
     port = await server.start()
     log.info("listening on %s:%d, data in %s", config.host, port, config.data_dir)
     if ready is not None:
-        ready(port)
+        ready(port, server.http.address if server.http else None)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -13,6 +13,8 @@ from headwater.broker.server import serve
 from headwater.cli.common import CommandError
 from headwater.log import LogConfig
 
+CONSOLE_READY = "headwater console on "  # the second line a broker with --http-listener prints when ready
+
 
 def _port(text: str) -> int:
     port = int(text)
@@ -27,6 +29,11 @@ def _listener(text: str) -> str:
         raise ValueError(text)
     _port(port)
     return text
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = _listener(text).rpartition(":")
+    return host, int(port)
 
 
 def _positive(text: str) -> int:
@@ -69,6 +76,10 @@ def add_parser(subparsers) -> None:
                    help="how often retention deletes old segments (default %(default)s)")
     p.add_argument("--cleaner-interval-ms", default=15000, type=_positive,
                    help="pause between log cleaner passes over compacted topics (default %(default)s)")
+    p.add_argument("--http-listener", type=_address, metavar="HOST:PORT",
+                   help="serve Prometheus /metrics and the web console here (port 0: any free one); off by default")
+    p.add_argument("--console-allow-writes", action="store_true",
+                   help="let the web console change state (reset a group's offsets); read-only by default")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.set_defaults(func=run)
 
@@ -83,10 +94,13 @@ def run(args) -> int:
                           auto_create_topics=not args.no_auto_create, flush=args.flush,
                           message_max_bytes=args.message_max_bytes, topic_defaults=dict(args.log_config),
                           retention_check_interval_ms=args.retention_check_interval_ms,
-                          cleaner_interval_ms=args.cleaner_interval_ms)
+                          cleaner_interval_ms=args.cleaner_interval_ms, http_listener=args.http_listener,
+                          console_allow_writes=args.console_allow_writes)
 
-    def ready(port: int) -> None:
+    def ready(port: int, http: tuple[str, int] | None) -> None:
         print(f"headwater broker listening on {args.host}:{port}", flush=True)
+        if http is not None:
+            print(f"{CONSOLE_READY}http://{http[0]}:{http[1]}/", flush=True)
 
     try:
         asyncio.run(serve(config, ready))

@@ -15,6 +15,7 @@ from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaError,
                              TopicPartition)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from headwater.broker.groups.reset import ResetTo
 from headwater.cli.common import CommandError, add_client_args, emit
 
 TIMEOUT = 30  # seconds for each admin call
@@ -174,23 +175,25 @@ def _partitions_of(admin, topic: str) -> list[int]:
     return sorted(p.id for p in desc.partitions)
 
 
+def _reset_to(args) -> ResetTo:
+    if args.to_earliest:
+        return ResetTo("earliest")
+    if args.to_latest:
+        return ResetTo("latest")
+    if args.to_offset is not None:
+        return ResetTo("offset", args.to_offset)
+    if args.shift_by is not None:
+        return ResetTo("shift", args.shift_by)
+    return ResetTo("datetime", int(args.to_datetime.timestamp() * 1000))
+
+
 def _targets(args, admin, tps: list[tuple[str, int]], committed) -> dict[tuple[str, int], int]:
+    reset_to = _reset_to(args)
     earliest = _log_offsets(admin, tps, OffsetSpec.earliest())
     latest = _log_offsets(admin, tps, OffsetSpec.latest())
-
-    def clamp(tp, offset):
-        return min(max(offset, earliest[tp]), latest[tp])
-
-    if args.to_earliest:
-        return earliest
-    if args.to_latest:
-        return latest
-    if args.to_offset is not None:
-        return {tp: clamp(tp, args.to_offset) for tp in tps}
-    if args.shift_by is not None:  # a partition without a commit shifts from its earliest offset
-        return {tp: clamp(tp, committed.get(tp, earliest[tp]) + args.shift_by) for tp in tps}
-    by_time = _log_offsets(admin, tps, OffsetSpec.for_timestamp(int(args.to_datetime.timestamp() * 1000)))
-    return {tp: latest[tp] if by_time[tp] < 0 else by_time[tp] for tp in tps}  # nothing that late: the end
+    by_time = (_log_offsets(admin, tps, OffsetSpec.for_timestamp(reset_to.value)) if reset_to.mode == "datetime"
+               else {tp: -1 for tp in tps})
+    return {tp: reset_to.target(earliest[tp], latest[tp], committed.get(tp), by_time[tp]) for tp in tps}
 
 
 def reset_offsets(args) -> int:

@@ -1,12 +1,16 @@
 """The flagship scenario `make demo` runs: a shop's events through every part of Headwater.
 
-A broker starts on a temporary data directory (the embedded default), each chapter runs
-against it, and everything is shut down cleanly at the end.
+A broker starts on a temporary data directory (the embedded default) with its web console
+and /metrics on (the address is printed first: watch the topics and groups fill while the
+chapters run), each chapter runs against it, and everything is shut down cleanly at the end,
+or when you press Ctrl-C with --keep-running.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from rich.console import Console
@@ -18,19 +22,36 @@ from headwater.testing import BrokerProcess
 CHAPTERS = [orders, groups, cdc_shop, compaction, payments, shopping_cart, stream_processing]  # each: run(bootstrap, console)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m headwater.demo", description="Headwater's flagship demo")
+    parser.add_argument("--keep-running", action="store_true",
+                        help="keep the broker and its web console up after the chapters, until Ctrl-C")
+    args = parser.parse_args(argv)
     console = Console()
     with tempfile.TemporaryDirectory(prefix="headwater-demo-") as tmp:
-        with BrokerProcess(Path(tmp) / "data", "--num-partitions", "3", "--cleaner-interval-ms", "500") as broker:
+        with BrokerProcess(Path(tmp) / "data", "--num-partitions", "3", "--cleaner-interval-ms", "500",
+                           "--http-listener", "127.0.0.1:0", "--console-allow-writes") as broker:
             console.print(f"[bold green]headwater broker[/] on {broker.bootstrap}, data in {broker.data_dir}")
+            console.print(f"[bold green]web console[/] at {broker.console_url} (Prometheus metrics at "
+                          f"{broker.console_url}metrics)")
             try:
                 for chapter in CHAPTERS:
                     chapter.run(broker.bootstrap, console)
             except CheckFailed as failed:
                 console.print(f"[bold red]the demo's check failed:[/] {failed}")
                 return 1
+            if args.keep_running:
+                _explore(console, broker.console_url)
         console.print(f"broker stopped cleanly (exit status {broker.proc.returncode})")
     return 0
+
+
+def _explore(console: Console, url: str) -> None:
+    console.print(f"[bold]the demo is done; explore its topics and groups at {url}[/] (Ctrl-C to stop)")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        console.print("stopping")
 
 
 if __name__ == "__main__":

@@ -87,11 +87,12 @@ class Campaign:
             future.result(30)
 
     async def _fetch_raw(self, topic: str, partition: int) -> bytes:
-        F = FetchRequest[11]
-        request = F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=64 << 20, isolation_level=0, session_id=0,
-                    session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
-                        partition=partition, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
-                        partition_max_bytes=64 << 20)])], forgotten_topics_data=[], rack_id="")
+        Fetch = FetchRequest[11]
+        wanted = Fetch.FetchTopic.FetchPartition(partition=partition, current_leader_epoch=-1, fetch_offset=0,
+                                                 log_start_offset=-1, partition_max_bytes=64 << 20)
+        request = Fetch(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=64 << 20, isolation_level=0,
+                        session_id=0, session_epoch=-1, topics=[Fetch.FetchTopic(topic=topic, partitions=[wanted])],
+                        forgotten_topics_data=[], rack_id="")
         response = await self._call(request, 11)
         return bytes(response.responses[0].partitions[0].records or b"")
 

@@ -80,5 +80,8 @@ async def fetch(broker, header, request):
             if total >= request.min_bytes or errors or remaining <= 0 or not signals:
                 break
             await asyncio.wait(signals, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+    if broker.metrics is not None:
+        for topic in responses:
+            broker.metrics.fetched(topic.topic, sum(len(p.records) for p in topic.partitions))
     # Fetch sessions (KIP-227) are not kept: session id 0 tells clients to send full requests.
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)

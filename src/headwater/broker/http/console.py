@@ -1,0 +1,306 @@
+"""The web console: server-rendered pages over the broker's state, and /metrics.
+
+Pages: the overview (topics, groups, a plot of message rates), a topic (partitions,
+configs, a message browser, a live tail over server-sent events), a consumer group
+(members, assignment, committed offsets, lag and its plot, reset offsets). Read-only unless
+the broker runs with --console-allow-writes. Bad input gets an error page with the right
+HTTP status, never a stack trace; the broker's Kafka side is untouched either way.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from headwater.broker.broker import Broker
+from headwater.broker.groups import assignment
+from headwater.broker.groups.group import CommittedOffset, GroupState
+from headwater.broker.groups.reset import MODES, ResetTo
+from headwater.broker.http.history import History
+from headwater.broker.http.metrics import BrokerMetrics
+from headwater.broker.http.state import group_offsets, records_from
+from headwater.log import Log, Topic
+from headwater.protocol.errors import ErrorCode
+from headwater.records import Record
+
+log = logging.getLogger("headwater.console")
+HERE = Path(__file__).parent
+BROWSE_LIMIT = 50       # records per page of the message browser, at most
+MAX_BROWSE_LIMIT = 1000
+TAIL_BATCH = 100        # records per server-sent event burst of the live tail
+
+templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape())
+
+
+def _time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _text(data: bytes | None) -> str | None:
+    """A key, value or header as text: JSON pretty-printed, UTF-8 as is, anything else as base64."""
+    if data is None:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(data).decode()
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text
+    return json.dumps(parsed, indent=2, ensure_ascii=False) if isinstance(parsed, (dict, list)) else text
+
+
+def record_view(partition: int, record: Record) -> dict:
+    return {"partition": partition, "offset": record.offset, "timestamp": record.timestamp,
+            "time": _time(record.timestamp), "key": _text(record.key), "value": _text(record.value),
+            "headers": [[name, _text(value)] for name, value in record.headers]}
+
+
+class Console:
+    def __init__(self, broker: Broker, metrics: BrokerMetrics, history: History, allow_writes: bool):
+        self.broker, self.metrics, self.history, self.allow_writes = broker, metrics, history, allow_writes
+
+    # --- pages -------------------------------------------------------------------------------
+
+    def page(self, template: str, status: int = 200, **context) -> HTMLResponse:
+        html = templates.get_template(template).render(allow_writes=self.allow_writes, **context)
+        return HTMLResponse(html, status_code=status)
+
+    async def overview(self, request: Request) -> Response:
+        topics = [{"name": t.name, "partitions": len(t.partitions),
+                   "size": sum(p.size_bytes for p in t.partitions),
+                   "records": sum(p.log_end_offset - p.log_start_offset for p in t.partitions),
+                   "policy": "compact" if t.config.compact else "delete"}
+                  for t in sorted(self.broker.log_manager.topics.values(), key=lambda t: t.name)]
+        return self.page("overview.html", topics=topics, groups=self._groups())
+
+    async def rates(self, request: Request) -> Response:
+        times, rates = self.history.message_rates()
+        return JSONResponse({"times": times, "series": rates})
+
+    def _groups(self) -> list[dict]:
+        rows = []
+        for group in sorted(self.broker.groups.list_groups(), key=lambda g: g.group_id):
+            lags = [r.lag for r in group_offsets(self.broker, group.group_id)]
+            rows.append({"id": group.group_id, "state": group.state.value, "members": len(group.members),
+                         "lag": sum(lags)})
+        return rows
+
+    async def groups(self, request: Request) -> Response:
+        return self.page("groups.html", groups=self._groups())
+
+    def _topic(self, request: Request) -> Topic:
+        name = request.path_params["name"]
+        topic = self.broker.log_manager.topics.get(name)
+        if topic is None:
+            raise HTTPException(404, f"topic {name!r} does not exist")
+        return topic
+
+    async def topic(self, request: Request) -> Response:
+        topic = self._topic(request)
+        query = request.query_params
+        browse = {"mode": query.get("mode", "newest"), "partition": query.get("partition", ""),
+                  "offset": query.get("offset", ""), "time": query.get("time", ""),
+                  "limit": query.get("limit", str(BROWSE_LIMIT))}
+        messages = self._browse(topic, browse)
+        partitions = [{"partition": i, "start": p.log_start_offset, "end": p.log_end_offset, "size": p.size_bytes,
+                       "segments": len(p.segments)} for i, p in enumerate(topic.partitions)]
+        configs = sorted(topic.config.to_topic_configs().items())
+        return self.page("topic.html", topic=topic.name, partitions=partitions, configs=configs,
+                         overrides=topic.configs, browse=browse, messages=messages)
+
+    def _browse(self, topic: Topic, browse: dict) -> list[dict]:
+        """The records the browser shows: newest first, or from an offset or a time onwards."""
+        mode = browse["mode"]
+        limit = _integer(browse["limit"], "limit", minimum=1)
+        limit = min(limit, MAX_BROWSE_LIMIT)
+        logs = self._partitions(topic, browse["partition"])
+        found: list[dict] = []
+        for index, plog in logs:
+            if mode == "newest":
+                start = max(plog.log_end_offset - limit, plog.log_start_offset)
+            elif mode == "offset":
+                start = _integer(browse["offset"], "offset", minimum=0)
+                if not plog.log_start_offset <= start <= plog.log_end_offset:
+                    raise HTTPException(416, f"offset {start} is outside partition {index} of {topic.name!r}, "
+                                             f"which holds offsets {plog.log_start_offset} to {plog.log_end_offset}")
+            elif mode == "time":
+                found_at = plog.offset_for_timestamp(_timestamp(browse["time"]))
+                start = found_at[0] if found_at else plog.log_end_offset
+            else:
+                raise HTTPException(400, f"unknown browse mode {mode!r}: use newest, offset or time")
+            found.extend(record_view(index, r) for r in records_from(plog, start, limit))
+        if mode == "newest":
+            found.sort(key=lambda r: (r["timestamp"], r["offset"]), reverse=True)
+        else:
+            found.sort(key=lambda r: (r["timestamp"], r["partition"], r["offset"]))
+        return found[:limit]
+
+    @staticmethod
+    def _partitions(topic: Topic, text: str) -> list[tuple[int, Log]]:
+        if text in ("", "all"):
+            return list(enumerate(topic.partitions))
+        index = _integer(text, "partition", minimum=0)
+        if index >= len(topic.partitions):
+            raise HTTPException(404, f"topic {topic.name!r} has no partition {index} "
+                                     f"(it has {len(topic.partitions)})")
+        return [(index, topic.partitions[index])]
+
+    async def tail(self, request: Request) -> Response:
+        """Server-sent events: each record appended to the topic from now on, as JSON."""
+        topic = self._topic(request)
+        positions = {i: p.log_end_offset for i, p in enumerate(topic.partitions)}
+        watched = [(topic.name, i) for i in positions]
+
+        async def events():
+            yield ": tailing\n\n"  # the response starts at once, so the browser knows the stream is open
+            while not await request.is_disconnected():
+                with self.broker.growth.watch(watched) as signals:
+                    if self.broker.log_manager.topics.get(topic.name) is not topic:
+                        yield "event: gone\ndata: {}\n\n"
+                        return
+                    for index, offset in positions.items():
+                        for record in records_from(topic.partitions[index], offset, TAIL_BATCH):
+                            yield f"data: {json.dumps(record_view(index, record))}\n\n"
+                            positions[index] = record.offset + 1
+                    await asyncio.wait(signals, timeout=1.0)  # wake now and then to notice a closed page
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    def _group(self, request: Request):
+        group_id = request.path_params["group"]
+        group = self.broker.groups.describe(group_id)
+        if group.state is GroupState.DEAD:
+            raise HTTPException(404, f"consumer group {group_id!r} does not exist")
+        return group
+
+    async def group(self, request: Request) -> Response:
+        group = self._group(request)
+        owner = {}
+        members = []
+        for member in group.members:
+            try:
+                assigned = assignment.partitions(member.assignment)
+            except assignment.MalformedAssignment:
+                assigned = {}
+            parts = sorted((t, p) for t, ps in assigned.items() for p in ps)
+            owner.update((tp, member.member_id) for tp in parts)
+            members.append({"id": member.member_id, "instance": member.instance_id, "client": member.client_id,
+                            "host": member.client_host, "partitions": ", ".join(f"{t}-{p}" for t, p in parts)})
+        offsets = [{"topic": r.topic, "partition": r.partition, "committed": r.committed, "end": r.log_end,
+                    "lag": r.lag, "member": owner.get((r.topic, r.partition))}
+                   for r in group_offsets(self.broker, group.group_id)]
+        topics = sorted({r["topic"] for r in offsets} | {t for t, _ in owner})
+        return self.page("group.html", group=group, members=members, offsets=offsets, topics=topics, modes=MODES)
+
+    async def group_lag(self, request: Request) -> Response:
+        group = self._group(request)
+        times, series = self.history.group_lag(group.group_id)
+        return JSONResponse({"times": times, "series": series})
+
+    async def reset(self, request: Request) -> Response:
+        """Reset a group's offsets on one topic: the first POST shows the new offsets and asks
+        for confirmation; the POST with confirm=yes commits them. Refused while the group has
+        members, as `headwater groups reset-offsets` refuses."""
+        if not self.allow_writes:
+            raise HTTPException(403, "the console is read-only: start the broker with --console-allow-writes "
+                                     "to reset offsets")
+        group = self._group(request)
+        form = await request.form()
+        topic = self.broker.log_manager.topics.get(form.get("topic", ""))
+        if topic is None:
+            raise HTTPException(404, f"topic {form.get('topic', '')!r} does not exist")
+        reset_to = _reset_to(form.get("to", ""), form.get("value", ""))
+        if group.members:
+            raise HTTPException(409, f"consumer group {group.group_id!r} has {len(group.members)} active member(s); "
+                                     "stop its consumers before resetting offsets")
+        committed = self.broker.groups.committed(group.group_id)
+        rows = []
+        for index, plog in enumerate(topic.partitions):
+            at_time = -1
+            if reset_to.mode == "datetime":
+                found = plog.offset_for_timestamp(reset_to.value)
+                at_time = found[0] if found else -1
+            previous = committed.get((topic.name, index))
+            previous_offset = previous.offset if previous else None
+            rows.append({"partition": index, "previous": previous_offset,
+                         "new": reset_to.target(plog.log_start_offset, plog.log_end_offset, previous_offset, at_time)})
+        if form.get("confirm") != "yes":
+            return self.page("reset.html", group=group, topic=topic.name, to=form.get("to"),
+                             value=form.get("value", ""), rows=rows)
+        error = self.broker.groups.commit(group.group_id, -1, "", None,
+                                          {(topic.name, r["partition"]): CommittedOffset(r["new"]) for r in rows})
+        if error:
+            raise HTTPException(409, f"could not commit the offsets of {group.group_id!r}: {ErrorCode(error).name}")
+        log.info("console reset offsets of group %s on %s to %s", group.group_id, topic.name, reset_to)
+        return RedirectResponse(request.url_for("group", group=group.group_id), status_code=303)
+
+    async def scrape(self, request: Request) -> Response:
+        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def error(self, request: Request, exc: HTTPException) -> Response:
+        return self.page("error.html", status=exc.status_code, status_code=exc.status_code, message=exc.detail)
+
+    async def failure(self, request: Request, exc: Exception) -> Response:
+        log.error("console: %s %s failed", request.method, request.url.path, exc_info=exc)
+        return self.page("error.html", status=500, status_code=500,
+                         message="the console failed to build this page; the broker's log has the details")
+
+    def app(self) -> Starlette:
+        routes = [
+            Route("/", self.overview, name="overview"),
+            Route("/rates.json", self.rates),
+            Route("/topics/{name}", self.topic, name="topic"),
+            Route("/topics/{name}/tail", self.tail),
+            Route("/groups", self.groups, name="groups"),
+            Route("/groups/{group}", self.group, name="group"),
+            Route("/groups/{group}/lag.json", self.group_lag),
+            Route("/groups/{group}/reset", self.reset, methods=["POST"]),
+            Route("/metrics", self.scrape),
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ]
+        return Starlette(routes=routes, exception_handlers={HTTPException: self.error, Exception: self.failure})
+
+
+def _integer(text: str, what: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise HTTPException(400, f"{what} must be a whole number, got {text!r}") from None
+    if value < minimum:
+        raise HTTPException(400, f"{what} must be at least {minimum}, got {value}")
+    return value
+
+
+def _timestamp(text: str) -> int:
+    """Unix milliseconds from an ISO 8601 date-time (UTC unless a zone is given)."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise HTTPException(400, f"{text!r} is not an ISO 8601 date-time, e.g. 2026-11-22T10:00:00Z") from None
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def _reset_to(mode: str, value: str) -> ResetTo:
+    if mode not in MODES:
+        raise HTTPException(400, f"reset to {mode!r}? use one of {', '.join(MODES)}")
+    if mode in ("earliest", "latest"):
+        return ResetTo(mode)
+    if mode == "datetime":
+        return ResetTo(mode, _timestamp(value))
+    return ResetTo(mode, _integer(value, "the offset" if mode == "offset" else "the shift",
+                                  minimum=0 if mode == "offset" else -(2**63)))

@@ -1,0 +1,57 @@
+"""The opt-in HTTP listener: uvicorn serving the console app on the broker's own event loop.
+
+uvicorn's Server runs as one more task of the broker's loop, on a socket we bind ourselves
+(so a busy port is an ordinary OSError for the CLI to report); the broker keeps its own
+signal handling, and stopping the broker stops the listener first.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+
+import uvicorn
+
+from headwater.broker.http.console import Console
+from headwater.broker.http.history import History
+from headwater.broker.http.metrics import BrokerMetrics
+
+SHUTDOWN_GRACE_S = 1  # open pages (a live tail) get this long to finish when the broker stops
+
+
+class _LoopServer(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self):
+        yield  # SIGTERM and SIGINT belong to the broker, which stops us
+
+
+class HttpListener:
+    def __init__(self, server, host: str, port: int, allow_writes: bool):
+        broker = server.broker
+        metrics = BrokerMetrics(broker, lambda: server.connections)
+        broker.metrics = server.maintenance.metrics = metrics
+        self.history = History(broker)
+        app = Console(broker, metrics, self.history, allow_writes).app()
+        self._uvicorn = _LoopServer(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+                                                   timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+        self._socket = socket.create_server((host, port), reuse_port=False)
+        self._task: asyncio.Task | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._socket.getsockname()[:2]
+
+    async def start(self) -> None:
+        self.history.start()
+        self._task = asyncio.create_task(self._uvicorn.serve(sockets=[self._socket]))
+        while not self._uvicorn.started and not self._task.done():
+            await asyncio.sleep(0.01)
+        if self._task.done():
+            self._task.result()  # startup failed: raise why
+
+    async def stop(self) -> None:
+        self._uvicorn.should_exit = True
+        if self._task is not None:
+            await self._task
+        await self.history.stop()
+        self._socket.close()

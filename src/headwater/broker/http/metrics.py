@@ -1,0 +1,147 @@
+"""Prometheus metrics of one broker, under the names dashboards already use.
+
+Two kinds, so the produce path pays almost nothing:
+
+* counters and histograms (``BrokerMetrics``) updated once per request or per batch, never
+  per record: messages and bytes in and out per topic in the JMX exporter's style
+  (``kafka_server_brokertopicmetrics_*``), requests per API with their latency, the log
+  cleaner's and retention's work;
+* gauges computed at scrape time from the broker's state (``StateCollector``), with
+  kafka_exporter's names for topics and consumer groups, plus log size per partition and
+  open connections.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from headwater.broker.http.state import group_offsets
+from headwater.log.cleaner import CleanerStats
+from headwater.protocol.messages import ApiKey
+
+# Request latencies from 100 us (a produce to the page cache) to 10 s (a long-polling fetch).
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_CLEANER_COUNTERS = ("segments_rewritten", "records_removed", "bytes_read", "bytes_written")
+
+
+class BrokerMetrics:
+    """The broker's counters, in a registry of its own (one per broker, so tests may run many)."""
+
+    def __init__(self, broker, connections: Callable[[], int]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        topic = ["topic"]
+        self._messages_in = Counter("kafka_server_brokertopicmetrics_messagesin", "Records appended",
+                                    topic, registry=self.registry)
+        self._bytes_in = Counter("kafka_server_brokertopicmetrics_bytesin", "Record batch bytes appended",
+                                 topic, registry=self.registry)
+        self._bytes_out = Counter("kafka_server_brokertopicmetrics_bytesout", "Record batch bytes fetched",
+                                  topic, registry=self.registry)
+        self._requests = Histogram("kafka_network_requestmetrics_request_seconds",
+                                   "Time from a request read to its response written, per API", ["request"],
+                                   buckets=LATENCY_BUCKETS, registry=self.registry)
+        self._retention = Counter("kafka_log_retention_segments_deleted", "Segments deleted by retention",
+                                  registry=self.registry)
+        self._cleaner_passes = Counter("kafka_log_logcleaner_logs_cleaned", "Logs compacted by the cleaner",
+                                       registry=self.registry)
+        self._cleaner = {name: Counter(f"kafka_log_logcleaner_{name}", f"Log cleaner: {name.replace('_', ' ')}",
+                                       registry=self.registry) for name in _CLEANER_COUNTERS}
+        self.registry.register(StateCollector(broker, connections))
+        # Labelled children, looked up once: .labels() costs more than the increment itself.
+        self._by_topic: dict[str, tuple[Counter, Counter, Counter]] = {}
+        self._by_api: dict[int, Histogram] = {}
+
+    def _topic(self, topic: str) -> tuple[Counter, Counter, Counter]:
+        children = self._by_topic.get(topic)
+        if children is None:
+            children = self._by_topic[topic] = (self._messages_in.labels(topic), self._bytes_in.labels(topic),
+                                                self._bytes_out.labels(topic))
+        return children
+
+    def appended(self, topic: str, records: int, size: int) -> None:
+        messages, bytes_in, _ = self._topic(topic)
+        messages.inc(records)
+        bytes_in.inc(size)
+
+    def fetched(self, topic: str, size: int) -> None:
+        if size:
+            self._topic(topic)[2].inc(size)
+
+    def request(self, api_key: int, seconds: float) -> None:
+        child = self._by_api.get(api_key)
+        if child is None:
+            child = self._by_api[api_key] = self._requests.labels(_api_name(ApiKey(api_key)))
+        child.observe(seconds)
+
+    def retention_deleted(self, segments: int) -> None:
+        self._retention.inc(segments)
+
+    def cleaned(self, stats: CleanerStats) -> None:
+        self._cleaner_passes.inc(stats.logs_cleaned)
+        for name, counter in self._cleaner.items():
+            counter.inc(getattr(stats, name))
+
+    def forget_topic(self, topic: str) -> None:
+        if self._by_topic.pop(topic, None) is not None:
+            for family in (self._messages_in, self._bytes_in, self._bytes_out):
+                family.remove(topic)
+
+
+def _api_name(key: ApiKey) -> str:
+    """Kafka's request names as the JMX exporter labels them: Produce, OffsetCommit, ..."""
+    return "".join(word.capitalize() for word in key.name.split("_"))
+
+
+class StateCollector(Collector):
+    """Gauges read from the broker at scrape time (kafka_exporter's names and labels)."""
+
+    def __init__(self, broker, connections: Callable[[], int]) -> None:
+        self.broker, self.connections = broker, connections
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        broker = self.broker
+        yield GaugeMetricFamily("kafka_brokers", "Number of brokers in the cluster", value=1)
+        partitions = GaugeMetricFamily("kafka_topic_partitions", "Partitions of a topic", labels=["topic"])
+        current = GaugeMetricFamily("kafka_topic_partition_current_offset", "Log end offset of a partition",
+                                    labels=["topic", "partition"])
+        oldest = GaugeMetricFamily("kafka_topic_partition_oldest_offset", "Log start offset of a partition",
+                                   labels=["topic", "partition"])
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of a partition's log on disk",
+                                 labels=["topic", "partition"])
+        for topic in list(broker.log_manager.topics.values()):
+            partitions.add_metric([topic.name], len(topic.partitions))
+            for index, plog in enumerate(topic.partitions):
+                labels = [topic.name, str(index)]
+                current.add_metric(labels, plog.log_end_offset)
+                oldest.add_metric(labels, plog.log_start_offset)
+                size.add_metric(labels, plog.size_bytes)
+        yield from (partitions, current, oldest, size)
+        yield from self._groups()
+        yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open Kafka client connections",
+                                value=self.connections())
+        yield GaugeMetricFamily("kafka_log_logcleaner_uncleanable_partitions_count",
+                                "Logs the cleaner has set aside", value=len(broker.log_manager.cleaner.uncleanable))
+
+    def _groups(self) -> Iterator[GaugeMetricFamily]:
+        members = GaugeMetricFamily("kafka_consumergroup_members", "Members of a consumer group",
+                                    labels=["consumergroup"])
+        committed = GaugeMetricFamily("kafka_consumergroup_current_offset", "Committed offset of a group",
+                                      labels=["consumergroup", "topic", "partition"])
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "Log end offset minus committed offset",
+                                labels=["consumergroup", "topic", "partition"])
+        lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "Lag of a group over a topic's partitions",
+                                    labels=["consumergroup", "topic"])
+        for group in self.broker.groups.list_groups():
+            gid = group.group_id
+            members.add_metric([gid], len(group.members))
+            sums: dict[str, int] = {}
+            for row in group_offsets(self.broker, gid):
+                labels = [gid, row.topic, str(row.partition)]
+                committed.add_metric(labels, row.committed)
+                lag.add_metric(labels, row.lag)
+                sums[row.topic] = sums.get(row.topic, 0) + row.lag
+            for topic, total in sums.items():
+                lag_sum.add_metric([gid, topic], total)
+        yield from (members, committed, lag, lag_sum)

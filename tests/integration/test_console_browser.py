@@ -1,0 +1,205 @@
+"""The web console in a real browser: Debian's headless chromium driven by selenium, against
+a real broker. Each page opened, the message browser checked against what was produced, the
+live tail seen receiving a new record, a group's offsets reset and checked with the CLI, the
+lag plot seen to have data. Screenshots of every page are saved in the test's tmp dir."""
+import html
+import json
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from headwater.testing import BrokerProcess, wait_until
+
+TOPIC, GROUP = "orders", "billing"
+PARTITIONS = 2
+RECORDS = [(i % PARTITIONS, f"order-{i}", {"order": i, "items": ["tea"] * (i % 3), "total": i * 2.5})
+           for i in range(30)]   # (partition, key, JSON value)
+CONSUMED = {0: 10, 1: 5}         # what the billing group committed
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    data = tmp_path_factory.mktemp("console") / "data"
+    with BrokerProcess(data, "--http-listener", "127.0.0.1:0", "--console-allow-writes") as proc:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS)])[TOPIC].result(30)
+        producer = Producer({"bootstrap.servers": proc.bootstrap})
+        for partition, key, value in RECORDS:
+            producer.produce(TOPIC, key=key.encode(), value=json.dumps(value).encode(), partition=partition,
+                             headers=[("source", b"till-3")])
+        producer.flush(30)
+        committer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+        committer.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in CONSUMED.items()], asynchronous=False)
+        committer.close()
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if shutil.which("chromedriver") is None:
+        pytest.fail("chromedriver not found: `make system-deps` installs Debian's chromium and chromium-driver")
+    options = Options()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+        options.add_argument(flag)
+    options.binary_location = shutil.which("chromium")
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory):
+    return tmp_path_factory.mktemp("screenshots")
+
+
+def open_page(browser, broker, path: str):
+    browser.get(broker.console_url + path.lstrip("/"))
+    WebDriverWait(browser, 30).until(lambda b: b.execute_script("return document.readyState") == "complete")
+
+
+def wait_for(browser, condition, what: str, timeout: float = 30):
+    return WebDriverWait(browser, timeout).until(lambda b: condition(), message=f"waiting for {what}")
+
+
+def rows(browser, table_id: str) -> list[list[str]]:
+    return [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in browser.find_elements(By.CSS_SELECTOR, f"#{table_id} tbody tr")]
+
+
+def shown_records(browser, table_id: str = "messages") -> list[tuple[int, int, str, dict, str]]:
+    """(partition, offset, key, value as JSON, headers) of each record row."""
+    return [(int(r[0]), int(r[1]), r[3], json.loads(r[4]), r[5])
+            for r in rows(browser, table_id) if len(r) == 6]
+
+
+def produced(partition: int) -> list[tuple[int, int, str, dict, str]]:
+    mine = [(key, value) for p, key, value in RECORDS if p == partition]
+    return [(partition, offset, key, value, "source: till-3") for offset, (key, value) in enumerate(mine)]
+
+
+def test_overview_lists_topics_and_groups(browser, broker, screenshots):
+    open_page(browser, broker, "/")
+    topics = {r[0]: r for r in rows(browser, "topics")}
+    assert topics[TOPIC][1:3] == [str(PARTITIONS), str(len(RECORDS))]
+    groups = {r[0]: r for r in rows(browser, "groups")}
+    assert groups[GROUP][1:] == ["Empty", "0", str(len(RECORDS) - sum(CONSUMED.values()))]
+    wait_for(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#rate-plot canvas"), "the rate plot")
+    browser.save_screenshot(str(screenshots / "overview.png"))
+
+
+def test_message_browser_shows_what_was_produced(browser, broker, screenshots):
+    for partition in range(PARTITIONS):
+        open_page(browser, broker, f"/topics/{TOPIC}?mode=offset&offset=0&partition={partition}&limit=1000")
+        assert shown_records(browser) == produced(partition)
+    # The form: newest first, partition 1, five records.
+    open_page(browser, broker, f"/topics/{TOPIC}")
+    Select(browser.find_element(By.NAME, "mode")).select_by_value("newest")
+    Select(browser.find_element(By.NAME, "partition")).select_by_value("1")
+    limit = browser.find_element(By.NAME, "limit")
+    limit.clear()
+    limit.send_keys("5")
+    browser.find_element(By.CSS_SELECTOR, "#browse button").click()
+    wait_for(browser, lambda: "limit=5" in browser.current_url, "the browse form's page")
+    assert shown_records(browser) == produced(1)[-5:][::-1]
+    assert rows(browser, "partitions") == [[str(p), "0", str(len(produced(p))), str(len(produced(p))),
+                                            r[4], "1"] for p, r in enumerate(rows(browser, "partitions"))]
+    browser.save_screenshot(str(screenshots / "topic.png"))
+
+
+def test_live_tail_receives_a_new_record(browser, broker, screenshots):
+    open_page(browser, broker, f"/topics/{TOPIC}")
+    browser.find_element(By.ID, "tail-start").click()
+    wait_for(browser, lambda: browser.find_element(By.ID, "tail-status").text == "tailing", "the tail to open")
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(TOPIC, key=b"late", value=b'{"order": 999}', partition=1, headers=[("source", b"web")])
+    producer.flush(30)
+    wait_for(browser, lambda: shown_records(browser, "tail"), "the new record in the tail")
+    assert shown_records(browser, "tail") == [(1, len(produced(1)), "late", {"order": 999}, "source: web")]
+    browser.save_screenshot(str(screenshots / "tail.png"))
+    browser.find_element(By.ID, "tail-stop").click()
+
+
+def lag_series(browser) -> dict:
+    return browser.execute_script(
+        "const p = plots['lag-plot']; return p ? {names: p.chart.series.slice(1).map(s => s.label),"
+        " points: p.chart.data[1].filter(v => v !== null).length} : null;")
+
+
+def test_group_page_shows_offsets_lag_and_a_lag_plot(browser, broker, screenshots):
+    open_page(browser, broker, f"/groups/{GROUP}")
+    ends = {0: len(produced(0)), 1: len(produced(1)) + 1}   # the tail test added one record to partition 1
+    assert rows(browser, "offsets") == [[TOPIC, str(p), str(o), str(ends[p]), str(ends[p] - o), ""]
+                                        for p, o in CONSUMED.items()]
+    assert browser.find_element(By.ID, "group-state").text == "Empty"
+    series = wait_for(browser, lambda: (s := lag_series(browser)) and s["points"] >= 2 and s, "two lag samples")
+    assert series["names"] == [f"{TOPIC}-0", f"{TOPIC}-1"]
+    browser.save_screenshot(str(screenshots / "group.png"))
+
+
+def post(broker, path: str, form: str) -> tuple[int, str]:
+    request = urllib.request.Request(broker.console_url + path.lstrip("/"), data=form.encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, html.unescape(error.read().decode())
+
+
+def describe(broker) -> dict[int, int]:
+    result = subprocess.run([sys.executable, "-m", "headwater", "groups", "describe", GROUP, "--json",
+                             "--bootstrap-server", broker.bootstrap], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return {o["partition"]: o["committed"] for o in json.loads(result.stdout)["offsets"]}
+
+
+def test_reset_offsets_with_confirmation_then_checked_with_the_cli(browser, broker, screenshots):
+    open_page(browser, broker, f"/groups/{GROUP}")
+    Select(browser.find_element(By.NAME, "to")).select_by_value("offset")
+    browser.find_element(By.NAME, "value").send_keys("3")
+    browser.find_element(By.CSS_SELECTOR, "#reset button").click()
+    wait_for(browser, lambda: browser.find_elements(By.ID, "reset-preview"), "the confirmation page")
+    assert rows(browser, "reset-preview") == [[str(p), str(o), "3"] for p, o in CONSUMED.items()]
+    assert describe(broker) == CONSUMED   # nothing committed before the confirmation
+    browser.save_screenshot(str(screenshots / "reset.png"))
+    browser.find_element(By.CSS_SELECTOR, "#confirm button").click()
+    wait_for(browser, lambda: browser.find_elements(By.ID, "offsets"), "the group page again")
+    assert describe(broker) == {0: 3, 1: 3}
+    assert [r[2] for r in rows(browser, "offsets")] == ["3", "3"]
+
+
+def test_reset_refused_while_the_group_is_active(broker):
+    member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "enable.auto.commit": False,
+                       "heartbeat.interval.ms": 500})
+    member.subscribe([TOPIC])
+    try:
+        wait_until(lambda: member.poll(0.2) is None and member.assignment(), what="the member's assignment")
+        status, page = post(broker, f"/groups/{GROUP}/reset", f"topic={TOPIC}&to=earliest&confirm=yes")
+        assert status == 409
+        assert f"consumer group '{GROUP}' has 1 active member(s); stop its consumers" in page
+    finally:
+        member.close()
+    assert describe(broker) == {0: 3, 1: 3}
+
+
+@pytest.mark.parametrize("form, status, message", [
+    (f"topic={TOPIC}&to=sideways", 400, "reset to 'sideways'? use one of earliest, latest, offset, datetime, shift"),
+    (f"topic={TOPIC}&to=offset&value=abc", 400, "the offset must be a whole number, got 'abc'"),
+    (f"topic={TOPIC}&to=datetime&value=noon", 400, "'noon' is not an ISO 8601 date-time"),
+    ("to=earliest", 404, "topic '' does not exist"),
+    ("topic=nope&to=earliest", 404, "topic 'nope' does not exist"),
+])
+def test_malformed_reset_requests_are_refused(broker, form, status, message):
+    got, page = post(broker, f"/groups/{GROUP}/reset", form + "&confirm=yes")
+    assert (got, message in page, "Traceback" in page) == (status, True, False)
+    assert post(broker, "/groups/nobody/reset", f"topic={TOPIC}&to=earliest")[0] == 404

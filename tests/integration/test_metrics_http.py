@@ -1,0 +1,209 @@
+"""/metrics after a known workload, parsed with prometheus_client's own parser, equals the
+ground truth computed here; bad console requests get clear pages with the right status, and
+the broker keeps serving Kafka clients."""
+import html
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from headwater.testing import BrokerProcess, wait_until
+
+TOPIC, GROUP = "metered", "meter-readers"
+PER_PARTITION = {0: 7, 1: 12, 2: 5}       # records produced to each partition
+COMMITTED = {0: 7, 1: 4}                  # the group's committed offsets; partition 2 never committed
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("metrics") / "data", "--http-listener", "127.0.0.1:0",
+                       "--retention-check-interval-ms", "200", "--cleaner-interval-ms", "200") as proc:
+        yield proc
+
+
+def get(broker, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(broker.console_url + path.lstrip("/"), timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def scrape(broker) -> dict[tuple[str, tuple], float]:
+    status, text = get(broker, "/metrics")
+    assert status == 200
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+@pytest.fixture(scope="module")
+def workload(broker):
+    """Known records, a group's known commits, and one consumer that reads everything once."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 3)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for partition, count in PER_PARTITION.items():
+        for i in range(count):
+            producer.produce(TOPIC, value=f"{partition}-{i}".encode(), partition=partition)
+            producer.flush()  # one batch per record: a count per batch would differ from a count per record
+    committer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition(TOPIC, p, o) for p, o in COMMITTED.items()], asynchronous=False)
+    committer.close()
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "reads-all-once",
+                       "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    reader.assign([TopicPartition(TOPIC, p, 0) for p in PER_PARTITION])
+    read = 0
+    while read < sum(PER_PARTITION.values()):
+        msg = reader.poll(1)
+        if msg is not None and not msg.error():
+            read += 1
+    reader.close()
+    return scrape(broker)
+
+
+def test_kafka_exporter_gauges_equal_the_workload(workload):
+    m = workload
+    assert m[("kafka_brokers", ())] == 1
+    assert m[("kafka_topic_partitions", (("topic", TOPIC),))] == 3
+    for partition, count in PER_PARTITION.items():
+        labels = (("partition", str(partition)), ("topic", TOPIC))
+        assert m[("kafka_topic_partition_current_offset", labels)] == count
+        assert m[("kafka_topic_partition_oldest_offset", labels)] == 0
+    for partition, offset in COMMITTED.items():
+        labels = (("consumergroup", GROUP), ("partition", str(partition)), ("topic", TOPIC))
+        assert m[("kafka_consumergroup_current_offset", labels)] == offset
+        assert m[("kafka_consumergroup_lag", labels)] == PER_PARTITION[partition] - offset
+    assert ("kafka_consumergroup_lag", (("consumergroup", GROUP), ("partition", "2"), ("topic", TOPIC))) not in m
+    lag_sum = sum(PER_PARTITION[p] - o for p, o in COMMITTED.items())
+    assert m[("kafka_consumergroup_lag_sum", (("consumergroup", GROUP), ("topic", TOPIC)))] == lag_sum
+    assert m[("kafka_consumergroup_members", (("consumergroup", GROUP),))] == 0
+
+
+def test_broker_counters_equal_the_workload(workload, broker):
+    m = workload
+    topic = (("topic", TOPIC),)
+    assert m[("kafka_server_brokertopicmetrics_messagesin_total", topic)] == sum(PER_PARTITION.values())
+    on_disk = sum(f.stat().st_size for p in PER_PARTITION for f in (broker.data_dir / f"{TOPIC}-{p}").glob("*.log"))
+    for p in PER_PARTITION:
+        size = sum(f.stat().st_size for f in (broker.data_dir / f"{TOPIC}-{p}").glob("*.log"))
+        assert m[("kafka_log_log_size", (("partition", str(p)), ("topic", TOPIC)))] == size
+    # Every byte appended is in the log, and the reader fetched each batch once.
+    assert m[("kafka_server_brokertopicmetrics_bytesin_total", topic)] == on_disk
+    assert m[("kafka_server_brokertopicmetrics_bytesout_total", topic)] == on_disk
+    produce = (("request", "Produce"),)
+    assert m[("kafka_network_requestmetrics_request_seconds_count", produce)] == sum(PER_PARTITION.values())
+    assert m[("kafka_network_requestmetrics_request_seconds_bucket", (("le", "+Inf"),) + produce)] == \
+        sum(PER_PARTITION.values())
+    assert m[("kafka_network_requestmetrics_request_seconds_count", (("request", "OffsetCommit"),))] == 1
+    assert m[("kafka_server_socketservermetrics_connection_count", ())] >= 0
+
+
+def produce_one_by_one(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, partition=0)
+        producer.flush()
+
+
+def read_all(bootstrap: str, topic: str) -> int:
+    """Records a consumer reads from the log start of partition 0 to its end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "count", "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    count = 0
+    while True:
+        msg = consumer.poll(10)
+        assert msg is not None, "no end of partition"
+        if msg.error():
+            break  # end of partition
+        count += 1
+    consumer.close()
+    return count
+
+
+def test_cleaner_and_retention_counters_equal_their_work(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    small_segments = {"segment.bytes": "1024", "min.compaction.lag.ms": "0", "min.cleanable.dirty.ratio": "0.01"}
+    futures = admin.create_topics([NewTopic("compacted", 1, config={**small_segments, "cleanup.policy": "compact"}),
+                                   NewTopic("expiring", 1, config={**small_segments, "retention.bytes": "0"})])
+    for future in futures.values():
+        future.result(30)
+    updates = [(f"k{i % 5}".encode(), f"v{i}".encode() * 10) for i in range(60)]
+    produce_one_by_one(broker.bootstrap, "compacted", updates)
+    produce_one_by_one(broker.bootstrap, "expiring", updates)
+
+    def settled():
+        """Metrics once the cleaner and retention have nothing left to do: two scrapes alike."""
+        before = scrape(broker)
+        time.sleep(1)
+        after = scrape(broker)
+        return after if before == after and after[("kafka_log_logcleaner_logs_cleaned_total", ())] > 0 and \
+            after[("kafka_log_retention_segments_deleted_total", ())] > 0 else None
+    m = wait_until(settled, what="cleaner and retention passes")
+    assert m[("kafka_log_logcleaner_records_removed_total", ())] == len(updates) - read_all(broker.bootstrap,
+                                                                                            "compacted")
+    expiring = (("partition", "0"), ("topic", "expiring"))
+    remaining = len(list((broker.data_dir / "expiring-0").glob("*.log")))
+    assert remaining == 1   # retention.bytes=0 leaves the active segment only
+    assert m[("kafka_topic_partition_oldest_offset", expiring)] == len(updates) - read_all(broker.bootstrap,
+                                                                                            "expiring")
+    assert m[("kafka_log_retention_segments_deleted_total", ())] > 0
+    assert m[("kafka_log_logcleaner_bytes_read_total", ())] > m[("kafka_log_logcleaner_bytes_written_total", ())]
+
+
+BAD_REQUESTS = [
+    ("/topics/no-such-topic", 404, "topic 'no-such-topic' does not exist"),
+    ("/groups/no-such-group", 404, "consumer group 'no-such-group' does not exist"),
+    (f"/topics/{TOPIC}?mode=offset&offset=99&partition=0", 416, "offset 99 is outside partition 0"),
+    (f"/topics/{TOPIC}?mode=offset&offset=ten", 400, "offset must be a whole number, got 'ten'"),
+    (f"/topics/{TOPIC}?mode=offset&offset=-1", 400, "offset must be at least 0"),
+    (f"/topics/{TOPIC}?mode=time&time=yesterday", 400, "is not an ISO 8601 date-time"),
+    (f"/topics/{TOPIC}?mode=sideways", 400, "unknown browse mode"),
+    (f"/topics/{TOPIC}?partition=9", 404, "has no partition 9"),
+    (f"/topics/{TOPIC}?limit=0", 400, "limit must be at least 1"),
+    ("/no/such/page", 404, "Not Found"),
+]
+
+
+@pytest.mark.parametrize("path, status, message", BAD_REQUESTS)
+def test_bad_requests_get_a_clear_page_and_status(workload, broker, path, status, message):
+    got_status, page = get(broker, path)
+    assert got_status == status
+    assert message in html.unescape(page)
+    assert "Traceback" not in page
+
+
+def test_writes_are_refused_on_a_read_only_console(workload, broker):
+    request = urllib.request.Request(broker.console_url + f"groups/{GROUP}/reset", method="POST",
+                                     data=f"topic={TOPIC}&to=earliest&confirm=yes".encode())
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 403
+    assert "--console-allow-writes" in refused.value.read().decode()
+    assert scrape(broker)[("kafka_consumergroup_current_offset", (("consumergroup", GROUP), ("partition", "1"),
+                                                                  ("topic", TOPIC)))] == COMMITTED[1]
+
+
+def test_kafka_clients_are_served_after_the_bad_requests(workload, broker):
+    for path, _, _ in BAD_REQUESTS:
+        get(broker, path)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("after-bad-pages", value=b"still here", partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "after", "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition("after-bad-pages", 0, 0)])
+    msg = None
+    for _ in range(30):
+        msg = consumer.poll(1)
+        if msg is not None and not msg.error():
+            break
+    consumer.close()
+    assert msg.value() == b"still here"
+
+
+def test_no_listener_unless_asked(tmp_path):
+    with BrokerProcess(tmp_path / "data") as plain:
+        assert plain.console_url is None
