@@ -90,6 +90,7 @@ class Broker:
         # One thread, not asyncio's pool: each thread that decompresses keeps a malloc arena of its
         # own sized by the largest batch it opened, so a pool of them multiplies resident memory.
         self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
+        self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
         # Replays __consumer_offsets: groups and offsets are back.
         clock = clock or LoopClock()
         fsync_each_write = config.flush == "always"
@@ -99,7 +100,6 @@ class Broker:
         self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, self.append, fsync_each_write),
                                                    clock, self.txn_partitions, self.producer_ids.allocate,
                                                    self.groups)
-        self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
 
     @staticmethod
     def _lock_data_dir(data_dir: Path):
