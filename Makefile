@@ -2,7 +2,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test system-deps bench clean
+.PHONY: demo test system-deps quix-venv bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -14,20 +14,32 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(PY) -m headwater.demo $(DEMO_ARGS)
 
-# What the tests need from Debian: kcat (a real librdkafka 2.0.2 client), PostgreSQL, and strace
-# (to see that a durable file replace fsyncs its directory), chromium and its driver (the web console's
-# browser tests).
+# What the tests need from Debian: kcat (a real librdkafka 2.0.2 client), PostgreSQL, strace
+# (to see that a durable file replace fsyncs its directory), chromium and its driver (the web
+# console's browser tests), and rabbitmq-server (the peer of bench/share_groups.py, whose smoke
+# make test runs).
 system-deps:
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat)
 	@command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
 	@command -v chromedriver >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq postgresql)
+	@command -v rabbitmq-server >/dev/null || (apt-get update -qq && apt-get install -y -qq rabbitmq-server)
 
-test: $(VENV)/.installed system-deps
+# quixstreams pins confluent-kafka < 2.13, older than Headwater's: it gets a virtualenv of its
+# own, which tests/integration/test_ecosystem.py runs its application with.
+QUIX_VENV := .venv-quix
+$(QUIX_VENV)/.installed:
+	python3 -m venv $(QUIX_VENV)
+	$(QUIX_VENV)/bin/pip install -q 'quixstreams>=3.28,<4'
+	touch $@
+
+quix-venv: $(QUIX_VENV)/.installed
+
+test: $(VENV)/.installed system-deps quix-venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	$(PY) bench/throughput.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) $(QUIX_VENV) build src/*.egg-info

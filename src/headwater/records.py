@@ -55,7 +55,13 @@ class CorruptRecordError(ValueError):
 
 class InvalidRecordError(CorruptRecordError):
     """A batch that arrived as its producer sealed it (the CRC holds) but breaks the format:
-    its records, codec or counts. Sending it again cannot help, unlike a CRC mismatch."""
+    its records, codec or counts. Sending it again cannot help, unlike a CRC mismatch.
+    ``record_errors`` names the offending records, (index in the batch, why), when only some
+    are (KIP-467), so clients fail those and not their neighbours."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]] | None = None):
+        super().__init__(message)
+        self.record_errors = record_errors or []
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,11 +376,27 @@ def validate_produce(buf, *, max_uncompressed_bytes: int, keys_required: bool = 
             raise InvalidRecordError(f"records count {header.records_count} does not match last offset delta "
                                      f"{header.last_offset_delta}")
         body = _records_section(buf, pos, header, max_uncompressed_bytes)
-        max_delta = _check_records(body, header.records_count, keys_required)
+        max_delta = _checked_records(buf, pos, body, header.records_count, keys_required)
         if not header.attributes & ATTR_LOG_APPEND_TIME and header.base_timestamp + max_delta != header.max_timestamp:
             raise InvalidRecordError(f"max timestamp {header.max_timestamp} is not the latest record timestamp "
                                      f"{header.base_timestamp + max_delta}")
     return batches
+
+
+def _checked_records(buf, pos: int, body, count: int, keys_required: bool) -> int:
+    """``_check_records``, naming every keyless record when missing keys are the only fault."""
+    try:
+        return _check_records(body, count, keys_required)
+    except InvalidRecordError as exc:
+        if not keys_required:
+            raise
+        _check_records(body, count, False)  # any other fault is the error to report
+        keyless = [(index, KEYLESS_ON_COMPACTED) for index, record in enumerate(decode_records(buf, pos)[1])
+                   if record.key is None]
+        raise InvalidRecordError(str(exc), keyless) from None
+
+
+KEYLESS_ON_COMPACTED = "a compacted topic (cleanup.policy=compact) refuses records without a key"
 
 
 def _check_records(body, count: int, keys_required: bool) -> int:
@@ -510,6 +532,21 @@ def _skip_field(p: int, length: int, index: int, name: str) -> int:
     if length < -1:
         raise InvalidRecordError(f"record {index} has a {name} of length {length}")
     return p + length if length > 0 else p
+
+
+def recompressed(buf, pos: int, header: BatchHeader, codec: Compression) -> bytes:
+    """The batch at ``pos`` with its records section compressed with ``codec`` instead: the
+    broker's side of a topic's ``compression.type``. Every other header field is kept
+    (producer id, epoch, sequence, timestamps), so idempotence and offsets are unchanged."""
+    payload = compress(codec, bytes(_records_section(buf, pos, header)))
+    attrs = (header.attributes & ~ATTR_COMPRESSION_MASK) | int(codec)
+    out = bytearray(HEADER.pack(header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload),
+                                header.partition_leader_epoch, MAGIC, 0, attrs, header.last_offset_delta,
+                                header.base_timestamp, header.max_timestamp, header.producer_id,
+                                header.producer_epoch, header.base_sequence, header.records_count))
+    out += payload
+    reseal_crc(out)
+    return bytes(out)
 
 
 def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Compression = Compression.NONE,

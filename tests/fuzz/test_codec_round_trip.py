@@ -26,9 +26,13 @@ FIRST_FLEXIBLE = {ApiKey.PRODUCE: 9, ApiKey.FETCH: 12, ApiKey.LIST_OFFSETS: 6, A
                   ApiKey.LIST_GROUPS: 3, ApiKey.CREATE_TOPICS: 5, ApiKey.DELETE_TOPICS: 4, ApiKey.DELETE_RECORDS: 2,
                   ApiKey.INIT_PRODUCER_ID: 2, ApiKey.OFFSET_FOR_LEADER_EPOCH: 4, ApiKey.DESCRIBE_CONFIGS: 4,
                   ApiKey.ALTER_CONFIGS: 2, ApiKey.DESCRIBE_LOG_DIRS: 2, ApiKey.DELETE_GROUPS: 2,
-                  ApiKey.INCREMENTAL_ALTER_CONFIGS: 1, ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.ADD_OFFSETS_TO_TXN: 3,
-                  ApiKey.END_TXN: 3, ApiKey.TXN_OFFSET_COMMIT: 3, ApiKey.DESCRIBE_TRANSACTIONS: 0,
-                  ApiKey.LIST_TRANSACTIONS: 0}
+                  ApiKey.INCREMENTAL_ALTER_CONFIGS: 1, ApiKey.CREATE_PARTITIONS: 2, ApiKey.DESCRIBE_CLUSTER: 0,
+                  ApiKey.DESCRIBE_PRODUCERS: 0, ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+                  ApiKey.SHARE_GROUP_HEARTBEAT: 0, ApiKey.SHARE_GROUP_DESCRIBE: 1,
+                  ApiKey.SHARE_FETCH: 0, ApiKey.SHARE_ACKNOWLEDGE: 0, ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+                  ApiKey.ADD_OFFSETS_TO_TXN: 3, ApiKey.END_TXN: 3, ApiKey.TXN_OFFSET_COMMIT: 3,
+                  ApiKey.DESCRIBE_TRANSACTIONS: 0, ApiKey.LIST_TRANSACTIONS: 0}  # OffsetDelete: never
+
 
 
 def test_corpus_covers_every_advertised_version():

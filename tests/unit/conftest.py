@@ -5,7 +5,7 @@ from .clock import ManualClock
 
 @pytest.fixture
 def clock():
-    """A ManualClock for stepping a state machine in-process (the broker is given it)."""
+    """A ManualClock for stepping a state machine in-process."""
     clock = ManualClock()
     yield clock
     clock.close()

@@ -39,7 +39,7 @@ def produce_updates(log, rng, keys=30, updates=300, codec=0, ts=T0, delete_every
 
 
 def all_headers(log):
-    return [h for segment in log.segments for _, h in iter_batches(segment.read(segment.base_offset, 1 << 30))]
+    return [h for segment in log.segments for _, h in iter_batches(segment.read(segment.base_offset, 1 << 30) or b"")]
 
 
 def latest_per_key(appended, drop_tombstones):

@@ -15,6 +15,10 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
+from headwater.broker.append_policy import recompress, timestamp_errors
+from headwater.broker.share import dead_letters
+from headwater.broker.share.coordinator import ShareCoordinator
+from headwater.broker.share.store import ShareStateStore
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.broker.txn.coordinator import TransactionCoordinator
 from headwater.broker.txn.partitions import TxnPartitions
@@ -22,8 +26,8 @@ from headwater.broker.txn.store import TransactionStore
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
-from headwater.records import (NO_PRODUCER_ID, CorruptRecordError, InvalidRecordError, is_compressed, iter_batches,
-                               validate_produce)
+from headwater.records import (NO_PRODUCER_ID, CorruptRecordError, InvalidRecordError, encode_batch, is_compressed,
+                               iter_batches, validate_produce)
 
 if TYPE_CHECKING:
     from headwater.broker.http.metrics import BrokerMetrics
@@ -67,12 +71,13 @@ def creation_error(exc: Exception) -> ErrorCode:
 
 
 class ProduceResult:
-    __slots__ = ("error", "base_offset", "message", "log_append_time")
+    __slots__ = ("error", "base_offset", "message", "log_append_time", "record_errors")
 
     def __init__(self, error: ErrorCode, base_offset: int = -1, message: str | None = None,
-                 log_append_time: int = -1):
+                 log_append_time: int = -1, record_errors: list[tuple[int, str]] | None = None):
         self.error, self.base_offset, self.message = error, base_offset, message
         self.log_append_time = log_append_time  # the broker's timestamp on LogAppendTime topics, else -1
+        self.record_errors = record_errors or []  # (index in the batch, why) of the invalid records (KIP-467)
 
 
 class Broker:
@@ -100,6 +105,29 @@ class Broker:
         self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, self.append, fsync_each_write),
                                                    clock, self.txn_partitions, self.producer_ids.allocate,
                                                    self.groups)
+        self.share = ShareCoordinator(self.log_manager, clock, dead_letter=self._dead_letter,
+                                      is_classic_group=lambda g: self.groups.describe(g).state.value != "Dead",
+                                      wake=self.growth.notify,
+                                      store=ShareStateStore(self.log_manager, self.append,
+                                                            fsync_each_write=fsync_each_write))
+
+    def _dead_letter(self, group_id: str, topic: str, partition: int, offset: int, count: int, why: str) -> None:
+        """Write a record the share group gave up on to the group's dead-letter topic."""
+        config = self.share.group(group_id).config
+        source = self.log_manager.get_log(topic, partition)
+        letter = dead_letters.dead_letter(
+            dead_letters.find_record(source, offset) if source is not None else None, group_id=group_id, topic=topic,
+            partition=partition, offset=offset, delivery_count=count, message=why,
+            copy_record=config.get("errors.deadletterqueue.copy.record.enable") == "true", now_ms=int(time.time() * 1000))
+        target = self.topic_for_produce(config.dead_letter_topic)
+        if target is None:
+            log.warning("share group %s: dead-letter topic %r does not exist; %s-%d@%d is archived without a dead letter",
+                        group_id, config.dead_letter_topic, topic, partition, offset)
+            return
+        result = self.append(target.name, partition % len(target.partitions), encode_batch([letter]))
+        if result.error:
+            log.warning("share group %s: cannot write dead letter for %s-%d@%d: %s", group_id, topic, partition,
+                        offset, result.message or result.error.name)
 
     @staticmethod
     def _lock_data_dir(data_dir: Path):
@@ -178,9 +206,13 @@ class Broker:
             batches = validate_produce(buf, max_uncompressed_bytes=self.config.message_max_bytes * DECOMPRESSION_RATIO,
                                        keys_required=topic.config.compact)
         except InvalidRecordError as exc:
-            return ProduceResult(ErrorCode.INVALID_RECORD, message=str(exc))
+            return ProduceResult(ErrorCode.INVALID_RECORD, message=str(exc), record_errors=exc.record_errors)
         except CorruptRecordError as exc:
             return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+        out_of_range = timestamp_errors(buf, batches, topic.config, int(time.time() * 1000))
+        if out_of_range:
+            return ProduceResult(ErrorCode.INVALID_TIMESTAMP, message=out_of_range[0][1], record_errors=out_of_range)
+        buf, batches = recompress(buf, batches, topic.config.compression_type)
         limit = topic.config.max_message_bytes
         for _, header in batches:
             if header.size > limit:
@@ -229,6 +261,11 @@ class Broker:
             self.metrics.appended(topic.name, last - first + 1, len(buf))
         return ProduceResult(ErrorCode.NONE, first, log_append_time=now_ms if topic.config.log_append_time else -1)
 
+    def producers(self, topic: str, partition: int) -> PartitionProducers | None:
+        """The idempotent producers' state of a partition; None if there is no such partition."""
+        plog = self.log_manager.get_log(topic, partition)
+        return None if plog is None else self._partition_producers(topic, partition, plog)
+
     def _partition_producers(self, topic: str, partition: int, plog: Log) -> PartitionProducers:
         producers = self._producers.get((topic, partition))
         if producers is None:
@@ -269,6 +306,7 @@ class Broker:
         self.txn_partitions.forget_topic(name)
         if self.metrics is not None:
             self.metrics.forget_topic(name)
+        self.share.forget_topic(name)
         for key in [k for k in self._producers if k[0] == name]:
             del self._producers[key]
 

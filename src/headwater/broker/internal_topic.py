@@ -1,37 +1,57 @@
-"""A compacted internal topic as a coordinator's durable state (``__consumer_offsets``,
-``__transaction_state``): JSON keys and values written through the broker's append, and
-replayed record by record when the broker starts.
-
-Each record is keyed so that compaction keeps only the latest state of each thing; a null
-value (tombstone) deletes the key. Records that do not parse (someone produced to the topic,
-a torn batch) are skipped with a warning: nothing in these topics may stop the broker from
-starting.
+"""The broker's own compacted topics (``__consumer_offsets``, ``__share_group_state``,
+``__transaction_state``): replaying them at start, every record in log order, whatever
+cannot be read skipped with one log line, because nothing in these topics may stop the
+broker from starting; and ``InternalTopic``, a coordinator's durable state as JSON keys and
+values in one of them.
 """
 from __future__ import annotations
 
 import json
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable
 
-from headwater.log import LogManager, UnknownTopicError
+from headwater.log import Log, LogManager, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.records import CorruptRecordError, Record, decode_records, encode_batch, iter_batches
 
 if TYPE_CHECKING:
     from headwater.broker.broker import ProduceResult
 
+log = logging.getLogger("headwater.broker")
+READ_CHUNK = 1 << 20
+# Segments small enough that the cleaner gets closed ones to work on.
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
+
 # The broker's append (topic, partition, record batches): the internal log is validated and
 # fetched like any other topic's, and consumers waiting on it are woken.
 Append = Callable[[str, int, bytes], "ProduceResult"]
-# Applies one replayed record: (key, value or None for a tombstone); may raise on bad content.
+# Applies one replayed record: (key, value or None for a tombstone), parsed JSON; may raise on bad content.
 Apply = Callable[[Any, Any], None]
 
-log = logging.getLogger("headwater.broker")
 
-# Segments small enough that the cleaner gets closed ones to work on.
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
-READ_CHUNK = 1 << 20
+def replay(plog: Log, topic: str) -> Iterator[Record]:
+    offset, end = plog.log_start_offset, plog.log_end_offset
+    while offset < end:
+        chunk = plog.read(offset, READ_CHUNK)
+        if not chunk:
+            return
+        try:
+            batches = list(iter_batches(chunk, validate=False))
+        except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
+            log.error("replay of %s stops at offset %d: %s", topic, offset, exc)
+            return
+        for pos, header in batches:
+            offset = header.last_offset + 1
+            if header.is_control:
+                continue
+            try:
+                records = decode_records(chunk, pos)[1]
+            except CorruptRecordError as exc:
+                log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, topic, exc)
+                continue
+            yield from records
 
 
 def json_bytes(obj) -> bytes:
@@ -39,6 +59,9 @@ def json_bytes(obj) -> bytes:
 
 
 class InternalTopic:
+    """One-partition compacted topic of JSON records keyed so that compaction keeps the latest
+    state of each thing; a null value (tombstone) deletes the key."""
+
     def __init__(self, name: str, logs: LogManager, append: Append, fsync_each_write: bool):
         self.name, self.logs, self._append, self._fsync_each_write = name, logs, append, fsync_each_write
         if name not in logs.topics:
@@ -67,27 +90,7 @@ class InternalTopic:
         plog = self.logs.get_log(self.name, 0)
         if plog is None:
             raise UnknownTopicError(self.name)
-        offset, end = plog.log_start_offset, plog.log_end_offset
-        while offset < end:
-            chunk = plog.read(offset, READ_CHUNK)
-            if not chunk:
-                break
-            try:
-                for pos, header in iter_batches(chunk, validate=False):
-                    if not header.is_control:
-                        self._replay_batch(apply, chunk, pos, header)
-                    offset = header.last_offset + 1
-            except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
-                log.error("replay of %s stops at offset %d: %s", self.name, offset, exc)
-                break
-
-    def _replay_batch(self, apply: Apply, chunk, pos: int, header) -> None:
-        try:
-            records = decode_records(chunk, pos)[1]
-        except CorruptRecordError as exc:
-            log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, self.name, exc)
-            return
-        for record in records:
+        for record in replay(plog, self.name):
             try:
                 apply(json.loads(record.key), None if record.value is None else json.loads(record.value))
             except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)

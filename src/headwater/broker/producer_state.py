@@ -30,6 +30,7 @@ class AppendedBatch:
     first_sequence: int
     last_sequence: int
     base_offset: int
+    max_timestamp: int = -1
 
 
 class Duplicate(Exception):
@@ -103,4 +104,9 @@ class PartitionProducers:
         if self._epochs.get(pid) != batch.producer_epoch:
             self._epochs[pid] = batch.producer_epoch
             self._batches[pid] = deque(maxlen=CACHED_BATCHES)
-        self._batches[pid].append(AppendedBatch(batch.base_sequence, batch.last_sequence, base_offset))
+        self._batches[pid].append(AppendedBatch(batch.base_sequence, batch.last_sequence, base_offset,
+                                                batch.max_timestamp))
+
+    def active(self) -> list[tuple[int, int, AppendedBatch]]:
+        """(producer id, epoch, last batch appended) of each producer known here (DescribeProducers)."""
+        return [(pid, self._epochs[pid], batches[-1]) for pid, batches in self._batches.items()]

@@ -1,4 +1,5 @@
-"""`headwater groups`: list, describe (with lag), reset offsets of, and delete consumer groups.
+"""`headwater groups`: list, describe (with lag), reset offsets of, and delete consumer groups;
+share groups too (describe, alter, redrive: see share_groups.py).
 
 Everything goes through confluent-kafka's AdminClient (and a plain Consumer to peek at
 the oldest unconsumed record), so the command works against Kafka as well as Headwater.
@@ -16,6 +17,7 @@ from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaError,
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from headwater.broker.groups.reset import ResetTo
+from headwater.cli import share_groups
 from headwater.cli.common import CommandError, add_client_args, emit
 
 TIMEOUT = 30  # seconds for each admin call
@@ -49,6 +51,17 @@ def add_parser(subparsers) -> None:
     delete.add_argument("group")
     add_client_args(delete)
     delete.set_defaults(func=delete_group)
+    alter = sub.add_parser("alter", help="change a share group's configs (share.record.lock.duration.ms, "
+                           "share.delivery.count.limit, errors.deadletterqueue.topic.name, ...)")
+    alter.add_argument("group")
+    alter.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="NAME", help="back to the default")
+    add_client_args(alter)
+    alter.set_defaults(func=lambda args: share_groups.alter(args, _admin(args), _result))
+    redrive = sub.add_parser("redrive", help="produce a dead-letter topic's records back to the topics they came from")
+    redrive.add_argument("topic", help="the dead-letter topic")
+    add_client_args(redrive)
+    redrive.set_defaults(func=share_groups.redrive)
 
 
 def _datetime(text: str) -> datetime:
@@ -80,18 +93,17 @@ def list_groups(args) -> int:
     listed = _result(admin.list_consumer_groups(request_timeout=TIMEOUT))
     rows = [{"group": g.group_id, "state": g.state.name.lower(), "simple": g.is_simple_consumer_group}
             for g in sorted(listed.valid, key=lambda g: g.group_id)]
+    shared = share_groups.listed(args.bootstrap_server)   # rows with "type": "share"
+    if args.json:
+        emit(args, rows + shared)
+        return 0
     emit(args, rows, title="consumer groups")
+    if shared:
+        emit(args, shared, title="share groups")
     return 0
 
 
 # --- describe ------------------------------------------------------------------------------
-
-def _describe(admin, group: str):
-    desc = _result(admin.describe_consumer_groups([group], request_timeout=TIMEOUT)[group])
-    if desc.state.name == "DEAD":
-        raise CommandError(f"consumer group {group!r} does not exist")
-    return desc
-
 
 def _committed(admin, group: str) -> dict[tuple[str, int], int]:
     request = [ConsumerGroupTopicPartitions(group)]
@@ -128,7 +140,9 @@ def _oldest_unconsumed(bootstrap: str, positions: dict[tuple[str, int], int]) ->
 
 def describe_group(args) -> int:
     admin = _admin(args)
-    desc = _describe(admin, args.group)
+    desc = _result(admin.describe_consumer_groups([args.group], request_timeout=TIMEOUT)[args.group])
+    if desc.state.name == "DEAD":  # not a classic group: perhaps a share group
+        return share_groups.describe(args, admin, _result)
     owner = {}
     members = []
     for m in desc.members:

@@ -12,7 +12,7 @@ import sys
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
-                                   NewTopic, OffsetSpec)
+                                   NewPartitions, NewTopic, OffsetSpec)
 
 from headwater.cli.common import CommandError, add_client_args, emit
 
@@ -52,8 +52,10 @@ def add_parser(subparsers) -> None:
     describe.add_argument("--all-configs", action="store_true", help="show defaults too, not only overrides")
     describe.set_defaults(func=describe_topic)
 
-    alter = actions.add_parser("alter", help="set or remove topic configs")
+    alter = actions.add_parser("alter", help="add partitions, set or remove topic configs")
     alter.add_argument("topic")
+    alter.add_argument("--partitions", type=_positive, metavar="N",
+                       help="grow the topic to N partitions (keys may then map to other partitions)")
     alter.add_argument("--config", type=_config, action="append", default=[], metavar="NAME=VALUE",
                        help="set a config (repeatable)")
     alter.add_argument("--delete-config", action="append", default=[], metavar="NAME",
@@ -180,15 +182,22 @@ def describe_topic(args) -> int:
 
 
 def alter_topic(args) -> int:
-    if not args.config and not args.delete_config:
-        raise CommandError("nothing to alter: give --config NAME=VALUE or --delete-config NAME")
-    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in args.config]
-    entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE) for name in args.delete_config]
+    if not args.config and not args.delete_config and args.partitions is None:
+        raise CommandError("nothing to alter: give --partitions N, --config NAME=VALUE or --delete-config NAME")
     admin = _admin(args)
-    resource = ConfigResource("topic", args.topic, incremental_configs=entries)
-    _result(admin.incremental_alter_configs([resource], request_timeout=TIMEOUT)[resource],
-            f"cannot alter topic {args.topic!r}")
-    print(f"altered topic {args.topic}")
+    if args.partitions is not None:
+        _result(admin.create_partitions([NewPartitions(args.topic, args.partitions)],
+                                        request_timeout=TIMEOUT)[args.topic],
+                f"cannot grow topic {args.topic!r} to {args.partitions} partitions")
+        print(f"topic {args.topic} now has {args.partitions} partition(s)")
+    if args.config or args.delete_config:
+        entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in args.config]
+        entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+                    for name in args.delete_config]
+        resource = ConfigResource("topic", args.topic, incremental_configs=entries)
+        _result(admin.incremental_alter_configs([resource], request_timeout=TIMEOUT)[resource],
+                f"cannot alter topic {args.topic!r}")
+        print(f"altered topic {args.topic}")
     return 0
 
 

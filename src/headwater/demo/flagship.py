@@ -15,11 +15,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from headwater.demo import cdc_shop, compaction, groups, orders, payments, shopping_cart, stream_processing
+from headwater.demo import cdc_shop, compaction, groups, orders, payments, share_queue, shopping_cart, stream_processing
 from headwater.demo.checks import CheckFailed
 from headwater.testing import BrokerProcess
 
-CHAPTERS = [orders, groups, cdc_shop, compaction, payments, shopping_cart, stream_processing]  # each: run(bootstrap, console)
+CHAPTERS = [orders, groups, share_queue, cdc_shop, compaction, payments, shopping_cart, stream_processing]  # each: run(bootstrap, console)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,9 +9,9 @@ directory, and the durable replace of a small file, are spelled in layout.py.
 """
 from .cleaner import CleanerStats
 from .config import LogConfig
-from .manager import (InvalidTopicError, LogManager, PartitionLimitError, Topic, TopicExistsError,
-                      UnknownTopicError)
+from .manager import (InvalidTopicError, LogManager, PartitionCountError, PartitionLimitError, Topic,
+                      TopicExistsError, UnknownTopicError)
 from .partition import Log, OffsetOutOfRangeError
 
 __all__ = ["CleanerStats", "InvalidTopicError", "Log", "LogConfig", "LogManager", "OffsetOutOfRangeError",
-           "PartitionLimitError", "Topic", "TopicExistsError", "UnknownTopicError"]
+           "PartitionCountError", "PartitionLimitError", "Topic", "TopicExistsError", "UnknownTopicError"]

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 DELETE = "delete"
 COMPACT = "compact"
+PRODUCER = "producer"  # compression.type: keep each batch as its producer compressed it
+COMPRESSION_TYPES = (PRODUCER, "uncompressed", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
@@ -28,6 +30,29 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     delete_retention_ms: int = 24 * 3600 * 1000
     max_message_bytes: int = 1048588
+    compression_type: str = PRODUCER    # a codec name: the broker recompresses batches to it
+    message_timestamp_before_max_ms: int | None = None  # refuse records older than now minus this
+    message_timestamp_after_max_ms: int | None = None   # refuse records newer than now plus this
+    # Kafka's other topic configs: accepted, validated and reported; on one broker without
+    # tiered storage or replicas they change nothing (see docs/protocol.md).
+    min_insync_replicas: int = 1
+    max_compaction_lag_ms: int | None = None
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10 * 1024 * 1024
+    file_delete_delay_ms: int = 60_000
+    preallocate: str = "false"
+    unclean_leader_election_enable: str = "false"
+    message_downconversion_enable: str = "true"
+    message_format_version: str = "3.0-IV1"
+    message_timestamp_difference_max_ms: int | None = None
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_storage_enable: str = "false"
 
     @property
     def compact(self) -> bool:
@@ -105,6 +130,20 @@ def _cleanup_policy(text: str) -> str:
     return ",".join(sorted(set(policies)))
 
 
+def _one_of(*choices: str):
+    def parse(text: str) -> str:
+        if text.lower() not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return text.lower()
+    return parse
+
+
+def _text(text: str) -> str:
+    return text
+
+
+_boolean = _one_of("true", "false")
+
 _SPECS = {
     "segment.bytes": ("segment_bytes", _int(14, 2**31 - 1)),  # positions in the offset index are u32
     "segment.ms": ("segment_ms", _int(1)),
@@ -119,5 +158,26 @@ _SPECS = {
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
     "delete.retention.ms": ("delete_retention_ms", _int(0)),
     "max.message.bytes": ("max_message_bytes", _int(0, 2**31 - 1)),
+    "compression.type": ("compression_type", _one_of(*COMPRESSION_TYPES)),
+    "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", _optional_int(0)),
+    "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _optional_int(0)),
+    "min.insync.replicas": ("min_insync_replicas", _int(1, 2**31 - 1)),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _optional_int(1)),
+    "segment.jitter.ms": ("segment_jitter_ms", _int(0)),
+    "segment.index.bytes": ("segment_index_bytes", _int(4, 2**31 - 1)),
+    "file.delete.delay.ms": ("file_delete_delay_ms", _int(0)),
+    "preallocate": ("preallocate", _boolean),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", _boolean),
+    "message.downconversion.enable": ("message_downconversion_enable", _boolean),
+    "message.format.version": ("message_format_version", _text),
+    "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", _optional_int(0)),
+    "compression.gzip.level": ("compression_gzip_level", _int(-1, 9)),
+    "compression.lz4.level": ("compression_lz4_level", _int(1, 17)),
+    "compression.zstd.level": ("compression_zstd_level", _int(-131072, 22)),
+    "leader.replication.throttled.replicas": ("leader_replication_throttled_replicas", _text),
+    "follower.replication.throttled.replicas": ("follower_replication_throttled_replicas", _text),
+    "local.retention.ms": ("local_retention_ms", _int(-2)),
+    "local.retention.bytes": ("local_retention_bytes", _int(-2)),
+    "remote.storage.enable": ("remote_storage_enable", _boolean),
 }
 TOPIC_CONFIG_NAMES = tuple(_SPECS)

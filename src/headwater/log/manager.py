@@ -2,7 +2,7 @@
 
 Layout (every name is spelled in layout.py)::
 
-    <data_dir>/catalog.json            {"topics": {name: {"partitions": n, "configs": {overrides}}},
+    <data_dir>/catalog.json            {"topics": {name: {"partitions": n, "configs": {overrides}, "id": uuid}},
                                         "deleting": {name: n}}
     <data_dir>/<topic>-<partition>/    one Log per partition (see partition.py)
     <data_dir>/<hex>.deleted/          a partition directory on its way out
@@ -14,6 +14,9 @@ it. Every change is written to the catalog before it is made in memory: a write 
 and removes its partition directories, then drops it from ``deleting``; a restart finishes
 any deletion it finds there. Partition directories left without a catalog entry by a
 crash inside create_topic are wiped when a topic of that name is created again.
+Each topic has a stable topic ID (a random UUID made at creation, kept in the catalog), as
+Kafka's topic IDs: clients that address topics by ID (share consumers) find it again after
+a restart, and a topic re-created under the same name gets a new one.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import json
 import logging
 import re
 import shutil
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +51,10 @@ class InvalidTopicError(Exception):
     pass
 
 
+class PartitionCountError(Exception):
+    """A partition count a topic cannot take: partitions are only ever added."""
+
+
 class PartitionLimitError(Exception):
     """Creating the partitions would take the broker past its limit of partitions."""
 
@@ -57,6 +65,7 @@ class Topic:
     partitions: list[Log]
     configs: dict[str, str] = field(default_factory=dict)   # the overrides, as given
     config: LogConfig = field(default_factory=LogConfig)     # effective: defaults + overrides
+    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
 
 
 def validate_topic_name(name: str) -> None:
@@ -84,7 +93,10 @@ class LogManager:
         for name, meta in catalog["topics"].items():
             config = LogConfig.from_topic_configs(meta["configs"], defaults)
             logs = [Log.open(self._partition_dir(name, p), config) for p in range(meta["partitions"])]
-            self.topics[name] = Topic(name, logs, meta["configs"], config)
+            topic_id = uuid.UUID(meta["id"]) if "id" in meta else uuid.uuid4()  # catalogs from before topic IDs
+            self.topics[name] = Topic(name, logs, meta["configs"], config, topic_id)
+        if any("id" not in meta for meta in catalog["topics"].values()):
+            self._write_catalog()
         if self._deleting:
             self._write_catalog(deleting={})
             self._deleting.clear()
@@ -105,7 +117,7 @@ class LogManager:
     def _write_catalog(self, topics: dict[str, Topic] | None = None, deleting: dict[str, int] | None = None) -> None:
         """Write the catalog as it is in memory, or with ``topics`` / ``deleting`` as they are about to be."""
         topics = self.topics if topics is None else topics
-        catalog = {"topics": {t.name: {"partitions": len(t.partitions), "configs": t.configs}
+        catalog = {"topics": {t.name: {"partitions": len(t.partitions), "configs": t.configs, "id": str(t.topic_id)}
                               for t in topics.values()},
                    "deleting": self._deleting if deleting is None else deleting}
         replace_atomically(self.data_dir / CATALOG, json.dumps(catalog, sort_keys=True, indent=1))
@@ -121,10 +133,7 @@ class LogManager:
         config = LogConfig.from_topic_configs(configs, self.defaults)
         logs: list[Log] = []
         try:
-            for p in range(partitions):
-                directory = self._partition_dir(name, p)
-                shutil.rmtree(directory, ignore_errors=True)  # leftovers of a create that crashed
-                logs.append(Log.open(directory, config))
+            self._open_new_partitions(name, range(partitions), config, logs)
             topic = Topic(name, logs, configs, config)
             # A name being deleted before a crash would have its new partitions removed at the next start.
             self._write_catalog({**self.topics, name: topic}, {k: v for k, v in self._deleting.items() if k != name})
@@ -135,6 +144,37 @@ class LogManager:
             raise
         self.topics[name] = topic
         self._deleting.pop(name, None)
+        return topic
+
+    def _open_new_partitions(self, name: str, numbers: range, config: LogConfig, logs: list[Log]) -> None:
+        """Open empty logs for partitions ``numbers`` into ``logs`` (so a caller can undo a partial failure)."""
+        for p in numbers:
+            directory = self._partition_dir(name, p)
+            shutil.rmtree(directory, ignore_errors=True)  # leftovers of a create that crashed
+            logs.append(Log.open(directory, config))
+
+    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
+        """Grow topic ``name`` to ``count`` partitions (CreatePartitions): existing partitions
+        keep their records, so keys may now hash elsewhere, as in Kafka. A topic never shrinks."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(f"unknown topic {name!r}")
+        current = len(topic.partitions)
+        if count <= current:
+            raise PartitionCountError(f"topic {name!r} has {current} partition(s); the new count {count} "
+                                      "must be higher")
+        self.check_partition_limit(count - current)
+        if validate_only:
+            return topic
+        added: list[Log] = []
+        try:
+            self._open_new_partitions(name, range(current, count), topic.config, added)
+            self._write_catalog({**self.topics, name: dataclasses.replace(topic, partitions=topic.partitions + added)})
+        except BaseException:
+            for log in added:
+                log.delete()
+            raise
+        topic.partitions = topic.partitions + added  # a new list: readers on other threads see old or new
         return topic
 
     def delete_topic(self, name: str) -> None:
@@ -188,6 +228,9 @@ class LogManager:
     def clean(self, now_ms: int) -> CleanerStats:
         """One log cleaner pass over every compacted log; safe to call from a background thread."""
         return self.cleaner.clean(self._logs(), now_ms)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         t = self.topics.get(topic)

@@ -213,16 +213,17 @@ class Log:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
-        """Whole batches from the one containing ``offset``, up to ``max_bytes`` (at least one batch)."""
+    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes``; at least one
+        batch if ``min_one``, as Kafka allows only the first partition of a fetch (KIP-74)."""
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside the log [{self.log_start_offset}, {self.log_end_offset}]")
         with self.lock:
             first = bisect_right(self._bases, offset) - 1
             for segment in self._segments[max(first, 0):]:
-                data = segment.read(offset, max_bytes)
-                if data:
+                data = segment.read(offset, max_bytes, min_one)
+                if data is not None:
                     return data
             return b""
 

@@ -285,15 +285,18 @@ class Segment:
             yield position, header, window, at
             position += header.size
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
+    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes | None:
         """Whole batches from the one containing ``offset`` (or the first after it), within
-        ``max_bytes`` but at least one batch; b"" if no batch here reaches ``offset``."""
+        ``max_bytes`` but at least one batch if ``min_one`` (else b"" when the first does not
+        fit); None if no batch here reaches ``offset``."""
         start = None
         for position, header in self.iter_headers(self.offset_index.position_for(offset)):
             if header.last_offset >= offset:
                 start, end = position, position + header.size
                 break
         if start is None:
+            return None
+        if not min_one and header.size > max_bytes:
             return b""
         limit = start + max(max_bytes, 0)
         if limit >= self.size:

@@ -9,10 +9,16 @@ advertise. Record batches stay opaque bytes here (see ``headwater.records``).
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 from enum import IntEnum
 
 from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol.schemas.fields.codecs import UUID
+
+NO_UUID = uuid.UUID(int=0)
+
+from headwater.protocol import share_messages as share
 
 
 class ApiKey(IntEnum):
@@ -42,10 +48,19 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 @dataclass(frozen=True)
@@ -89,6 +104,15 @@ MESSAGE_CLASSES = {
     ApiKey.TXN_OFFSET_COMMIT: (producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (admin.DescribeTransactionsRequest, admin.DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (admin.ListTransactionsRequest, admin.ListTransactionsResponse),
+    ApiKey.CREATE_PARTITIONS: (admin.CreatePartitionsRequest, admin.CreatePartitionsResponse),
+    ApiKey.OFFSET_DELETE: (consumer.OffsetDeleteRequest, consumer.OffsetDeleteResponse),
+    ApiKey.DESCRIBE_CLUSTER: (admin.DescribeClusterRequest, admin.DescribeClusterResponse),
+    ApiKey.DESCRIBE_PRODUCERS: (admin.DescribeProducersRequest, admin.DescribeProducersResponse),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (admin.DescribeTopicPartitionsRequest, admin.DescribeTopicPartitionsResponse),
+    ApiKey.SHARE_GROUP_HEARTBEAT: (share.ShareGroupHeartbeatRequest, share.ShareGroupHeartbeatResponse),
+    ApiKey.SHARE_GROUP_DESCRIBE: (share.ShareGroupDescribeRequest, share.ShareGroupDescribeResponse),
+    ApiKey.SHARE_FETCH: (share.ShareFetchRequest, share.ShareFetchResponse),
+    ApiKey.SHARE_ACKNOWLEDGE: (share.ShareAcknowledgeRequest, share.ShareAcknowledgeResponse),
 }
 
 
@@ -176,7 +200,8 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
 
 
 def null_field(struct, value, version: int, path: str = "") -> str | None:
-    """The path of the first field that holds null where Kafka's schema says it may not.
+    """The path of the first field that holds null where Kafka's schema says it may not
+    (and the all-zero UUID back where the decoder left None).
 
     The generated decoder reads a length of -1 as None whatever the schema says; Kafka's own
     decoder refuses it. Checking here, once, spares every handler a ``None`` it cannot use.
@@ -184,7 +209,10 @@ def null_field(struct, value, version: int, path: str = "") -> str | None:
     for field in struct.untagged_fields(version):
         item = getattr(value, field.name)
         where = path + field.name
-        if item is None:
+        if item is None and getattr(field, "_type", None) is UUID:
+            # kafka-python reads the all-zero UUID (Kafka's "no topic ID") as None: put it back.
+            setattr(value, field.name, NO_UUID)
+        elif item is None:
             if not field.nullable_for_version_q(version):
                 return where
         elif field.is_struct_array():

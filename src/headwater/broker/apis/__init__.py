@@ -7,11 +7,13 @@ beside the group coordinator, in ``broker/groups``; the transaction APIs in ``br
 """
 from __future__ import annotations
 
-from headwater.broker.apis import api_versions, fetch, list_offsets, log_admin, produce, topic_configs, topics
+from headwater.broker.apis import (api_versions, cluster, fetch, list_offsets, log_admin, partitions, produce,
+                                  topic_configs, topics)
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
 from headwater.broker.txn import apis as txn
+from headwater.broker.share import apis as share
 from headwater.protocol.messages import Api, ApiKey
 
 ADVERTISED: dict[int, Api] = {}  # filled from ENDPOINTS below: what ApiVersions answers
@@ -20,7 +22,7 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.PRODUCE, 3, 8, produce.produce),
     endpoint(ApiKey.FETCH, 4, 11, fetch.fetch),
     endpoint(ApiKey.LIST_OFFSETS, 1, 5, list_offsets.list_offsets),
-    endpoint(ApiKey.METADATA, 1, 8, topics.metadata),
+    endpoint(ApiKey.METADATA, 1, 13, topics.metadata),
     endpoint(ApiKey.OFFSET_COMMIT, 2, 7, commits.offset_commit),
     endpoint(ApiKey.OFFSET_FETCH, 1, 5, commits.offset_fetch),
     endpoint(ApiKey.FIND_COORDINATOR, 0, 2, membership.find_coordinator),
@@ -47,6 +49,15 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.TXN_OFFSET_COMMIT, 0, 3, txn.txn_offset_commit),
     endpoint(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, txn.describe_transactions),
     endpoint(ApiKey.LIST_TRANSACTIONS, 0, 1, txn.list_transactions),
+    endpoint(ApiKey.CREATE_PARTITIONS, 0, 3, partitions.create_partitions),
+    endpoint(ApiKey.OFFSET_DELETE, 0, 0, commits.offset_delete),
+    endpoint(ApiKey.DESCRIBE_CLUSTER, 0, 2, cluster.describe_cluster),
+    endpoint(ApiKey.DESCRIBE_PRODUCERS, 0, 0, produce.describe_producers),
+    endpoint(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, partitions.describe_topic_partitions),
+    endpoint(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, share.share_group_heartbeat),
+    endpoint(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share.share_group_describe),
+    endpoint(ApiKey.SHARE_FETCH, 1, 1, share.share_fetch),
+    endpoint(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share.share_acknowledge),
 )}
 ADVERTISED.update((key, e.api) for key, e in ENDPOINTS.items())
 

@@ -31,7 +31,11 @@ def _below(records: bytes, stable: int) -> bytes:
 
 
 def _read_partitions(broker, request):
-    """One pass over the requested partitions: (responses, bytes read, any error)."""
+    """One pass over the requested partitions: (responses, bytes read, any error).
+
+    KIP-74: ``max_bytes`` bounds the whole response and ``partition_max_bytes`` each
+    partition; only the first batch of the first non-empty partition may exceed them, so
+    a client always progresses (librdkafka refuses a response over its own limit)."""
     budget = request.max_bytes
     committed = request.isolation_level == READ_COMMITTED
     total, errors, responses = 0, False, []
@@ -44,9 +48,9 @@ def _read_partitions(broker, request):
             stable = broker.txn_partitions.last_stable_offset(topic.topic, part.partition, plog) if plog else -1
             if plog is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif budget > 0 or total == 0:  # the first data always fits, as in Kafka
+            else:
                 try:
-                    records = plog.read(part.fetch_offset, min(part.partition_max_bytes, max(budget, 1)))
+                    records = plog.read(part.fetch_offset, min(part.partition_max_bytes, budget), min_one=total == 0)
                 except OffsetOutOfRangeError:
                     error = ErrorCode.OFFSET_OUT_OF_RANGE
             if committed and plog is not None and not error:

@@ -1,4 +1,5 @@
-"""Produce and InitProducerId: appending to partition logs, idempotently when asked."""
+"""Produce, InitProducerId, DescribeProducers: appending to partition logs, idempotently
+when asked, and the idempotent producers each partition has seen."""
 from __future__ import annotations
 
 import logging
@@ -12,12 +13,15 @@ log = logging.getLogger("headwater.broker")
 
 ProduceResponse = MESSAGE_CLASSES[ApiKey.PRODUCE][1]
 InitProducerIdResponse = MESSAGE_CLASSES[ApiKey.INIT_PRODUCER_ID][1]
+DescribeProducersResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_PRODUCERS][1]
+NO_TRANSACTION = -1  # current_txn_start_offset of a producer outside any transaction
 ACKS_ALL = -1
 
 
 async def produce(broker, header, request):
     TopicResult = ProduceResponse.TopicProduceResponse
     PartitionResult = TopicResult.PartitionProduceResponse
+    RecordError = PartitionResult.BatchIndexAndErrorMessage
     refuse = None
     if request.acks not in (0, 1, ACKS_ALL):
         refuse = ErrorCode.INVALID_REQUIRED_ACKS
@@ -32,12 +36,14 @@ async def produce(broker, header, request):
                     log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,
                                 result.message or "")
                 error, base_offset, message = result.error, result.base_offset, result.message
-                append_time = result.log_append_time
+                append_time, record_errors = result.log_append_time, result.record_errors
             else:
-                error, base_offset, message, append_time = refuse, -1, None, -1
+                error, base_offset, message, append_time, record_errors = refuse, -1, None, -1, []
             partitions.append(PartitionResult(index=part.index, error_code=error, base_offset=base_offset,
                                               log_append_time_ms=append_time,
                                               log_start_offset=_log_start(broker, topic.name, part.index),
+                                              record_errors=[RecordError(batch_index=i, batch_index_error_message=m)
+                                                             for i, m in record_errors],
                                               error_message=message))
             if error == ErrorCode.NONE:
                 appended.append((broker.log_manager.get_log(topic.name, part.index), partitions[-1]))
@@ -71,3 +77,26 @@ async def init_producer_id(broker, header, request):
         return await init_transactional_producer(broker, header, request)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=broker.producer_ids.allocate(),
                                   producer_epoch=0)
+
+
+async def describe_producers(broker, header, request):
+    TopicResult = DescribeProducersResponse.TopicResponse
+    PartitionResult = TopicResult.PartitionResponse
+    State = PartitionResult.ProducerState
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            producers = broker.producers(topic.name, index)
+            if producers is None:
+                partitions.append(PartitionResult(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                  error_message=None, active_producers=[]))
+                continue
+            active = [State(producer_id=pid, producer_epoch=epoch, last_sequence=last.last_sequence,
+                            last_timestamp=last.max_timestamp, coordinator_epoch=-1,
+                            current_txn_start_offset=NO_TRANSACTION)
+                      for pid, epoch, last in producers.active()]
+            partitions.append(PartitionResult(partition_index=index, error_code=0, error_message=None,
+                                              active_producers=active))
+        topics.append(TopicResult(name=topic.name, partitions=partitions))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

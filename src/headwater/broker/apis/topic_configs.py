@@ -20,14 +20,23 @@ DescribeConfigsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_CONFIGS][1]
 AlterConfigsResponse = MESSAGE_CLASSES[ApiKey.ALTER_CONFIGS][1]
 IncrementalAlterConfigsResponse = MESSAGE_CLASSES[ApiKey.INCREMENTAL_ALTER_CONFIGS][1]
 
-TOPIC, BROKER = 2, 4  # config resource types
+TOPIC, BROKER, GROUP = 2, 4, 32  # config resource types
 # Config sources, as numbered by the protocol.
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
 # Config types (DescribeConfigs v3+): what a UI may offer as input.
-STRING, INT, LONG, DOUBLE, LIST = 2, 3, 5, 6, 7
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 CONFIG_TYPES = {"segment.bytes": INT, "index.interval.bytes": INT, "max.message.bytes": INT,
-                "min.cleanable.dirty.ratio": DOUBLE, "cleanup.policy": LIST, "message.timestamp.type": STRING}
+                "min.cleanable.dirty.ratio": DOUBLE, "cleanup.policy": LIST, "message.timestamp.type": STRING,
+                "compression.type": STRING, "min.insync.replicas": INT, "segment.index.bytes": INT,
+                "preallocate": BOOLEAN, "unclean.leader.election.enable": BOOLEAN,
+                "message.downconversion.enable": BOOLEAN, "remote.storage.enable": BOOLEAN,
+                "message.format.version": STRING, "compression.gzip.level": INT, "compression.lz4.level": INT,
+                "compression.zstd.level": INT, "leader.replication.throttled.replicas": LIST,
+                "follower.replication.throttled.replicas": LIST,
+                "share.auto.offset.reset": STRING, "share.record.lock.duration.ms": INT,
+                "share.delivery.count.limit": INT, "share.heartbeat.interval.ms": INT, "share.session.timeout.ms": INT,
+                "errors.deadletterqueue.topic.name": STRING, "errors.deadletterqueue.copy.record.enable": BOOLEAN}
 LIST_CONFIGS = {name for name, kind in CONFIG_TYPES.items() if kind == LIST}
 
 
@@ -91,6 +100,9 @@ def _describe_one(broker, resource, include_synonyms: bool):
                                                         f"{broker.config.node_id}"
         else:
             entries = _broker_entries(broker)
+    elif resource.resource_type == GROUP:  # share-group configs (KIP-932)
+        entries = [(name, value, GROUP_CONFIG if overridden else DEFAULT_CONFIG, False)
+                   for name, value, overridden in broker.share.config_of(resource.resource_name).entries()]
     else:
         error, message = ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} has no configs here"
     wanted = resource.configuration_keys
@@ -136,6 +148,13 @@ def _incremental_overrides(topic, configs) -> dict[str, str | None]:
 
 
 def _alter_one(broker, resource, validate_only: bool, incremental: bool) -> tuple[ErrorCode, str | None]:
+    if resource.resource_type == GROUP and incremental:  # share-group configs (KIP-932)
+        try:
+            broker.share.alter_configs(resource.resource_name, {c.name: c.value if c.config_operation == SET else None
+                                                                for c in resource.configs}, validate_only)
+        except ValueError as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        return ErrorCode.NONE, None
     try:
         topic = _topic(broker, resource.resource_type, resource.resource_name)
         names = [c.name for c in resource.configs]

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import logging
+import uuid
 
+from headwater.broker.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
+from headwater.broker.apis.partitions import replica_assignment_error
 from headwater.broker.broker import CREATION_ERRORS, creation_error
 from headwater.log import UnknownTopicError
 from headwater.protocol.errors import ErrorCode
@@ -15,18 +18,25 @@ CreateTopicsResponse = MESSAGE_CLASSES[ApiKey.CREATE_TOPICS][1]
 DeleteTopicsResponse = MESSAGE_CLASSES[ApiKey.DELETE_TOPICS][1]
 
 
-def _topic_metadata(broker, name: str, error: ErrorCode = ErrorCode.NONE):
+def _topic_metadata(broker, name: str, error: ErrorCode, operations: set[int] | None):
     TopicMetadata = MetadataResponse.MetadataResponseTopic
     topic = broker.log_manager.topics.get(name)
     if topic is None:
         return TopicMetadata(error_code=error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False,
-                             partitions=[])
+                             topic_id=None, partitions=[], authorized_operations=operations)  # None: no topic ID
     node = broker.config.node_id
     PartitionMetadata = TopicMetadata.MetadataResponsePartition
     partitions = [PartitionMetadata(error_code=0, partition_index=i, leader_id=node, leader_epoch=0,
                                     replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
                   for i in range(len(topic.partitions))]
-    return TopicMetadata(error_code=0, name=name, is_internal=name.startswith("__"), partitions=partitions)
+    return TopicMetadata(error_code=0, name=name, is_internal=name.startswith("__"), topic_id=topic.topic_id,
+                         partitions=partitions, authorized_operations=operations)
+
+
+def _name_of(broker, topic_id: uuid.UUID) -> str:
+    """A topic asked for by ID (Metadata v10+): its name, or '' for an unknown ID (answered as unknown)."""
+    topic = broker.log_manager.topic_by_id(topic_id)
+    return topic.name if topic is not None else ""
 
 
 async def metadata(broker, header, request):
@@ -35,7 +45,11 @@ async def metadata(broker, header, request):
     if request.topics is None:
         names = sorted(broker.log_manager.topics)
     else:
-        names = [t.name for t in request.topics]
+        names = [t.name if t.name is not None else _name_of(broker, t.topic_id) for t in request.topics]
+    # KIP-430, from v8; from v11 the cluster's come from DescribeCluster instead
+    topic_operations = authorized_operations(header.api_version >= 8 and request.include_topic_authorized_operations,
+                                             TOPIC_OPERATIONS)
+    cluster_asked = 8 <= header.api_version <= 10 and request.include_cluster_authorized_operations
     topics = []
     for name in names:
         error = ErrorCode.NONE
@@ -45,31 +59,32 @@ async def metadata(broker, header, request):
             except tuple(CREATION_ERRORS) as exc:
                 error = creation_error(exc)
                 log.warning("cannot auto-create topic %r: %s", name, exc)
-        topics.append(_topic_metadata(broker, name, error))
+        topics.append(_topic_metadata(broker, name, error, topic_operations))
     cfg = broker.config
     host, port = cfg.advertised
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=cfg.node_id, host=host, port=port, rack=None)]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-                            controller_id=cfg.node_id, topics=topics)
+                            controller_id=cfg.node_id, topics=topics,
+                            authorized_operations=authorized_operations(cluster_asked, CLUSTER_OPERATIONS))
 
 
 async def create_topics(broker, header, request):
     TopicResult = CreateTopicsResponse.CreatableTopicResult
     results = []
-    requested = sum(broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
-                    for t in request.topics)
+    requested = sum(_partition_count(broker, t) for t in request.topics)
     limit = broker.config.max_partitions_per_request
     for t in request.topics:
         error, message = ErrorCode.NONE, None
-        partitions = broker.config.num_partitions if t.num_partitions == -1 else t.num_partitions
+        partitions = _partition_count(broker, t)
+        wrong_assignment = _assignment_error(broker, t) if t.assignments else None
         configs = {c.name: c.value for c in t.configs}
         if requested > limit:  # as Kafka does, the whole request fails
             error, message = ErrorCode.POLICY_VIOLATION, (f"the request asks for {requested} partitions, more than "
                                                           f"{limit} (max.partitions.per.request)")
         elif t.replication_factor not in (-1, 1):
             error, message = ErrorCode.INVALID_REPLICATION_FACTOR, "a single Headwater broker keeps one replica"
-        elif t.assignments:
-            error, message = ErrorCode.INVALID_REQUEST, "manual replica assignment is not supported"
+        elif wrong_assignment:
+            error, message = wrong_assignment
         elif partitions < 1:
             error, message = ErrorCode.INVALID_PARTITIONS, f"partition count must be at least 1, got {partitions}"
         elif t.name in broker.log_manager.topics:
@@ -87,6 +102,24 @@ async def create_topics(broker, header, request):
                     log.warning("cannot create topic %s: %s", t.name, exc)
         results.append(TopicResult(name=t.name, error_code=error, error_message=message))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _partition_count(broker, topic) -> int:
+    if topic.assignments:
+        return len(topic.assignments)
+    return broker.config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+
+
+def _assignment_error(broker, topic) -> tuple[ErrorCode, str] | None:
+    """A manual replica assignment is fine if it names this broker alone, partitions 0..n-1."""
+    if topic.num_partitions != -1 or topic.replication_factor != -1:
+        return ErrorCode.INVALID_REQUEST, "give either a replica assignment or partitions and replication factor"
+    wrong = replica_assignment_error(broker, [a.broker_ids for a in topic.assignments])
+    if wrong:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, wrong
+    if sorted(a.partition_index for a in topic.assignments) != list(range(len(topic.assignments))):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "the assignment must name partitions 0 to n-1, each once"
+    return None
 
 
 async def delete_topics(broker, header, request):

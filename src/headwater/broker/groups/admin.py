@@ -1,6 +1,7 @@
 """DescribeGroups, ListGroups, DeleteGroups: the operator's view of groups."""
 from __future__ import annotations
 
+from headwater.broker.acl_operations import GROUP_OPERATIONS, authorized_operations
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
 from .group import GroupDescription
@@ -8,21 +9,25 @@ from .group import GroupDescription
 DescribeGroupsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_GROUPS][1]
 ListGroupsResponse = MESSAGE_CLASSES[ApiKey.LIST_GROUPS][1]
 DeleteGroupsResponse = MESSAGE_CLASSES[ApiKey.DELETE_GROUPS][1]
-CLASSIC = "classic"  # ListGroups v5 group type: the only protocol Headwater speaks
+CLASSIC, SHARE = "classic", "share"  # ListGroups v5 group types
 
 
-def _described(group: GroupDescription):
+def _described(group: GroupDescription, operations: set[int] | None):
     GroupResult = DescribeGroupsResponse.DescribedGroup
     MemberResult = GroupResult.DescribedGroupMember
     members = [MemberResult(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
                             client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
                for m in group.members]
     return GroupResult(error_code=0, group_id=group.group_id, group_state=group.state.value,
-                       protocol_type=group.protocol_type, protocol_data=group.protocol, members=members)
+                       protocol_type=group.protocol_type, protocol_data=group.protocol, members=members,
+                       authorized_operations=operations)
 
 
 async def describe_groups(broker, header, request):
-    return DescribeGroupsResponse(groups=[_described(broker.groups.describe(group_id)) for group_id in request.groups])
+    asked = header.api_version >= 3 and request.include_authorized_operations
+    operations = authorized_operations(asked, GROUP_OPERATIONS)
+    return DescribeGroupsResponse(groups=[_described(broker.groups.describe(group_id), operations)
+                                          for group_id in request.groups])
 
 
 async def list_groups(broker, header, request):
@@ -33,10 +38,15 @@ async def list_groups(broker, header, request):
                           group_type=CLASSIC)
               for g in broker.groups.list_groups()
               if (not states or g.state.value in states) and (not types or CLASSIC in types)]
+    listed += [ListedGroup(group_id=g.group_id, protocol_type="share", group_state=g.state, group_type=SHARE)
+               for g in broker.share.groups.values()
+               if (not states or g.state in states) and (not types or SHARE in types)]
     return ListGroupsResponse(error_code=0, groups=listed)
 
 
 async def delete_groups(broker, header, request):
     GroupResult = DeleteGroupsResponse.DeletableGroupResult
-    return DeleteGroupsResponse(results=[GroupResult(group_id=group_id, error_code=broker.groups.delete(group_id))
+    def delete(group_id: str):
+        return broker.share.delete(group_id) if group_id in broker.share.groups else broker.groups.delete(group_id)
+    return DeleteGroupsResponse(results=[GroupResult(group_id=group_id, error_code=delete(group_id))
                                          for group_id in request.groups_names])

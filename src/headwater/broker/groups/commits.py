@@ -1,4 +1,4 @@
-"""OffsetCommit and OffsetFetch: where each group has got to in each partition."""
+"""OffsetCommit, OffsetFetch, OffsetDelete: where each group has got to in each partition."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -11,6 +11,7 @@ from .group import CommittedOffset
 
 OffsetCommitResponse = MESSAGE_CLASSES[ApiKey.OFFSET_COMMIT][1]
 OffsetFetchResponse = MESSAGE_CLASSES[ApiKey.OFFSET_FETCH][1]
+OffsetDeleteResponse = MESSAGE_CLASSES[ApiKey.OFFSET_DELETE][1]
 NO_OFFSET = -1
 
 
@@ -63,3 +64,15 @@ async def offset_fetch(broker, header, request):
                                          metadata=c.metadata if c else "", error_code=0))
         topics.append(TopicResult(name=name, partitions=parts))
     return OffsetFetchResponse(topics=topics, error_code=0)
+
+
+async def offset_delete(broker, header, request):
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    error, errors = broker.groups.delete_offsets(request.group_id, partitions)
+    TopicResult = OffsetDeleteResponse.OffsetDeleteResponseTopic
+    PartitionResult = TopicResult.OffsetDeleteResponsePartition
+    topics = [TopicResult(name=t.name, partitions=[PartitionResult(partition_index=p.partition_index,
+                                                                   error_code=errors.get((t.name, p.partition_index), 0))
+                                                   for p in t.partitions])
+              for t in request.topics] if not error else []
+    return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=topics)

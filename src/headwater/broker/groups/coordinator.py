@@ -431,6 +431,21 @@ class GroupCoordinator:
     def commit_transactional(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
         """Offsets of a transaction that has committed: they reach the group now."""
         return self._store_offsets(self._groups.setdefault(group_id, Group(group_id)), offsets)
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, dict]:
+        """OffsetDelete (KIP-496): (the request's error, {partition: error}). A live consumer
+        group keeps the offsets of the topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        group = self._groups.get(group_id)
+        if group is None or group.state is Dead:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        in_use = group.subscribed_topics()
+        errors = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in in_use else ErrorCode.NONE for tp in partitions}
+        doomed = [tp for tp, error in errors.items() if not error and tp in group.offsets]
+        error = self.store.delete_offsets(group_id, doomed)
+        if error:
+            return error, {}
+        for tp in doomed:
+            del group.offsets[tp]
+        return ErrorCode.NONE, errors
 
     def committed(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
         group = self._groups.get(group_id)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from headwater.broker.clock import Timer
+from headwater.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 
 
 class GroupState(str, Enum):
@@ -137,6 +138,12 @@ class Group:
 
     def all_joined(self) -> bool:
         return not self.pending_members and all(m.join_waiter is not None for m in self.members.values())
+
+    def subscribed_topics(self) -> set[str]:
+        """The topics the members of a consumer-protocol group subscribe to."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return set()
+        return {topic for m in self.members.values() for _, meta in m.protocols for topic in subscribed_topics(meta)}
 
     def describe(self) -> GroupDescription:
         """As Kafka describes a group: the protocol and each member's subscription and assignment only once Stable."""

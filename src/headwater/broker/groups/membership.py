@@ -31,6 +31,9 @@ async def find_coordinator(broker, header, request):
 
 
 async def join_group(broker, header, request):
+    if request.group_id in broker.share.groups:  # one group id, one kind of group
+        return JoinGroupResponse(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, generation_id=-1, protocol_name="",
+                                 leader="", member_id=request.member_id, members=[])
     rebalance_timeout = request.rebalance_timeout_ms if header.api_version >= 1 else request.session_timeout_ms
     result = await broker.groups.join(JoinRequest(
         group_id=request.group_id, member_id=request.member_id, instance_id=request.group_instance_id,

@@ -13,20 +13,40 @@ record is keyed so that compaction keeps only the latest state of each thing:
             "rebalance_timeout_ms", "subscription": base64, "assignment": base64}]}
 
 A null value (tombstone) deletes the key: DeleteGroups writes one for the group and each
-of its offsets. Writing and replaying is ``broker.internal_topic``'s.
+of its offsets. Records that do not parse (someone produced to the topic) are skipped
+with a warning when replayed.
 """
 from __future__ import annotations
 
 import base64
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Callable
 
-from headwater.broker.internal_topic import Append, InternalTopic, json_bytes
-from headwater.log import LogManager
+from headwater.log import LogManager, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
+from headwater.broker.internal_topic import replay
+from headwater.records import Record, encode_batch
 
 from .group import CommittedOffset, Group, GroupState, Member
 
+if TYPE_CHECKING:
+    from headwater.broker.broker import ProduceResult
+
+# The broker's append (topic, partition, record batches): the offsets log is validated and
+# fetched like any other topic's, and consumers waiting on it are woken.
+Append = Callable[[str, int, bytes], "ProduceResult"]
+
+log = logging.getLogger("headwater.groups")
+
 OFFSETS_TOPIC = "__consumer_offsets"
-_json = json_bytes
+# Compacted like Kafka's; segments small enough that the cleaner gets closed ones to work on.
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
+
+
+def _json(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
@@ -50,29 +70,60 @@ def _group_value(group: Group) -> bytes:
 
 class GroupStore:
     def __init__(self, logs: LogManager, append: Append, fsync_each_write: bool):
-        self.logs = logs
-        self._topic = InternalTopic(OFFSETS_TOPIC, logs, append, fsync_each_write)
+        self.logs, self._append, self._fsync_each_write = logs, append, fsync_each_write
+        if OFFSETS_TOPIC not in logs.topics:
+            logs.create_topic(OFFSETS_TOPIC, 1, TOPIC_CONFIGS)
+
+    def _write(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        if not pairs:
+            return ErrorCode.NONE
+        now = int(time.time() * 1000)
+        batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
+        result = self._append(OFFSETS_TOPIC, 0, batch)
+        if result.error:
+            log.error("cannot write to %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message or "")
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its offsets log refuses a write
+        if self._fsync_each_write:
+            try:
+                self.logs.get_log(OFFSETS_TOPIC, 0).flush()
+            except OSError as exc:  # written, not durable: the client is told, and commits again
+                log.error("cannot fsync %s: %s", OFFSETS_TOPIC, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
 
     def store_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
-        return self._topic.write([(offset_key(group_id, topic, partition),
+        return self._write([(offset_key(group_id, topic, partition),
                              _json({"offset": c.offset, "leader_epoch": c.leader_epoch, "metadata": c.metadata,
                                     "commit_timestamp": c.commit_timestamp}))
                             for (topic, partition), c in offsets.items()])
 
     def store_group(self, group: Group) -> ErrorCode:
-        return self._topic.write([(group_key(group.group_id), _group_value(group))])
+        return self._write([(group_key(group.group_id), _group_value(group))])
 
     def delete_group(self, group: Group) -> ErrorCode:
         tombstones = [(group_key(group.group_id), None)]
-        tombstones += [(offset_key(group.group_id, t, p), None) for t, p in group.offsets]
-        return self._topic.write(tombstones)
+        return self._write(tombstones + self._offset_tombstones(group.group_id, group.offsets))
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> ErrorCode:
+        return self._write(self._offset_tombstones(group_id, partitions))
+
+    @staticmethod
+    def _offset_tombstones(group_id: str, partitions) -> list[tuple[bytes, None]]:
+        return [(offset_key(group_id, topic, partition), None) for topic, partition in partitions]
 
     # --- replay ----------------------------------------------------------------------------
 
     def load(self) -> dict[str, Group]:
         """Rebuild every group from the log: the last record of each key wins, as compaction keeps it."""
         groups: dict[str, Group] = {}
-        self._topic.replay(lambda key, value: _apply(groups, key, value))
+        plog = self.logs.get_log(OFFSETS_TOPIC, 0)
+        if plog is None:
+            raise UnknownTopicError(OFFSETS_TOPIC)
+        for record in replay(plog, OFFSETS_TOPIC):
+            try:
+                _apply(groups, json.loads(record.key), None if record.value is None else json.loads(record.value))
+            except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
+                log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, OFFSETS_TOPIC, exc)
         return groups
 
 

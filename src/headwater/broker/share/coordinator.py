@@ -1,0 +1,280 @@
+"""The share-group coordinator: members and their epochs, assignment, expiry, share sessions,
+and the share-partitions whose records the members acquire and acknowledge.
+
+Assignment: every member gets every partition of the topics it subscribes to. A share group
+needs no exclusive ownership (the share-partition hands each record to one member at a
+time), so this is the widest spread KIP-932 allows, and more members than partitions all
+get work. A member's epoch goes up each time its assignment changes; a heartbeat with
+another epoch is fenced. A member that stops heartbeating for the session timeout is
+removed; the records it held come back when their acquisition locks expire.
+
+Share sessions (ShareFetch/ShareAcknowledge) are keyed by (group, member): epoch 0 opens
+one, -1 closes it, and each request otherwise carries the next epoch.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from headwater.broker.clock import Clock, Timer
+from headwater.log import LogManager
+from headwater.protocol.errors import ErrorCode
+
+from .configs import DEFAULTS, GroupConfig, validate
+from .partition import SharePartition
+from .store import ShareStateStore, restore
+
+JOIN, LEAVE = 0, -1                 # member epochs with a meaning
+OPEN_SESSION, CLOSE_SESSION = 0, -1  # share session epochs with a meaning
+
+# (group id, topic, partition, offset, delivery count, why): a record archived as undeliverable.
+DeadLetter = Callable[[str, str, int, int, int, str], None]
+
+
+class ShareError(Exception):
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class ShareMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    epoch: int = 0
+    subscription: list[str] = field(default_factory=list)
+    assignment: dict[str, list[int]] = field(default_factory=dict)   # topic name -> partitions
+    expiry: Timer | None = None
+
+
+@dataclass
+class ShareSession:
+    epoch: int
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+
+
+@dataclass
+class ShareGroup:
+    group_id: str
+    config: GroupConfig
+    epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+    partitions: dict[tuple[str, int], SharePartition] = field(default_factory=dict)
+    sessions: dict[str, ShareSession] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+
+class ShareCoordinator:
+    def __init__(self, log_manager: LogManager, clock: Clock, dead_letter: DeadLetter | None = None,
+                 is_classic_group: Callable[[str], bool] = lambda group_id: False,
+                 wake: Callable[[str, int], None] = lambda topic, partition: None,
+                 store: ShareStateStore | None = None):
+        self.log_manager = log_manager
+        self.store = store
+        self.clock = clock
+        self.wake = wake                                  # records became available without the log growing
+        self.dead_letter = dead_letter or (lambda *args: None)
+        self.is_classic_group = is_classic_group
+        self.groups: dict[str, ShareGroup] = {}
+        self.configs: dict[str, dict[str, str]] = {}     # per-group overrides, also for groups not yet joined
+        # Share-partition states replayed from the store, put back when each is first used.
+        self._replayed: dict[tuple[str, str, int], dict] = {}
+        if store is not None:
+            self._replayed, self.configs = store.load()
+            for group_id, _topic, _partition in self._replayed:
+                self.groups.setdefault(group_id, ShareGroup(group_id, GroupConfig(self.configs.get(group_id))))
+
+    # -- groups and members -------------------------------------------------------------------
+
+    def group(self, group_id: str, create: bool = False) -> ShareGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                raise ShareError(ErrorCode.GROUP_ID_NOT_FOUND, f"share group {group_id!r} does not exist")
+            if self.is_classic_group(group_id):
+                raise ShareError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                                 f"group {group_id!r} is a classic consumer group, not a share group")
+            group = self.groups[group_id] = ShareGroup(group_id, GroupConfig(self.configs.get(group_id)))
+        return group
+
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, subscription: list[str] | None,
+                  client_id: str = "", client_host: str = "") -> tuple[ShareMember, dict[str, list[int]] | None]:
+        """One ShareGroupHeartbeat: (the member, its new assignment or None if unchanged)."""
+        if not group_id:
+            raise ShareError(ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+        if group_id not in self.groups and member_epoch != JOIN:   # only a join creates a group
+            raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in share group {group_id!r}")
+        group = self.group(group_id, create=True)
+        if member_epoch == LEAVE:
+            self._remove(group, member_id)
+            return ShareMember(member_id, client_id, client_host, epoch=LEAVE), None
+        member = group.members.get(member_id)
+        if member_epoch == JOIN:
+            if member is None:
+                if subscription is None:
+                    raise ShareError(ErrorCode.INVALID_REQUEST, "a joining member must name the topics it subscribes to")
+                member_id = member_id or _new_member_id()
+                member = group.members[member_id] = ShareMember(member_id, client_id, client_host)
+                group.epoch += 1
+            member.assignment = {}   # a rejoin gets its whole assignment again
+        elif member is None:
+            raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in share group {group_id!r}")
+        elif member_epoch != member.epoch:
+            raise ShareError(ErrorCode.FENCED_MEMBER_EPOCH,
+                             f"member epoch {member_epoch} is not the current epoch {member.epoch}")
+        if subscription is not None:
+            member.subscription = sorted(set(subscription))
+        self._touch(group, member)
+        target = self._assignment(member)
+        if target == member.assignment and member_epoch != JOIN:
+            return member, None
+        member.assignment = target
+        member.epoch += 1
+        return member, target
+
+    def _assignment(self, member: ShareMember) -> dict[str, list[int]]:
+        topics = self.log_manager.topics
+        return {name: list(range(len(topics[name].partitions))) for name in member.subscription if name in topics}
+
+    def _touch(self, group: ShareGroup, member: ShareMember) -> None:
+        if member.expiry is not None:
+            member.expiry.cancel()
+        member.expiry = self.clock.after(group.config.int("share.session.timeout.ms"), self._expire,
+                                         group.group_id, member.member_id)
+
+    def _expire(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is not None and member_id in group.members:
+            group.members.pop(member_id)
+            group.sessions.pop(member_id, None)
+            group.epoch += 1
+
+    def _remove(self, group: ShareGroup, member_id: str) -> None:
+        member = group.members.pop(member_id, None)
+        if member is None:
+            raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in share group {group.group_id!r}")
+        if member.expiry is not None:
+            member.expiry.cancel()
+        group.sessions.pop(member_id, None)
+        group.epoch += 1
+        for share_partition in group.partitions.values():
+            share_partition.release_member(member_id)
+
+    # -- share sessions -----------------------------------------------------------------------
+
+    def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession | None:
+        """Check a ShareFetch/ShareAcknowledge session epoch and step the session. None: closed."""
+        group = self.group(group_id)
+        if member_id not in group.members:
+            raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in share group {group_id!r}")
+        if epoch == OPEN_SESSION:
+            session = group.sessions[member_id] = ShareSession(epoch=1)
+            return session
+        session = group.sessions.get(member_id)
+        if session is None:
+            raise ShareError(ErrorCode.SHARE_SESSION_NOT_FOUND, f"no share session for member {member_id}")
+        if epoch == CLOSE_SESSION:
+            del group.sessions[member_id]
+            return None
+        if epoch != session.epoch:
+            raise ShareError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                             f"share session epoch {epoch}, expected {session.epoch}")
+        session.epoch += 1
+        return session
+
+    # -- share-partitions ---------------------------------------------------------------------
+
+    def share_partition(self, group: ShareGroup, topic: str, partition: int) -> SharePartition:
+        key = (topic, partition)
+        share_partition = group.partitions.get(key)
+        plog = self.log_manager.get_log(topic, partition)
+        if share_partition is None:
+            config = group.config
+            start = plog.log_start_offset if config.get("share.auto.offset.reset") == "earliest" else plog.log_end_offset
+            share_partition = group.partitions[key] = SharePartition(
+                self.clock, start, lock_duration_ms=config.int("share.record.lock.duration.ms"),
+                delivery_count_limit=config.int("share.delivery.count.limit"),
+                on_archived=lambda offset, count, why: self._archived(group, topic, partition, offset, count, why),
+                on_change=lambda: self.changed(group, topic, partition))
+            replayed = self._replayed.pop((group.group_id, topic, partition), None)
+            if replayed is not None:
+                restore(share_partition, replayed)
+        share_partition.reset_to(plog.log_start_offset)
+        return share_partition
+
+    def changed(self, group: ShareGroup, topic: str, partition: int) -> None:
+        """A share-partition's delivery state changed: persist it, and wake fetches waiting for records."""
+        if self.store is not None:
+            self.store.save_partition(group.group_id, topic, partition, group.partitions[(topic, partition)])
+        self.wake(topic, partition)
+
+    def _archived(self, group: ShareGroup, topic: str, partition: int, offset: int, count: int, why: str) -> None:
+        if group.config.dead_letter_topic:
+            group.partitions[(topic, partition)].dead_lettered += 1
+            self.dead_letter(group.group_id, topic, partition, offset, count, why)
+
+    def delete(self, group_id: str) -> ErrorCode:
+        """DeleteGroups for a share group: only an empty one, with its delivery state and configs."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        if self.store is not None and not self.store.forget(group_id, list(group.partitions)):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        self._drop(group, list(group.partitions))
+        del self.groups[group_id]
+        self.configs.pop(group_id, None)
+        return ErrorCode.NONE
+
+    def forget_topic(self, topic: str) -> None:
+        """A deleted topic: its share-partitions go, so a topic re-created under the name starts afresh."""
+        for group in self.groups.values():
+            doomed = [key for key in group.partitions if key[0] == topic]
+            if doomed and (self.store is None or self.store.forget(group.group_id, doomed, configs=False)):
+                self._drop(group, doomed)
+            for session in group.sessions.values():
+                session.partitions = {key for key in session.partitions if key[0] != topic}
+
+    @staticmethod
+    def _drop(group: ShareGroup, keys: list[tuple[str, int]]) -> None:
+        for key in keys:
+            share_partition = group.partitions.pop(key)
+            share_partition.reset_to(share_partition.end_offset)     # cancels any lock still running
+
+    # -- configs ------------------------------------------------------------------------------
+
+    def config_of(self, group_id: str) -> GroupConfig:
+        return GroupConfig(self.configs.get(group_id))
+
+    def alter_configs(self, group_id: str, changes: dict[str, str | None], validate_only: bool = False) -> None:
+        """Set (a value) or delete (None: back to the default) group configs; ValueError names a bad one."""
+        overrides = dict(self.configs.get(group_id, {}))
+        for name, value in changes.items():
+            if value is None:
+                validate(name, DEFAULTS.get(name, ""))
+                overrides.pop(name, None)
+            else:
+                validate(name, value)
+                overrides[name] = value
+        if validate_only:
+            return
+        self.configs[group_id] = overrides
+        if self.store is not None:
+            self.store.save_configs(group_id, overrides)
+        group = self.groups.get(group_id)
+        if group is not None:
+            group.config = GroupConfig(overrides)
+            for share_partition in group.partitions.values():
+                share_partition.lock_duration_ms = group.config.int("share.record.lock.duration.ms")
+                share_partition.delivery_count_limit = group.config.int("share.delivery.count.limit")
+
+
+def _new_member_id() -> str:
+    return uuid.uuid4().hex[:22]
+

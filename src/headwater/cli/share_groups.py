@@ -1,0 +1,172 @@
+"""`headwater groups` for share groups (KIP-932): describe, alter configs, re-drive dead letters.
+
+confluent-kafka's AdminClient has no share-group calls yet, so ``describe`` asks the broker
+with ShareGroupDescribe through our own codec, and reads each share-partition's delivery
+state from the ``__share_group_state`` topic, as any consumer could. ``alter`` is
+IncrementalAlterConfigs on the GROUP resource, and ``redrive`` is a plain consumer and
+producer: both work against Kafka as well.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
+
+from headwater.cli.common import CommandError, emit
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.protocol.request import request
+from headwater.protocol.share_messages import ShareGroupDescribeRequest
+
+STATE_TOPIC = "__share_group_state"
+ACQUIRED, ACKNOWLEDGED, ARCHIVED = 1, 2, 4          # share-partition record states as the broker stores them
+DLQ_HEADER = "__dlq.errors."
+QUIET = 3
+POLL_IDLE_S = 2.0
+
+
+def listed(bootstrap: str) -> list[dict]:
+    """Share groups as ``groups list`` rows (librdkafka's ListGroups keeps consumer-protocol groups only)."""
+    ListGroupsRequest = MESSAGE_CLASSES[ApiKey.LIST_GROUPS][0]
+    response = request(bootstrap, ListGroupsRequest(states_filter=[], types_filter=["share"]), 5)
+    return [{"group": g.group_id, "state": g.group_state.lower(), "type": "share"}
+            for g in sorted(response.groups, key=lambda g: g.group_id)]
+
+
+def describe(args, admin, result) -> int:
+    """Describe a share group, or raise CommandError if there is none by that name."""
+    described = request(args.bootstrap_server, ShareGroupDescribeRequest(group_ids=[args.group],
+                                                                         include_authorized_operations=False), 1)
+    group = described.groups[0]
+    if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+        raise CommandError(f"group {args.group!r} does not exist")
+    if group.error_code:
+        raise CommandError(f"cannot describe share group {args.group!r}: {group.error_message}")
+    members = [{"member": m.member_id, "client": m.client_id, "host": m.client_host, "epoch": m.member_epoch,
+                "partitions": ", ".join(f"{tp.topic_name}-{p}" for tp in m.assignment.topic_partitions
+                                        for p in tp.partitions)}
+               for m in group.members]
+    states = _share_partition_states(args.bootstrap_server, args.group)
+    ends = {}
+    if states:
+        futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in states})
+        ends = {(tp.topic, tp.partition): result(f).offset for tp, f in futures.items()}
+    partitions = []
+    for (topic, partition), state in sorted(states.items()):
+        kinds = [s for _, s, _ in state["records"]]
+        in_window = state["end"] - state["start"]
+        done = sum(1 for s in kinds if s in (ACKNOWLEDGED, ARCHIVED))
+        log_end = ends[(topic, partition)]
+        partitions.append({"topic": topic, "partition": partition, "start_offset": state["start"], "log_end": log_end,
+                           "lag": log_end - state["start"], "in_flight": kinds.count(ACQUIRED),
+                           "available": in_window - done - kinds.count(ACQUIRED) + max(log_end - state["end"], 0),
+                           "archived": state["archived"], "dead_lettered": state["dead_lettered"]})
+    resource = ConfigResource(ResourceType.GROUP, args.group)
+    configs = {name: entry.value for name, entry in result(admin.describe_configs([resource])[resource]).items()}
+    summary = {"group": args.group, "type": "share", "state": group.group_state.lower(), "epoch": group.group_epoch}
+    if args.json:
+        json.dump({**summary, "members": members, "partitions": partitions, "configs": configs}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    emit(args, [summary], title="share group")
+    emit(args, members, title="members")
+    emit(args, partitions, title="share-partitions")
+    emit(args, [{"config": name, "value": value} for name, value in configs.items()], title="configs")
+    return 0
+
+
+def _share_partition_states(bootstrap: str, group: str) -> dict[tuple[str, int], dict]:
+    """The latest state record of each share-partition of ``group`` in the state topic."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "headwater-cli-share-state",
+                         "enable.auto.commit": False, "log_level": QUIET, "enable.partition.eof": True})
+    low, high = consumer.get_watermark_offsets(TopicPartition(STATE_TOPIC, 0), timeout=10)
+    states: dict[tuple[str, int], dict] = {}
+    if high > low:
+        consumer.assign([TopicPartition(STATE_TOPIC, 0, low)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    break
+                continue
+            key = json.loads(msg.key())
+            if key.get("group") == group and key.get("type") == "partition" and msg.value() is not None:
+                states[(key["topic"], key["partition"])] = json.loads(msg.value())
+    consumer.close()
+    return states
+
+
+def alter(args, admin, result) -> int:
+    entries = []
+    for setting in args.config:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise CommandError(f"--config takes NAME=VALUE, got {setting!r}")
+        entries.append(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
+    for name in args.delete_config:
+        entries.append(ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE))
+    if not entries:
+        raise CommandError("nothing to change: give --config NAME=VALUE or --delete-config NAME")
+    resource = ConfigResource(ResourceType.GROUP, args.group, incremental_configs=entries)
+    for future in admin.incremental_alter_configs([resource]).values():
+        result(future)
+    emit(args, [{"group": args.group, "config": e.name, "value": e.value} for e in entries], title="group configs set")
+    return 0
+
+
+def redrive(args) -> int:
+    """Produce every dead letter of ``args.topic`` back to the topic it came from, once: the
+    position is committed (group ``headwater-redrive``), so running it again re-drives only newer ones."""
+    consumer = Consumer({"bootstrap.servers": args.bootstrap_server, "group.id": f"headwater-redrive-{args.topic}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": QUIET})
+    producer = Producer({"bootstrap.servers": args.bootstrap_server, "log_level": QUIET})
+    consumer.subscribe([args.topic])
+    redriven: dict[str, int] = {}
+    idle_since = time.monotonic()
+    while time.monotonic() - idle_since < POLL_IDLE_S:
+        msg = consumer.poll(0.2)
+        if msg is None or msg.error():
+            continue
+        idle_since = time.monotonic()
+        headers = [(k, v) for k, v in (msg.headers() or [])]
+        origin = {k[len(DLQ_HEADER):]: v.decode() for k, v in headers if k.startswith(DLQ_HEADER) and v is not None}
+        if "topic" not in origin:
+            raise CommandError(f"{args.topic}-{msg.partition()}@{msg.offset()} is not a dead letter "
+                               f"(no {DLQ_HEADER}topic header)")
+        key, value = msg.key(), msg.value()
+        if value is None:  # the record was not copied: take it from the source topic
+            key, value, original = _original(args.bootstrap_server, origin)
+            headers = original
+        producer.produce(origin["topic"], key=key, value=value, partition=int(origin["partition"]),
+                         headers=[(k, v) for k, v in headers if not k.startswith(DLQ_HEADER)])
+        redriven[origin["topic"]] = redriven.get(origin["topic"], 0) + 1
+    if producer.flush(30):
+        raise CommandError("some re-driven records were not acknowledged by the broker; nothing was committed")
+    if redriven:
+        consumer.commit(asynchronous=False)
+    consumer.close()
+    emit(args, [{"topic": t, "redriven": n} for t, n in sorted(redriven.items())], title=f"re-driven from {args.topic}")
+    return 0
+
+
+def _original(bootstrap: str, origin: dict[str, str]):
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"headwater-cli-{uuid.uuid4().hex}",
+                       "enable.auto.commit": False, "log_level": QUIET})
+    reader.assign([TopicPartition(origin["topic"], int(origin["partition"]), int(origin["offset"]))])
+    deadline = time.monotonic() + 10
+    try:
+        while time.monotonic() < deadline:
+            msg = reader.poll(0.5)
+            if msg is not None and not msg.error() and msg.offset() == int(origin["offset"]):
+                return msg.key(), msg.value(), msg.headers() or []
+    finally:
+        reader.close()
+    raise CommandError(f"{origin['topic']}-{origin['partition']}@{origin['offset']} is no longer in the log, "
+                       "and its dead letter holds no copy")

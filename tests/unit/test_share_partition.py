@@ -1,0 +1,243 @@
+"""The share-partition state machine and the share coordinator, stepped in-process with a manual clock."""
+from __future__ import annotations
+
+import pytest
+
+from headwater.broker.share.partition import (AcknowledgeError, AcknowledgeType as Ack, Acquired, RecordState,
+                                              SharePartition)
+from headwater.protocol.errors import ErrorCode
+
+LOCK_MS = 30_000
+
+
+@pytest.fixture
+def archived():
+    return []
+
+
+@pytest.fixture
+def sp(clock, archived):
+    return SharePartition(clock, 0, lock_duration_ms=LOCK_MS, delivery_count_limit=3,
+                          on_archived=lambda offset, count, why: archived.append((offset, count, why)))
+
+
+def test_members_acquire_distinct_records_and_accept_advances_the_start_offset(sp):
+    assert sp.acquire("a", 3, log_end_offset=10) == [Acquired(0, 2, 1)]
+    assert sp.acquire("b", 3, log_end_offset=10) == [Acquired(3, 5, 1)]
+    sp.acknowledge("b", [(3, 5, [Ack.ACCEPT])])
+    assert sp.start_offset == 0                        # 0-2 are still in flight
+    sp.acknowledge("a", [(0, 2, [Ack.ACCEPT])])
+    assert (sp.start_offset, sp.end_offset, sp.records) == (6, 6, {})
+
+
+def test_acquire_stops_at_the_log_end(sp):
+    assert sp.acquire("a", 100, log_end_offset=4) == [Acquired(0, 3, 1)]
+    assert sp.acquire("b", 100, log_end_offset=4) == []
+
+
+def test_lock_expiry_makes_records_available_with_the_next_delivery_count(sp, clock):
+    sp.acquire("a", 2, log_end_offset=2)
+    clock.advance(LOCK_MS - 1)
+    assert sp.count(RecordState.ACQUIRED) == 2
+    clock.advance(1)
+    assert sp.count(RecordState.AVAILABLE) == 2
+    assert sp.acquire("b", 5, log_end_offset=2) == [Acquired(0, 1, 2)]
+    with pytest.raises(AcknowledgeError) as exc:          # the dead member's lock is gone
+        sp.acknowledge("a", [(0, 1, [Ack.ACCEPT])])
+    assert exc.value.code == ErrorCode.INVALID_RECORD_STATE
+
+
+def test_an_old_lock_does_not_release_a_newer_acquisition(sp, clock):
+    sp.acquire("a", 1, log_end_offset=1)
+    sp.acknowledge("a", [(0, 0, [Ack.RELEASE])])
+    clock.advance(LOCK_MS // 2)
+    sp.acquire("a", 1, log_end_offset=1)                 # a new lock, due later than the first
+    clock.advance(LOCK_MS // 2)
+    assert sp.records[0].state == RecordState.ACQUIRED
+
+
+def test_release_reject_and_gap(sp, archived):
+    sp.acquire("a", 3, log_end_offset=3)
+    sp.acknowledge("a", [(0, 2, [Ack.RELEASE, Ack.REJECT, Ack.GAP])])
+    assert sp.records[0].state == RecordState.AVAILABLE
+    assert sp.records[1].state == RecordState.ARCHIVED and sp.records[2].state == RecordState.ARCHIVED
+    assert archived == [(1, 1, "rejected by the consumer")]   # a gap has no record to dead-letter
+    assert sp.acquire("a", 3, log_end_offset=3) == [Acquired(0, 0, 2)]
+    sp.acknowledge("a", [(0, 0, [Ack.ACCEPT])])
+    assert sp.start_offset == 3
+
+
+def test_the_delivery_count_limit_archives_a_poison_record(sp, clock, archived):
+    for delivery in (1, 2, 3):
+        assert sp.acquire("a", 1, log_end_offset=1) == [Acquired(0, 0, delivery)]
+        clock.advance(LOCK_MS)
+    assert sp.acquire("a", 1, log_end_offset=1) == []
+    assert archived == [(0, 3, "delivery count limit reached (acquisition lock expired)")]
+    assert sp.start_offset == 1
+
+
+def test_a_member_that_leaves_gives_its_records_back(sp):
+    sp.acquire("a", 2, log_end_offset=2)
+    assert sp.release_member("a") == 2
+    assert sp.acquire("b", 5, log_end_offset=2) == [Acquired(0, 1, 2)]
+
+
+@pytest.mark.parametrize("batches, code", [
+    ([(0, 1, [Ack.ACCEPT])], ErrorCode.INVALID_RECORD_STATE),               # offset 1 is another member's
+    ([(0, 0, [Ack.ACCEPT]), (5, 5, [Ack.ACCEPT])], ErrorCode.INVALID_RECORD_STATE),   # never acquired
+    ([(0, 0, [7])], ErrorCode.INVALID_REQUEST),                             # no such acknowledge type
+    ([(0, 0, [Ack.ACCEPT, Ack.ACCEPT])], ErrorCode.INVALID_REQUEST),        # types do not match the range
+    ([(1, 0, [Ack.ACCEPT])], ErrorCode.INVALID_REQUEST),                    # last before first
+])
+def test_bad_acknowledgements_change_nothing(sp, batches, code):
+    sp.acquire("a", 1, log_end_offset=5)
+    sp.acquire("b", 1, log_end_offset=5)
+    with pytest.raises(AcknowledgeError) as exc:
+        sp.acknowledge("a", batches)
+    assert exc.value.code == code
+    assert [(o, r.state, r.member) for o, r in sp.records.items()] == [
+        (0, RecordState.ACQUIRED, "a"), (1, RecordState.ACQUIRED, "b")]
+
+
+def test_records_removed_from_the_log_are_skipped(sp):
+    sp.acquire("a", 2, log_end_offset=4)
+    sp.reset_to(3)
+    assert (sp.start_offset, sp.records) == (3, {})
+    assert sp.acquire("a", 5, log_end_offset=4) == [Acquired(3, 3, 1)]
+
+
+# --- the coordinator: members, epochs, sessions --------------------------------------------
+
+@pytest.fixture
+def share(tmp_path, clock):
+    from headwater.broker.share.coordinator import ShareCoordinator
+    from headwater.log import LogManager
+    manager = LogManager(tmp_path)
+    manager.create_topic("orders", 2)
+    yield ShareCoordinator(manager, clock, is_classic_group=lambda g: g == "classic")
+    manager.close()
+
+
+def test_members_join_get_every_partition_and_are_fenced_on_a_stale_epoch(share):
+    from headwater.broker.share.coordinator import ShareError
+    a, assignment = share.heartbeat("g", "a", 0, ["orders"])
+    b, _ = share.heartbeat("g", "b", 0, ["orders"])
+    assert assignment == {"orders": [0, 1]} and (a.epoch, b.epoch) == (1, 1)
+    assert share.heartbeat("g", "a", 1, None) == (a, None)          # unchanged: no assignment sent
+    with pytest.raises(ShareError) as exc:
+        share.heartbeat("g", "a", 7, None)
+    assert exc.value.code == ErrorCode.FENCED_MEMBER_EPOCH
+    with pytest.raises(ShareError) as exc:
+        share.heartbeat("g", "nobody", 1, None)
+    assert exc.value.code == ErrorCode.UNKNOWN_MEMBER_ID
+    with pytest.raises(ShareError) as exc:
+        share.heartbeat("classic", "a", 0, ["orders"])
+    assert exc.value.code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_a_member_that_stops_heartbeating_expires(share, clock):
+    share.heartbeat("g", "a", 0, ["orders"])
+    clock.advance(44_999)
+    assert "a" in share.groups["g"].members
+    clock.advance(1)
+    assert share.groups["g"].members == {}
+
+
+def test_share_session_epochs(share):
+    from headwater.broker.share.coordinator import ShareError
+    share.heartbeat("g", "a", 0, ["orders"])
+    with pytest.raises(ShareError) as exc:
+        share.session("g", "a", 1)
+    assert exc.value.code == ErrorCode.SHARE_SESSION_NOT_FOUND
+    assert share.session("g", "a", 0).epoch == 1
+    share.session("g", "a", 1)
+    with pytest.raises(ShareError) as exc:
+        share.session("g", "a", 1)                  # a replayed epoch
+    assert exc.value.code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    assert share.session("g", "a", 2) is not None
+    assert share.session("g", "a", -1) is None
+    with pytest.raises(ShareError) as exc:
+        share.session("unknown", "a", 0)
+    assert exc.value.code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_the_in_flight_window_is_bounded(sp):
+    from headwater.broker.share.partition import MAX_IN_FLIGHT
+    assert sp.acquire("a", MAX_IN_FLIGHT + 10, log_end_offset=10**6) == [Acquired(0, MAX_IN_FLIGHT - 1, 1)]
+    assert sp.acquire("b", 10, log_end_offset=10**6) == []
+    sp.acknowledge("a", [(0, 4, [Ack.ACCEPT])])
+    assert sp.acquire("b", 10, log_end_offset=10**6) == [Acquired(MAX_IN_FLIGHT, MAX_IN_FLIGHT + 4, 1)]
+
+
+def test_topic_ids_are_stable_and_catalogs_without_them_get_them(tmp_path):
+    import json
+
+    from headwater.log import LogManager
+    manager = LogManager(tmp_path)
+    topic_id = manager.create_topic("orders", 1).topic_id
+    manager.close()
+    catalog = json.loads((tmp_path / "catalog.json").read_text())
+    assert catalog["topics"]["orders"]["id"] == str(topic_id)
+    manager = LogManager(tmp_path)
+    assert manager.topics["orders"].topic_id == topic_id and manager.topic_by_id(topic_id).name == "orders"
+    manager.close()
+    del catalog["topics"]["orders"]["id"]                       # a catalog from before topic IDs
+    (tmp_path / "catalog.json").write_text(json.dumps(catalog))
+    manager = LogManager(tmp_path)
+    given = manager.topics["orders"].topic_id
+    manager.close()
+    reopened = LogManager(tmp_path)
+    assert given != topic_id and reopened.topics["orders"].topic_id == given     # written down at once
+    reopened.close()
+
+
+# --- durability: __share_group_state replayed by a new Broker on the same data directory ------
+
+def _broker(tmp_path, clock):
+    from headwater.broker.broker import Broker
+    from headwater.broker.config import BrokerConfig
+    return Broker(BrokerConfig(data_dir=tmp_path / "data", flush="never"), clock=clock)
+
+
+def test_a_restarted_broker_replays_share_state_and_deletion(tmp_path, clock):
+    broker = _broker(tmp_path, clock)
+    broker.log_manager.create_topic("orders", 1)
+    broker.share.alter_configs("g", {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "4"})
+    broker.share.heartbeat("g", "a", 0, ["orders"])
+    group = broker.share.groups["g"]
+    sp = broker.share.share_partition(group, "orders", 0)
+    sp.acquire("a", 4, log_end_offset=4)
+    sp.acknowledge("a", [(0, 0, [Ack.ACCEPT]), (2, 2, [Ack.ACCEPT]), (3, 3, [Ack.REJECT])])
+    broker.share.changed(group, "orders", 0)
+    broker.close()
+
+    broker = _broker(tmp_path, clock)
+    group = broker.share.groups["g"]
+    assert group.config.int("share.delivery.count.limit") == 4
+    sp = broker.share.share_partition(group, "orders", 0)
+    assert (sp.start_offset, sp.end_offset, sp.archived_total) == (1, 4, 1)
+    assert [(o, r.state, r.delivery_count) for o, r in sp.records.items()] == [
+        (1, RecordState.AVAILABLE, 1), (2, RecordState.ACKNOWLEDGED, 1), (3, RecordState.ARCHIVED, 1)]
+    assert broker.share.delete("g") == ErrorCode.NONE
+    broker.close()
+
+    broker = _broker(tmp_path, clock)
+    assert (broker.share.groups, broker.share.configs) == ({}, {})
+    broker.close()
+
+
+def test_a_deleted_topic_takes_its_share_partitions_along(tmp_path, clock):
+    broker = _broker(tmp_path, clock)
+    broker.log_manager.create_topic("orders", 1)
+    broker.share.heartbeat("g", "a", 0, ["orders"])
+    group = broker.share.groups["g"]
+    broker.share.share_partition(group, "orders", 0).acquire("a", 5, log_end_offset=5)
+    broker.share.changed(group, "orders", 0)
+    broker.delete_topic("orders")
+    broker.log_manager.create_topic("orders", 1)
+    assert group.partitions == {}
+    assert broker.share.share_partition(group, "orders", 0).acquire("a", 5, log_end_offset=1) == [Acquired(0, 0, 1)]
+    broker.close()
+    broker = _broker(tmp_path, clock)                # the tombstone keeps the old state gone after a restart
+    assert broker.share.groups == {}
+    broker.close()
