@@ -15,12 +15,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from headwater.demo import (cdc_shop, compaction, groups, messaging, orders, share_queue, shopping_cart,
+from headwater.demo import (cdc_shop, compaction, groups, messaging, orders, payments, share_queue, shopping_cart,
                             stream_processing)
 from headwater.demo.checks import CheckFailed
 from headwater.testing import BrokerProcess
 
-CHAPTERS = [orders, groups, share_queue, messaging, cdc_shop, compaction, shopping_cart, stream_processing]  # each: run(bootstrap, console)
+# each: run(bootstrap, console)
+CHAPTERS = [orders, groups, share_queue, messaging, cdc_shop, compaction, payments, shopping_cart, stream_processing]
 
 
 def main(argv: list[str] | None = None) -> int:
