@@ -9,6 +9,7 @@ from pathlib import Path
 
 from headwater.broker.broker import DataDirInUse
 from headwater.broker.config import BrokerConfig
+from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
 from headwater.broker.server import serve
 from headwater.cli.common import CommandError
 from headwater.log import LogConfig
@@ -34,6 +35,15 @@ def _listener(text: str) -> str:
 def _address(text: str) -> tuple[str, int]:
     host, _, port = _listener(text).rpartition(":")
     return host, int(port)
+
+
+def _udp(address: str, topic: str, mode: str) -> UdpListenerConfig:
+    try:
+        host, port = _address(address)
+    except ValueError:
+        raise CommandError(f"--{'statsd' if mode == 'statsd' else 'udp'}-listener: expected HOST:PORT, "
+                           f"got {address!r}") from None
+    return UdpListenerConfig(host, port, topic, mode)
 
 
 def _positive(text: str) -> int:
@@ -80,6 +90,10 @@ def add_parser(subparsers) -> None:
                    help="serve Prometheus /metrics and the web console here (port 0: any free one); off by default")
     p.add_argument("--console-allow-writes", action="store_true",
                    help="let the web console change state (reset a group's offsets); read-only by default")
+    p.add_argument("--statsd-listener", nargs=2, action="append", default=[], metavar=("HOST:PORT", "TOPIC"),
+                   help="receive StatsD metrics over UDP, one JSON record per metric keyed by its name (repeatable)")
+    p.add_argument("--udp-listener", nargs=2, action="append", default=[], metavar=("HOST:PORT", "TOPIC"),
+                   help="receive raw UDP datagrams, one record each (repeatable)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.set_defaults(func=run)
 
@@ -95,7 +109,9 @@ def run(args) -> int:
                           message_max_bytes=args.message_max_bytes, topic_defaults=dict(args.log_config),
                           retention_check_interval_ms=args.retention_check_interval_ms,
                           cleaner_interval_ms=args.cleaner_interval_ms, http_listener=args.http_listener,
-                          console_allow_writes=args.console_allow_writes)
+                          console_allow_writes=args.console_allow_writes,
+                          udp_listeners=[_udp(address, topic, "statsd") for address, topic in args.statsd_listener]
+                          + [_udp(address, topic, "raw") for address, topic in args.udp_listener])
 
     def ready(port: int, http: tuple[str, int] | None) -> None:
         print(f"headwater broker listening on {args.host}:{port}", flush=True)
@@ -105,6 +121,8 @@ def run(args) -> int:
     try:
         asyncio.run(serve(config, ready))
     except DataDirInUse as exc:
+        raise CommandError(str(exc)) from exc
+    except NoSuchTopic as exc:
         raise CommandError(str(exc)) from exc
     except OSError as exc:
         raise CommandError(f"cannot serve on {args.host}:{args.port} with data in {args.data_dir}: {exc}") from exc

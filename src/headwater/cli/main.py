@@ -6,10 +6,11 @@ import sys
 
 from confluent_kafka import KafkaException
 
-from headwater.cli import broker, cdc, events, groups, topics
+from headwater.cli import broker, cdc, events, groups, push, quotas, topics, transactions
 from headwater.cli.common import CommandError
 
-COMMANDS = [broker, cdc, events, groups, topics]  # each module: add_parser(subparsers) setting func(args) -> exit status
+# each module: add_parser(subparsers) setting func(args) -> exit status
+COMMANDS = [broker, cdc, events, groups, push, quotas, topics, transactions]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -41,13 +41,21 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -92,6 +100,12 @@ MESSAGE_CLASSES = {
     ApiKey.DESCRIBE_LOG_DIRS: (admin.DescribeLogDirsRequest, admin.DescribeLogDirsResponse),
     ApiKey.DELETE_GROUPS: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (producer.AddPartitionsToTxnRequest, producer.AddPartitionsToTxnResponse),
+    ApiKey.ADD_OFFSETS_TO_TXN: (producer.AddOffsetsToTxnRequest, producer.AddOffsetsToTxnResponse),
+    ApiKey.END_TXN: (producer.EndTxnRequest, producer.EndTxnResponse),
+    ApiKey.TXN_OFFSET_COMMIT: (producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse),
+    ApiKey.DESCRIBE_TRANSACTIONS: (admin.DescribeTransactionsRequest, admin.DescribeTransactionsResponse),
+    ApiKey.LIST_TRANSACTIONS: (admin.ListTransactionsRequest, admin.ListTransactionsResponse),
     ApiKey.CREATE_PARTITIONS: (admin.CreatePartitionsRequest, admin.CreatePartitionsResponse),
     ApiKey.OFFSET_DELETE: (consumer.OffsetDeleteRequest, consumer.OffsetDeleteResponse),
     ApiKey.DESCRIBE_CLUSTER: (admin.DescribeClusterRequest, admin.DescribeClusterResponse),
@@ -101,6 +115,8 @@ MESSAGE_CLASSES = {
     ApiKey.SHARE_GROUP_DESCRIBE: (share.ShareGroupDescribeRequest, share.ShareGroupDescribeResponse),
     ApiKey.SHARE_FETCH: (share.ShareFetchRequest, share.ShareFetchResponse),
     ApiKey.SHARE_ACKNOWLEDGE: (share.ShareAcknowledgeRequest, share.ShareAcknowledgeResponse),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (admin.DescribeClientQuotasRequest, admin.DescribeClientQuotasResponse),
+    ApiKey.ALTER_CLIENT_QUOTAS: (admin.AlterClientQuotasRequest, admin.AlterClientQuotasResponse),
 }
 
 

@@ -3,15 +3,16 @@
 ``ENDPOINTS`` is the one table: the server dispatches on it, and ApiVersions advertises
 exactly what it holds. Adding an API means writing its handler (the contract is
 ``headwater.broker.endpoint.Handler``) and adding one line below. The group APIs live
-beside the group coordinator, in ``broker/groups``.
+beside the group coordinator, in ``broker/groups``; the transaction APIs in ``broker/txn``.
 """
 from __future__ import annotations
 
-from headwater.broker.apis import (api_versions, cluster, fetch, list_offsets, log_admin, partitions, produce,
-                                  topic_configs, topics)
+from headwater.broker.apis import (api_versions, client_quotas, cluster, fetch, list_offsets, log_admin, partitions,
+                                  produce, topic_configs, topics)
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
+from headwater.broker.txn import apis as txn
 from headwater.broker.share import apis as share
 from headwater.protocol.messages import Api, ApiKey
 
@@ -35,13 +36,19 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.CREATE_TOPICS, 2, 4, topics.create_topics),
     endpoint(ApiKey.DELETE_TOPICS, 0, 3, topics.delete_topics),
     endpoint(ApiKey.DELETE_RECORDS, 0, 2, log_admin.delete_records),
-    endpoint(ApiKey.INIT_PRODUCER_ID, 0, 1, produce.init_producer_id),
+    endpoint(ApiKey.INIT_PRODUCER_ID, 0, 4, produce.init_producer_id),
     endpoint(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 3, list_offsets.offset_for_leader_epoch),
     endpoint(ApiKey.DESCRIBE_CONFIGS, 1, 4, topic_configs.describe_configs),
     endpoint(ApiKey.ALTER_CONFIGS, 0, 2, topic_configs.alter_configs),
     endpoint(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, log_admin.describe_log_dirs),
     endpoint(ApiKey.DELETE_GROUPS, 0, 2, group_admin.delete_groups),
     endpoint(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, topic_configs.incremental_alter_configs),
+    endpoint(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3, txn.add_partitions_to_txn),
+    endpoint(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3, txn.add_offsets_to_txn),
+    endpoint(ApiKey.END_TXN, 0, 3, txn.end_txn),
+    endpoint(ApiKey.TXN_OFFSET_COMMIT, 0, 3, txn.txn_offset_commit),
+    endpoint(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, txn.describe_transactions),
+    endpoint(ApiKey.LIST_TRANSACTIONS, 0, 1, txn.list_transactions),
     endpoint(ApiKey.CREATE_PARTITIONS, 0, 3, partitions.create_partitions),
     endpoint(ApiKey.OFFSET_DELETE, 0, 0, commits.offset_delete),
     endpoint(ApiKey.DESCRIBE_CLUSTER, 0, 2, cluster.describe_cluster),
@@ -51,6 +58,8 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share.share_group_describe),
     endpoint(ApiKey.SHARE_FETCH, 1, 1, share.share_fetch),
     endpoint(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share.share_acknowledge),
+    endpoint(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, client_quotas.describe_client_quotas),
+    endpoint(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, client_quotas.alter_client_quotas),
 )}
 ADVERTISED.update((key, e.api) for key, e in ENDPOINTS.items())
 

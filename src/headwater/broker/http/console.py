@@ -33,6 +33,7 @@ from headwater.broker.groups.group import CommittedOffset, GroupState
 from headwater.broker.groups.reset import MODES, ResetTo
 from headwater.broker.http.history import History
 from headwater.broker.http.metrics import BrokerMetrics
+from headwater.broker.http.rest import RestApi
 from headwater.broker.http.state import (CDC_POSITIONS_TOPIC, connector_positions, group_offsets, records_from,
                                         share_partitions)
 from headwater.log import Log, Topic
@@ -315,6 +316,7 @@ class Console:
             Route("/share-groups/{group}", self.share_group, name="share_group"),
             Route("/cdc", self.cdc, name="cdc"),
             Route("/metrics", self.scrape),
+            Mount("/v3", app=RestApi(self.broker).app()),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
         return Starlette(routes=routes, exception_handlers={HTTPException: self.error, Exception: self.failure})

@@ -84,10 +84,29 @@ class BrokerMetrics:
         for name, counter in self._cleaner.items():
             counter.inc(getattr(stats, name))
 
+    def watch_udp(self, listeners: list) -> None:
+        """Scrape the UDP listeners' own counters (ingest.udp.UdpStats) as they are."""
+        self.registry.register(UdpCollector(listeners))
+
     def forget_topic(self, topic: str) -> None:
         if self._by_topic.pop(topic, None) is not None:
             for family in (self._messages_in, self._bytes_in, self._bytes_out):
                 family.remove(topic)
+
+
+class UdpCollector(Collector):
+    """Datagrams received and records accepted or rejected by each UDP listener (StatsD, raw)."""
+
+    def __init__(self, listeners: list) -> None:
+        self._listeners = listeners
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        for field, what in (("received", "Datagrams received"), ("accepted", "Records appended"),
+                            ("rejected", "Malformed lines skipped or records refused")):
+            family = CounterMetricFamily(f"headwater_udp_{field}", f"UDP listeners: {what}", labels=["mode", "topic"])
+            for listener in self._listeners:
+                family.add_metric([listener.mode, listener.topic], getattr(listener.stats, field))
+            yield family
 
 
 def _api_name(key: ApiKey) -> str:
