@@ -1,9 +1,8 @@
 """The web console in a real browser: Debian's headless chromium driven by selenium, against
 a real broker. Each page opened, the message browser checked against what was produced, the
 live tail seen receiving a new record, a group's offsets reset and checked with the CLI, the
-lag plot seen to have data, a share group's page checked against a known workload, a CDC
-connector's stored position seen.
-Screenshots of every page are saved in the test's tmp dir."""
+lag plot seen to have data, the share group, transactions and CDC pages checked against
+known workloads. Screenshots of every page are saved in the test's tmp dir."""
 import html
 import json
 import shutil
@@ -26,7 +25,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 from headwater.cdc.sqlite import SqliteConnector
 from headwater.testing import BrokerProcess, wait_until
 
-from . import share_workload
+from . import share_workload, txn_workload
 
 TOPIC, GROUP = "orders", "billing"
 PARTITIONS = 2
@@ -263,3 +262,26 @@ def test_cdc_page_shows_the_position_a_connector_stored(browser, broker, tmp_pat
     assert row[:2] == [f"sqlite:{path}", "sqlite"]     # the changelog id of the 4th change, acknowledged
     assert 0 <= int(row[4]) < 120
     browser.save_screenshot(str(screenshots / "cdc.png"))
+
+
+def test_transactions_page_shows_ids_states_and_held_back_partitions(browser, broker, screenshots):
+    work = txn_workload.run(broker.bootstrap)
+    try:
+        open_page(browser, broker, "/transactions")
+        shown = {r[0]: r for r in rows(browser, "transactions")}
+        assert sorted(shown) == [txn_workload.ABORTS, txn_workload.COMMITS, txn_workload.OPEN]
+        assert [shown[i][2:6] for i in sorted(shown)] == [   # epoch, state, timeout (librdkafka's default), partitions
+            ["0", "CompleteAbort", "60000", ""], ["1", "Empty", "60000", ""],
+            ["0", "Ongoing", "60000", f"{txn_workload.TOPIC}-0"]]
+        assert len({shown[i][1] for i in shown}) == 3                  # a producer id each
+        assert float(shown[txn_workload.OPEN][6]) >= 0 and shown[txn_workload.COMMITS][6] == ""
+        assert (browser.find_element(By.ID, "committed").text, browser.find_element(By.ID, "aborted").text) == \
+            ("2", "1")
+        assert rows(browser, "held-back") == [[txn_workload.TOPIC, "0", str(work.last_stable), str(work.log_end),
+                                               str(work.log_end - work.last_stable)]]
+        browser.save_screenshot(str(screenshots / "transactions.png"))
+    finally:
+        work.open_producer.abort_transaction(30)
+    open_page(browser, broker, "/transactions")
+    assert rows(browser, "held-back") == [["none: every partition is stable up to its log end"]]
+    assert [r[3] for r in rows(browser, "transactions") if r[0] == txn_workload.OPEN] == ["CompleteAbort"]

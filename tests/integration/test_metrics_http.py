@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from headwater.testing import BrokerProcess, wait_until
 
-from . import share_workload
+from . import share_workload, txn_workload
 
 TOPIC, GROUP = "metered", "meter-readers"
 PER_PARTITION = {0: 7, 1: 12, 2: 5}       # records produced to each partition
@@ -261,3 +261,22 @@ def test_share_group_metrics_equal_the_workload(broker):
                           what="the held records released")
     assert (released["kafka_sharegroup_records_available"], released["kafka_sharegroup_lag"]) == (more, more)
     assert released["kafka_sharegroup_records_archived_total"] == share_workload.rejected(1)
+
+
+def test_transaction_metrics_equal_the_workload(broker):
+    work = txn_workload.run(broker.bootstrap)
+    p0, p1 = ((("partition", str(p)), ("topic", txn_workload.TOPIC)) for p in (0, 1))
+    try:
+        m = scrape(broker)
+        assert (m[("kafka_transactions_open", ())], m[("kafka_transactions_committed_total", ())],
+                m[("kafka_transactions_aborted_total", ())]) == (1, 2, 1)
+        assert {labels[0][1]: v for (name, labels), v in m.items() if name == "kafka_transactional_ids" and v} == \
+            {"Empty": 1, "CompleteAbort": 1, "Ongoing": 1}    # the fenced id re-initialised, the aborted, the open
+        assert m[("kafka_topic_partition_last_stable_offset", p0)] == work.last_stable < work.log_end
+        assert m[("kafka_topic_partition_last_stable_offset", p1)] == m[("kafka_topic_partition_current_offset", p1)]
+    finally:
+        work.open_producer.abort_transaction(30)
+    m = scrape(broker)
+    assert (m[("kafka_transactions_open", ())], m[("kafka_transactions_aborted_total", ())]) == (0, 2)
+    assert m[("kafka_topic_partition_last_stable_offset", p0)] == m[("kafka_topic_partition_current_offset", p0)] \
+        == work.log_end + 1   # the abort marker

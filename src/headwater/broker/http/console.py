@@ -36,6 +36,7 @@ from headwater.broker.http.metrics import BrokerMetrics
 from headwater.broker.http.rest import RestApi
 from headwater.broker.http.state import (CDC_POSITIONS_TOPIC, connector_positions, group_offsets, records_from,
                                         share_partitions)
+from headwater.broker.http.transactions import held_back, transactions
 from headwater.log import Log, Topic
 from headwater.protocol.errors import ErrorCode
 from headwater.records import Record
@@ -51,6 +52,9 @@ templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=
 
 def _time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+templates.filters["isotime"] = _time
 
 
 def _lsn(value) -> str:
@@ -292,6 +296,10 @@ class Console:
         log.info("console reset offsets of group %s on %s to %s", group.group_id, topic.name, reset_to)
         return RedirectResponse(request.url_for("group", group=group.group_id), status_code=303)
 
+    async def transactions(self, request: Request) -> Response:
+        return self.page("transactions.html", transactions=transactions(self.broker), held_back=held_back(self.broker),
+                         completed=self.broker.transactions.completed)
+
     async def scrape(self, request: Request) -> Response:
         return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -315,6 +323,7 @@ class Console:
             Route("/groups/{group}/reset", self.reset, methods=["POST"]),
             Route("/share-groups/{group}", self.share_group, name="share_group"),
             Route("/cdc", self.cdc, name="cdc"),
+            Route("/transactions", self.transactions, name="transactions"),
             Route("/metrics", self.scrape),
             Mount("/v3", app=RestApi(self.broker).app()),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from headwater.broker.http.state import PartitionOffsets, SharePartitionView, group_offsets, share_partitions
+from headwater.broker.http.transactions import TransactionCollector
 from headwater.log.cleaner import CleanerStats
 from headwater.protocol.messages import ApiKey
 
@@ -50,6 +51,7 @@ class BrokerMetrics:
         self._cleaner = {name: Counter(f"kafka_log_logcleaner_{name}", f"Log cleaner: {name.replace('_', ' ')}",
                                        registry=self.registry) for name in _CLEANER_COUNTERS}
         self.registry.register(StateCollector(broker, connections))
+        self.registry.register(TransactionCollector(broker))
         # Labelled children, looked up once: .labels() costs more than the increment itself.
         self._by_topic: dict[str, tuple[Counter, Counter, Counter]] = {}
         self._by_api: dict[int, Histogram] = {}
