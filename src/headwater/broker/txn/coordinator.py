@@ -41,6 +41,7 @@ class TransactionCoordinator:
                  allocate_producer_id: Callable[[], int], groups: GroupCoordinator):
         self.store, self.clock, self.partitions = store, clock, partitions
         self._allocate, self._groups = allocate_producer_id, groups
+        self.completed = {True: 0, False: 0}   # transactions committed (True) and aborted since the start
         self._txns: dict[str, Transaction] = store.load()
         for txn in list(self._txns.values()):
             self._recover(txn)
@@ -228,6 +229,7 @@ class TransactionCoordinator:
                 if offsets:
                     self._groups.commit_transactional(group_id, offsets)
         txn.transition(CompleteCommit if commit else CompleteAbort)
+        self.completed[commit] += 1
         txn.partitions, txn.offsets = set(), {}
         txn.update_ms = self.clock.now_ms()
         log.info("transaction %s: %s", txn.transactional_id, txn.state.value)
