@@ -78,7 +78,10 @@ def test_following_projection_keeps_up_with_concurrent_writers(store, open_store
     tail.start()
     shop = shop_day(store, carts=10, actions=200)
     head = store.head_position()
-    wait_until(lambda: follower.checkpoint() == {"position": head}, timeout=60, what="the projection to catch up")
+    # The follower's store is its thread's alone (stores are not shared between threads): read
+    # its checkpoint through this thread's store.
+    watcher = ProjectionRunner(store, AddedThenRemoved())
+    wait_until(lambda: watcher.checkpoint() == {"position": head}, timeout=60, what="the projection to catch up")
     stop.set()
     tail.join()
     assert removals(store) == dict(shop.removed)
