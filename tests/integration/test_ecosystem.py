@@ -230,40 +230,46 @@ def read_committed_windows(bootstrap: str, topic: str) -> list[tuple[str, int, i
 
 
 def test_quixstreams_exactly_once_windowed_count_survives_sigkills(bootstrap, tmp_path):
-    """processing_guarantee="exactly-once": the app is SIGKILLed twice mid-stream (its transaction open or
-    not, its window state in RocksDB and a changelog topic) and restarted on the same state directory; the
-    output, read_committed, holds every window count of plain Python once, none twice, none lost."""
+    """processing_guarantee="exactly-once": the app is SIGKILLed twice mid-stream (its window state in
+    RocksDB and a changelog topic, written in its transactions) and restarted on the same state directory;
+    the output, read_committed, holds every window count of plain Python once: none twice, none lost."""
     python = require_quix_python()
     events = sensor_events(13, 450)
     expected = windowed_counts(events)
     asyncio.run(_create(bootstrap, "quix-eos-events", 1))
+    kills = [threading.Event(), threading.Event()]
 
-    def produce_stream():  # paced, so the kills land while events still arrive
+    def produce_stream():  # a third of the events per run, paced, so every kill lands while events arrive
         producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-        for key, ts in events:
+        for i, (key, ts) in enumerate(events):
+            if i % 150 == 0 and i:
+                kills[i // 150 - 1].wait(60)
             producer.produce("quix-eos-events", key=key.encode(), value=b"{}", timestamp=ts)
-            producer.poll(0.02)
+            producer.poll(0)
+            time.sleep(0.01)
         assert producer.flush(30) == 0
-    stream = threading.Thread(target=produce_stream)
+    stream = threading.Thread(target=produce_stream, daemon=True)
     stream.start()
 
+    log = tmp_path / "app.log"
+
     def app() -> subprocess.Popen:
-        return subprocess.Popen([str(python), str(QUIX_APP), bootstrap, str(tmp_path / "state"), "0", "exactly-once",
-                                 "quix-eos"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        with log.open("a") as stderr:
+            return subprocess.Popen([str(python), str(QUIX_APP), bootstrap, str(tmp_path / "state"), "0",
+                                     "exactly-once", "quix-eos"], stdout=subprocess.DEVNULL, stderr=stderr)
     killed_at = [0]
-    for _ in range(2):
+    for kill in kills:
         proc = app()
         while (offset := committed_offset(bootstrap, "quix-eos-counts", "quix-eos-events")) <= killed_at[-1]:
-            assert proc.poll() is None, proc.stderr.read()[-3000:]
+            assert proc.poll() is None, log.read_text()[-3000:]
             time.sleep(0.2)  # until this run has committed a transaction of its own
         proc.kill()
         proc.wait()
         killed_at.append(offset)
+        kill.set()
     stream.join()
     assert 0 < killed_at[1] < killed_at[2] < len(events), killed_at  # both kills mid-stream
-    proc = app()
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 0, stderr[-3000:]
+    assert app().wait(timeout=120) == 0, log.read_text()[-3000:]  # stops 5 s after the last event
     assert committed_offset(bootstrap, "quix-eos-counts", "quix-eos-events") == len(events)
     windows = read_committed_windows(bootstrap, "quix-eos-window-counts")
     assert len(windows) == len(set((key, start) for key, start, _ in windows)), "a window counted twice"
