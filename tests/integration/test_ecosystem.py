@@ -20,6 +20,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition as Ka
 
 from headwater.testing import BrokerProcess
 
+from .clients import committed_offset
+
 
 @pytest.fixture(scope="module")
 def bootstrap(tmp_path_factory):
@@ -202,15 +204,6 @@ def test_quixstreams_windowed_count_with_grace(bootstrap, tmp_path):
             break
     consumer.close()
     assert got == expected
-
-
-def committed_offset(bootstrap: str, group: str, topic: str) -> int:
-    """The group's committed offset of partition 0 (-1001 before its first commit), without joining the group."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        return consumer.committed([KafkaPartition(topic, 0)], timeout=10)[0].offset
-    finally:
-        consumer.close()
 
 
 def read_committed_windows(bootstrap: str, topic: str) -> list[tuple[str, int, int]]:
