@@ -29,7 +29,8 @@ FIRST_FLEXIBLE = {ApiKey.PRODUCE: 9, ApiKey.FETCH: 12, ApiKey.LIST_OFFSETS: 6, A
                   ApiKey.INCREMENTAL_ALTER_CONFIGS: 1, ApiKey.CREATE_PARTITIONS: 2, ApiKey.DESCRIBE_CLUSTER: 0,
                   ApiKey.DESCRIBE_PRODUCERS: 0, ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
                   ApiKey.SHARE_GROUP_HEARTBEAT: 0, ApiKey.SHARE_GROUP_DESCRIBE: 1,
-                  ApiKey.SHARE_FETCH: 0, ApiKey.SHARE_ACKNOWLEDGE: 0}  # OffsetDelete: never
+                  ApiKey.SHARE_FETCH: 0, ApiKey.SHARE_ACKNOWLEDGE: 0,
+                  ApiKey.SASL_AUTHENTICATE: 2}  # OffsetDelete, SaslHandshake: never
 
 
 def test_corpus_covers_every_advertised_version():

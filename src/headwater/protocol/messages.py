@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from enum import IntEnum
 
-from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol import admin, consumer, metadata, producer, sasl
 from kafka.protocol.schemas.fields.codecs import UUID
 
 NO_UUID = uuid.UUID(int=0)
@@ -35,6 +35,7 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -44,6 +45,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -81,6 +83,7 @@ MESSAGE_CLASSES = {
     ApiKey.SYNC_GROUP: (consumer.SyncGroupRequest, consumer.SyncGroupResponse),
     ApiKey.DESCRIBE_GROUPS: (admin.DescribeGroupsRequest, admin.DescribeGroupsResponse),
     ApiKey.LIST_GROUPS: (admin.ListGroupsRequest, admin.ListGroupsResponse),
+    ApiKey.SASL_HANDSHAKE: (sasl.SaslHandshakeRequest, sasl.SaslHandshakeResponse),
     ApiKey.API_VERSIONS: (metadata.ApiVersionsRequest, metadata.ApiVersionsResponse),
     ApiKey.CREATE_TOPICS: (admin.CreateTopicsRequest, admin.CreateTopicsResponse),
     ApiKey.DELETE_TOPICS: (admin.DeleteTopicsRequest, admin.DeleteTopicsResponse),
@@ -90,6 +93,7 @@ MESSAGE_CLASSES = {
     ApiKey.DESCRIBE_CONFIGS: (admin.DescribeConfigsRequest, admin.DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (admin.AlterConfigsRequest, admin.AlterConfigsResponse),
     ApiKey.DESCRIBE_LOG_DIRS: (admin.DescribeLogDirsRequest, admin.DescribeLogDirsResponse),
+    ApiKey.SASL_AUTHENTICATE: (sasl.SaslAuthenticateRequest, sasl.SaslAuthenticateResponse),
     ApiKey.DELETE_GROUPS: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse),
     ApiKey.CREATE_PARTITIONS: (admin.CreatePartitionsRequest, admin.CreatePartitionsResponse),

@@ -12,6 +12,7 @@ from headwater.broker.apis import (api_versions, cluster, fetch, list_offsets, l
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
+from headwater.broker.security import apis as security
 from headwater.broker.share import apis as share
 from headwater.protocol.messages import Api, ApiKey
 
@@ -31,6 +32,8 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.SYNC_GROUP, 0, 3, membership.sync_group),
     endpoint(ApiKey.DESCRIBE_GROUPS, 0, 5, group_admin.describe_groups),
     endpoint(ApiKey.LIST_GROUPS, 0, 5, group_admin.list_groups),
+    # v0 is advertised because librdkafka needs it listed to use SASL; clients then pick v1 (KIP-152)
+    endpoint(ApiKey.SASL_HANDSHAKE, 0, 1, security.sasl_handshake),
     endpoint(ApiKey.API_VERSIONS, 0, 4, api_versions.ApiVersions(ADVERTISED)),
     endpoint(ApiKey.CREATE_TOPICS, 2, 4, topics.create_topics),
     endpoint(ApiKey.DELETE_TOPICS, 0, 3, topics.delete_topics),
@@ -40,6 +43,7 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.DESCRIBE_CONFIGS, 1, 4, topic_configs.describe_configs),
     endpoint(ApiKey.ALTER_CONFIGS, 0, 2, topic_configs.alter_configs),
     endpoint(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, log_admin.describe_log_dirs),
+    endpoint(ApiKey.SASL_AUTHENTICATE, 0, 2, security.sasl_authenticate),
     endpoint(ApiKey.DELETE_GROUPS, 0, 2, group_admin.delete_groups),
     endpoint(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, topic_configs.incremental_alter_configs),
     endpoint(ApiKey.CREATE_PARTITIONS, 0, 3, partitions.create_partitions),

@@ -1,6 +1,7 @@
 """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup: being a member of a group."""
 from __future__ import annotations
 
+from headwater.broker.security import connection
 from headwater.broker.endpoint import client_host
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -33,7 +34,7 @@ async def find_coordinator(broker, header, request):
     if not request.key:
         return FindCoordinatorResponse(error_code=ErrorCode.INVALID_GROUP_ID, error_message="empty group id",
                                        node_id=-1, host="", port=-1)
-    host, port = broker.config.advertised
+    host, port = connection.advertised(broker.config)
     return FindCoordinatorResponse(error_code=0, error_message=None, node_id=broker.config.node_id, host=host,
                                    port=port)
 
