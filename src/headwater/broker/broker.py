@@ -19,6 +19,7 @@ from headwater.broker.append_policy import recompress, timestamp_errors
 from headwater.broker.share import dead_letters
 from headwater.broker.share.coordinator import ShareCoordinator
 from headwater.broker.share.store import ShareStateStore
+from headwater.broker.security.acls import AclStore, Authorizer
 from headwater.broker.security.credentials import CredentialStore
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
@@ -89,6 +90,7 @@ class Broker:
         self.cluster_id = self._load_cluster_id(config.data_dir)
         self.producer_ids = ProducerIds(config.data_dir)
         self.credentials = CredentialStore(config.data_dir)  # SASL users, re-read when `headwater users` changes them
+        self.authorizer = Authorizer(AclStore(config.data_dir), config.super_users)
         self.growth = GrowthSignals()
         self._producers: dict[tuple[str, int], PartitionProducers] = {}
         # One thread, not asyncio's pool: each thread that decompresses keeps a malloc arena of its

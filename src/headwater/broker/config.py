@@ -33,6 +33,8 @@ class BrokerConfig:
     listeners: list[Listener] = field(default_factory=list)  # listeners; none: PLAINTEXT on host:port
     tls: TlsSettings | None = None                # ssl.* settings of the SSL and SASL_SSL listeners
     sasl_mechanisms: tuple[str, ...] = ALL_MECHANISMS  # sasl.enabled.mechanisms
+    super_users: frozenset[str] = frozenset()    # super.users: principals every ACL check lets through
+    allow_everyone_if_no_acl_found: bool = False  # on secured listeners; PLAINTEXT ones always allow what no ACL names
     failed_authentication_delay_ms: int = 100     # connection.failed.authentication.delay.ms, doubled per failure
 
     def __post_init__(self):

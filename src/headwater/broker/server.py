@@ -7,6 +7,7 @@ answered closes that connection with a log line; the broker and its data are unt
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import struct
@@ -22,7 +23,7 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.endpoint import client_host
 from headwater.broker.http.listener import HttpListener
 from headwater.broker.log_maintenance import LogMaintenance
-from headwater.broker.security import connection
+from headwater.broker.security import authorization, connection
 from headwater.broker.security.connection import Connection, FailedLogins
 from headwater.broker.security.listeners import Listener
 from headwater.broker.security.sasl import SaslExchange
@@ -134,7 +135,9 @@ class Server:
             endpoint = ENDPOINTS[header.api_key]
             started = time.perf_counter()
             was_authenticated = conn.authenticated
-            response = await endpoint.handle(self.broker, header, request)
+            access = authorization.Access(self.broker.authorizer, conn, self.broker.config.allow_everyone_if_no_acl_found)
+            handle = functools.partial(endpoint.handle, self.broker, header)
+            response = await authorization.rule_for(header.api_key)(access, header, request, handle)
             if conn.failed:
                 await self._refuse(conn, peer)
             elif conn.authenticated and not was_authenticated:

@@ -91,6 +91,10 @@ def add_parser(subparsers) -> None:
                    help="ask clients for a certificate (mTLS; principal = its subject); default %(default)s")
     p.add_argument("--sasl-mechanisms", type=_mechanisms, default=ALL_MECHANISMS, metavar="M1,M2",
                    help="sasl.enabled.mechanisms (default %(default)s)")
+    p.add_argument("--super-user", action="append", default=[], metavar="User:NAME",
+                   help="super.users: a principal every ACL check lets through (repeatable)")
+    p.add_argument("--allow-everyone-if-no-acl-found", action="store_true",
+                   help="on secured listeners, allow what no ACL names (PLAINTEXT listeners always do)")
     p.add_argument("--failed-authentication-delay-ms", type=int, default=100,
                    help="wait before answering a failed authentication, doubled for each further failure "
                         "from the same host (default %(default)s)")
@@ -162,4 +166,6 @@ def _config(args) -> BrokerConfig:
                         cleaner_interval_ms=args.cleaner_interval_ms, http_listener=args.http_listener,
                         console_allow_writes=args.console_allow_writes, listeners=args.listener,
                         tls=_tls(args), sasl_mechanisms=args.sasl_mechanisms,
-                        failed_authentication_delay_ms=args.failed_authentication_delay_ms)
+                        failed_authentication_delay_ms=args.failed_authentication_delay_ms,
+                        super_users=frozenset(args.super_user),
+                        allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found)

@@ -42,6 +42,9 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -90,6 +93,9 @@ MESSAGE_CLASSES = {
     ApiKey.DELETE_RECORDS: (admin.DeleteRecordsRequest, admin.DeleteRecordsResponse),
     ApiKey.INIT_PRODUCER_ID: (producer.InitProducerIdRequest, producer.InitProducerIdResponse),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (consumer.OffsetForLeaderEpochRequest, consumer.OffsetForLeaderEpochResponse),
+    ApiKey.DESCRIBE_ACLS: (admin.DescribeAclsRequest, admin.DescribeAclsResponse),
+    ApiKey.CREATE_ACLS: (admin.CreateAclsRequest, admin.CreateAclsResponse),
+    ApiKey.DELETE_ACLS: (admin.DeleteAclsRequest, admin.DeleteAclsResponse),
     ApiKey.DESCRIBE_CONFIGS: (admin.DescribeConfigsRequest, admin.DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (admin.AlterConfigsRequest, admin.AlterConfigsResponse),
     ApiKey.DESCRIBE_LOG_DIRS: (admin.DescribeLogDirsRequest, admin.DescribeLogDirsResponse),

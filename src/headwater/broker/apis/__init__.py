@@ -12,6 +12,7 @@ from headwater.broker.apis import (api_versions, cluster, fetch, list_offsets, l
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
+from headwater.broker.security import acl_apis
 from headwater.broker.security import apis as security
 from headwater.broker.share import apis as share
 from headwater.protocol.messages import Api, ApiKey
@@ -40,6 +41,9 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.DELETE_RECORDS, 0, 2, log_admin.delete_records),
     endpoint(ApiKey.INIT_PRODUCER_ID, 0, 1, produce.init_producer_id),
     endpoint(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 3, list_offsets.offset_for_leader_epoch),
+    endpoint(ApiKey.DESCRIBE_ACLS, 1, 3, acl_apis.describe_acls),
+    endpoint(ApiKey.CREATE_ACLS, 1, 3, acl_apis.create_acls),
+    endpoint(ApiKey.DELETE_ACLS, 1, 3, acl_apis.delete_acls),
     endpoint(ApiKey.DESCRIBE_CONFIGS, 1, 4, topic_configs.describe_configs),
     endpoint(ApiKey.ALTER_CONFIGS, 0, 2, topic_configs.alter_configs),
     endpoint(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, log_admin.describe_log_dirs),
