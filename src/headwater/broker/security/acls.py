@@ -8,13 +8,12 @@ broker behaves as before, off on secured ones). ACLs live in the data directory'
 """
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, dataclass
 from enum import IntEnum
 from pathlib import Path
 
 from headwater.broker.acl_operations import AclOperation
+from headwater.broker.security.watched_file import WatchedJson
 
 FILE_NAME = "acls.json"
 WILDCARD = "*"
@@ -96,20 +95,10 @@ class AclFilter:
 
 class AclStore:
     def __init__(self, data_dir: Path):
-        self.path = Path(data_dir) / FILE_NAME
-        self._acls: list[AclBinding] = []
-        self._stamp: tuple[int, int] | None = None
+        self.file = WatchedJson(Path(data_dir) / FILE_NAME, lambda raw: [AclBinding(**a) for a in raw], [])
 
     def acls(self) -> list[AclBinding]:
-        try:
-            st = self.path.stat()
-        except FileNotFoundError:
-            self._acls, self._stamp = [], None
-            return self._acls
-        if (st.st_mtime_ns, st.st_ino) != self._stamp:
-            self._acls = [AclBinding(**a) for a in json.loads(self.path.read_text())]
-            self._stamp = (st.st_mtime_ns, st.st_ino)
-        return self._acls
+        return self.file.load()
 
     def add(self, new: list[AclBinding]) -> None:
         current = self.acls()
@@ -123,10 +112,7 @@ class AclStore:
         return removed
 
     def _save(self, acls: list[AclBinding]) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps([asdict(a) for a in acls], indent=1))
-        os.replace(tmp, self.path)
-        self._stamp = None
+        self.file.save([asdict(a) for a in acls])
 
 
 @dataclass

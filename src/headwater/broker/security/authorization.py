@@ -45,16 +45,22 @@ class Access:
 Handle = Callable[[object], Awaitable[object]]  # the endpoint's handler, bound to broker and header
 
 
+def _take_denied(request, field: str, allowed) -> list:
+    """Take the entries of the request's list ``field`` that are not ``allowed`` out of it; return them."""
+    entries = getattr(request, field)
+    denied = [e for e in entries if not allowed(e)]
+    setattr(request, field, [e for e in entries if e not in denied])
+    return denied
+
+
 async def _open(access, header, request, handle):
     return await handle(request)
 
 
 async def _produce(access, header, request, handle):
-    denied = [t for t in request.topic_data if not access.topic(Op.WRITE, t.name)]
-    if request.transactional_id is not None and not access.may(Op.WRITE, ResourceType.TRANSACTIONAL_ID,
-                                                               request.transactional_id):
-        denied = list(request.topic_data)
-    request.topic_data = [t for t in request.topic_data if t not in denied]
+    transaction_denied = request.transactional_id is not None and not access.may(
+        Op.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+    denied = _take_denied(request, "topic_data", lambda t: not transaction_denied and access.topic(Op.WRITE, t.name))
     response = await handle(request) if request.topic_data or not denied else None
     if response is None and not denied or request.acks == 0:
         return response
@@ -67,8 +73,7 @@ async def _produce(access, header, request, handle):
 
 
 async def _fetch(access, header, request, handle):
-    denied = [t for t in request.topics if not access.topic(Op.READ, t.topic)]
-    request.topics = [t for t in request.topics if t not in denied]
+    denied = _take_denied(request, "topics", lambda t: access.topic(Op.READ, t.topic))
     response = await handle(request)
     Topic = type(response).FetchableTopicResponse
     response.responses = list(response.responses) + [
@@ -79,8 +84,7 @@ async def _fetch(access, header, request, handle):
 
 
 async def _list_offsets(access, header, request, handle):
-    denied = [t for t in request.topics if not access.topic(Op.DESCRIBE, t.name)]
-    request.topics = [t for t in request.topics if t not in denied]
+    denied = _take_denied(request, "topics", lambda t: access.topic(Op.DESCRIBE, t.name))
     response = await handle(request)
     Topic = type(response).ListOffsetsTopicResponse
     response.topics = list(response.topics) + [
@@ -135,11 +139,9 @@ async def _find_coordinator(access, header, request, handle):
 
 
 async def _offset_commit(access, header, request, handle):
-    if not access.may(Op.READ, ResourceType.GROUP, request.group_id):
-        denied, code = list(request.topics), GROUP_DENIED
-    else:
-        denied, code = [t for t in request.topics if not access.topic(Op.READ, t.name)], TOPIC_DENIED
-    request.topics = [t for t in request.topics if t not in denied]
+    group_allowed = access.may(Op.READ, ResourceType.GROUP, request.group_id)
+    code = TOPIC_DENIED if group_allowed else GROUP_DENIED
+    denied = _take_denied(request, "topics", lambda t: group_allowed and access.topic(Op.READ, t.name))
     response = await handle(request)
     Topic = type(response).OffsetCommitResponseTopic
     response.topics = list(response.topics) + [
@@ -160,8 +162,7 @@ async def _offset_fetch(access, header, request, handle):
 
 async def _create_topics(access, header, request, handle):
     cluster = access.cluster(Op.CREATE)
-    denied = [t for t in request.topics if not cluster and not access.topic(Op.CREATE, t.name)]
-    request.topics = [t for t in request.topics if t not in denied]
+    denied = _take_denied(request, "topics", lambda t: cluster or access.topic(Op.CREATE, t.name))
     response = await handle(request)
     Result = type(response).CreatableTopicResult
     response.topics = list(response.topics) + [Result(name=t.name, error_code=TOPIC_DENIED,
@@ -170,8 +171,7 @@ async def _create_topics(access, header, request, handle):
 
 
 async def _delete_topics(access, header, request, handle):
-    denied = [n for n in request.topic_names if not access.topic(Op.DELETE, n)]
-    request.topic_names = [n for n in request.topic_names if n not in denied]
+    denied = _take_denied(request, "topic_names", lambda n: access.topic(Op.DELETE, n))
     response = await handle(request)
     Result = type(response).DeletableTopicResult
     response.responses = list(response.responses) + [Result(name=n, error_code=TOPIC_DENIED) for n in denied]

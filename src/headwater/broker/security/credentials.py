@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import base64
 import hmac
-import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from scramp import ScramMechanism
+
+from headwater.broker.security.watched_file import WatchedJson
 
 FILE_NAME = "scram-credentials.json"
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -47,23 +47,15 @@ def make_credential(mechanism: str, password: str, iterations: int = DEFAULT_ITE
 
 class CredentialStore:
     def __init__(self, data_dir: Path):
-        self.path = Path(data_dir) / FILE_NAME
-        self._users: dict[str, dict[str, ScramCredential]] = {}
-        self._stamp: tuple[int, int] | None = None
+        self.file = WatchedJson(Path(data_dir) / FILE_NAME, lambda raw: {
+            user: {m: ScramCredential.from_json(c) for m, c in mechs.items()} for user, mechs in raw.items()}, {})
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
 
     def _load(self) -> dict[str, dict[str, ScramCredential]]:
-        try:
-            st = self.path.stat()
-        except FileNotFoundError:
-            self._users, self._stamp = {}, None
-            return self._users
-        stamp = (st.st_mtime_ns, st.st_ino)
-        if stamp != self._stamp:
-            raw = json.loads(self.path.read_text())
-            self._users = {user: {m: ScramCredential.from_json(c) for m, c in mechs.items()}
-                           for user, mechs in raw.items()}
-            self._stamp = stamp
-        return self._users
+        return self.file.load()
 
     def users(self) -> dict[str, list[str]]:
         """User → the mechanisms it has credentials for."""
@@ -98,12 +90,4 @@ class CredentialStore:
         return removed
 
     def _save(self, users: dict[str, dict[str, ScramCredential]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({u: {m: c.to_json() for m, c in ms.items()} for u, ms in users.items()}, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        self._stamp = None
+        self.file.save({u: {m: c.to_json() for m, c in ms.items()} for u, ms in users.items()})
