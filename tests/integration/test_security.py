@@ -326,7 +326,7 @@ def _produce_error(config: dict, topic: str):
 
 def _consume(config: dict, topic: str, group: str):
     """The first message or error a consumer of ``topic`` in ``group`` gets."""
-    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
     try:
         for _ in range(30):
@@ -375,3 +375,17 @@ def test_only_super_users_manage_acls(dave):
     with pytest.raises(KafkaException) as refused:
         admin.create_acls([grant])[grant].result(30)
     assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_list_and_describe_groups_only_describable(dave, secured):
+    _consume(dave, "acl-read", "acl-group")  # dave's group exists; bob's test groups g-* exist too
+    everyone = AdminClient(librdkafka_config(secured, "SASL_SSL", "PLAIN"))
+    all_groups = {g.group_id for g in everyone.list_consumer_groups().result(30).valid}
+    admin = AdminClient(dave)
+    daves = {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+    assert "acl-group" in all_groups and len(all_groups) > 1
+    assert daves == {"acl-group"}
+    other = sorted(all_groups - daves)[0]
+    with pytest.raises(KafkaException):
+        admin.describe_consumer_groups([other])[other].result(30)
+    assert admin.describe_consumer_groups(["acl-group"])["acl-group"].result(30).group_id == "acl-group"

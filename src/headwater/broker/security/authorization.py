@@ -119,7 +119,7 @@ async def _metadata(access, header, request, handle):
     return response
 
 
-def _group(operation: Op, name_of=lambda r: r.group_id):
+def _group(operation: Op, name_of=lambda r: r.group_id or ""):
     async def rule(access, header, request, handle):
         if access.may(operation, ResourceType.GROUP, name_of(request)):
             return await handle(request)
@@ -158,6 +158,20 @@ async def _offset_fetch(access, header, request, handle):
         return response
     from headwater.broker.apis import ENDPOINTS
     return ENDPOINTS[header.api_key].api.response(error_code=GROUP_DENIED, topics=[])
+
+
+async def _list_groups(access, header, request, handle):
+    response = await handle(request)
+    response.groups = [g for g in response.groups if access.may(Op.DESCRIBE, ResourceType.GROUP, g.group_id)]
+    return response
+
+
+async def _describe_groups(access, header, request, handle):
+    denied = _take_denied(request, "groups", lambda g: access.may(Op.DESCRIBE, ResourceType.GROUP, g))
+    response = await handle(request)
+    Group = type(response).DescribedGroup
+    response.groups = list(response.groups) + [Group(error_code=GROUP_DENIED, group_id=g) for g in denied]
+    return response
 
 
 async def _create_topics(access, header, request, handle):
@@ -227,6 +241,11 @@ RULES = {
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.JOIN_GROUP: _group(Op.READ), ApiKey.SYNC_GROUP: _group(Op.READ), ApiKey.HEARTBEAT: _group(Op.READ),
     ApiKey.LEAVE_GROUP: _group(Op.READ),
+    ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.DESCRIBE_GROUPS: _describe_groups,
+    # Share groups: READ on the group (the topics' READ is not checked yet: ShareFetch names them by id).
+    ApiKey.SHARE_GROUP_HEARTBEAT: _group(Op.READ), ApiKey.SHARE_FETCH: _group(Op.READ),
+    ApiKey.SHARE_ACKNOWLEDGE: _group(Op.READ),
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.CREATE_TOPICS: _create_topics,
