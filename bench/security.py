@@ -38,15 +38,19 @@ def client_config(broker: BrokerProcess, protocol: str, certs: Path) -> dict:
 def produce(config: dict, topic: str, messages: int, size: int) -> float:
     producer = Producer({**config, "linger.ms": 5, "batch.size": 1_000_000})
     value = b"x" * size
+    failures = []
+    report = lambda err, msg: err is not None and failures.append(err)
     started = time.perf_counter()
     for _ in range(messages):
         while True:
             try:
-                producer.produce(topic, value)
+                producer.produce(topic, value, on_delivery=report)
                 break
             except BufferError:
                 producer.poll(0.01)
     assert producer.flush(120) == 0
+    if failures:
+        raise SystemExit(f"{len(failures)} messages not delivered: {failures[0]}")
     return messages / (time.perf_counter() - started)
 
 
@@ -54,11 +58,15 @@ def consume(config: dict, topic: str, messages: int) -> float:
     consumer = Consumer({**config, "group.id": f"bench-{uuid.uuid4().hex}", "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
     got, started = 0, None  # timed from the first message: the group's join is not the protocol's cost
+    deadline = time.monotonic() + 300
     while got < messages:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"consumed {got} of {messages} messages in 300 s")
         for msg in consumer.consume(10_000, 10):
-            if msg.error() is None:
-                started = started or time.perf_counter()
-                got += 1
+            if msg.error() is not None:
+                raise SystemExit(f"consumer error: {msg.error()}")
+            started = started or time.perf_counter()
+            got += 1
     elapsed = time.perf_counter() - started
     consumer.close()
     return messages / elapsed
@@ -87,6 +95,11 @@ def main():
     subprocess.run([*headwater, "certs", "--out", str(certs)], check=True, capture_output=True)
     subprocess.run([*headwater, "users", "create", "--data-dir", str(data), "bench", "--password", "bench-pw"],
                    check=True, capture_output=True)
+    # ACLs are checked on every request, part of the cost measured: bench over SASL, ANONYMOUS otherwise
+    for principal in ("User:bench", "User:ANONYMOUS"):
+        for resource in ("--topic", "--group"):
+            subprocess.run([*headwater, "acls", "add", "--data-dir", str(data), "--principal", principal,
+                            "--operation", "ALL", resource, "*"], check=True, capture_output=True)
     listeners = [a for p in PROTOCOLS for a in ("--listener", f"{p}://127.0.0.1:0")]
     rows = []
     with BrokerProcess(data, *listeners, "--ssl-certfile", str(certs / "broker.pem"),
