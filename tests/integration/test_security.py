@@ -389,3 +389,22 @@ def test_list_and_describe_groups_only_describable(dave, secured):
     with pytest.raises(KafkaException):
         admin.describe_consumer_groups([other])[other].result(30)
     assert admin.describe_consumer_groups(["acl-group"])["acl-group"].result(30).group_id == "acl-group"
+
+
+def test_scram_users_through_the_admin_api(secured):
+    """confluent-kafka's AdminClient creates a user (it sends only a salted password), who then logs in."""
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+    admin = AdminClient(librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512"))  # alice, a super user
+    upsert = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 5000), b"erin-pw")
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(30)
+    described = admin.describe_user_scram_credentials(["erin"])["erin"].result(30)
+    assert [(c.mechanism, c.iterations) for c in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_256, 5000)]
+    erin = librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-256", user="erin", password="erin-pw")
+    AdminClient(erin).list_topics(timeout=30)  # raises unless erin authenticated
+    deletion = UserScramCredentialDeletion("erin", ScramMechanism.SCRAM_SHA_256)
+    for future in admin.alter_user_scram_credentials([deletion]).values():
+        future.result(30)
+    _refused(erin)

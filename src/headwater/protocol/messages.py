@@ -53,6 +53,8 @@ class ApiKey(IntEnum):
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -104,6 +106,10 @@ MESSAGE_CLASSES = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse),
     ApiKey.CREATE_PARTITIONS: (admin.CreatePartitionsRequest, admin.CreatePartitionsResponse),
     ApiKey.OFFSET_DELETE: (consumer.OffsetDeleteRequest, consumer.OffsetDeleteResponse),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (admin.DescribeUserScramCredentialsRequest,
+                                              admin.DescribeUserScramCredentialsResponse),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (admin.AlterUserScramCredentialsRequest,
+                                           admin.AlterUserScramCredentialsResponse),
     ApiKey.DESCRIBE_CLUSTER: (admin.DescribeClusterRequest, admin.DescribeClusterResponse),
     ApiKey.DESCRIBE_PRODUCERS: (admin.DescribeProducersRequest, admin.DescribeProducersResponse),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (admin.DescribeTopicPartitionsRequest, admin.DescribeTopicPartitionsResponse),

@@ -14,6 +14,7 @@ from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
 from headwater.broker.security import acl_apis
 from headwater.broker.security import apis as security
+from headwater.broker.security import user_apis
 from headwater.broker.share import apis as share
 from headwater.protocol.messages import Api, ApiKey
 
@@ -52,6 +53,8 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, topic_configs.incremental_alter_configs),
     endpoint(ApiKey.CREATE_PARTITIONS, 0, 3, partitions.create_partitions),
     endpoint(ApiKey.OFFSET_DELETE, 0, 0, commits.offset_delete),
+    endpoint(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, user_apis.describe_user_scram_credentials),
+    endpoint(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, user_apis.alter_user_scram_credentials),
     endpoint(ApiKey.DESCRIBE_CLUSTER, 0, 2, cluster.describe_cluster),
     endpoint(ApiKey.DESCRIBE_PRODUCERS, 0, 0, produce.describe_producers),
     endpoint(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, partitions.describe_topic_partitions),

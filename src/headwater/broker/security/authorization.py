@@ -252,6 +252,7 @@ RULES = {
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
     ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE, CLUSTER_DENIED),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(Op.DESCRIBE, CLUSTER_DENIED),
     ApiKey.CREATE_ACLS: _create_acls,
     ApiKey.DELETE_ACLS: _delete_acls,
 }

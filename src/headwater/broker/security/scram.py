@@ -91,3 +91,11 @@ class ScramServer:
             raise ScramError("wrong password")
         server_signature = hmac.digest(self._credential.server_key, auth_message, self.hash)
         return "v=" + base64.b64encode(server_signature).decode()
+
+
+def credential_from_salted_password(mechanism: str, salt: bytes, salted_password: bytes,
+                                    iterations: int) -> ScramCredential:
+    """What AlterUserScramCredentials sends (RFC 5802's SaltedPassword) → the keys the broker keeps."""
+    h = HASHES[mechanism]
+    client_key = hmac.digest(salted_password, b"Client Key", h)
+    return ScramCredential(salt, h(client_key).digest(), hmac.digest(salted_password, b"Server Key", h), iterations)
