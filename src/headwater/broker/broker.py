@@ -19,9 +19,9 @@ from headwater.broker.append_policy import recompress, timestamp_errors
 from headwater.broker.share import dead_letters
 from headwater.broker.share.coordinator import ShareCoordinator
 from headwater.broker.share.store import ShareStateStore
+from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.broker.security.acls import AclStore, Authorizer
 from headwater.broker.security.credentials import CredentialStore
-from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode

@@ -87,8 +87,9 @@ class Server:
             if listener.protocol.sasl else None
         conn = Connection(listener, peer[0] if peer else "", sasl, tls_principal(writer))
         connection.current.set(conn)
+        access = authorization.Access(self.broker.authorizer, conn, self.broker.config.allow_everyone_if_no_acl_found)
         try:
-            await self._requests(reader, writer, peer, conn)
+            await self._requests(reader, writer, peer, conn, access)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except ProtocolError as exc:
@@ -113,7 +114,7 @@ class Server:
         self._bugs_seen.add(site)
         log.error("closing connection from %s after an internal error", peer, exc_info=exc)
 
-    async def _requests(self, reader, writer, peer, conn: Connection) -> None:
+    async def _requests(self, reader, writer, peer, conn: Connection, access: authorization.Access) -> None:
         while True:
             limit = self.broker.config.socket_request_max_bytes if conn.authenticated else PRE_AUTHENTICATION_MAX_BYTES
             (size,) = _SIZE.unpack(await reader.readexactly(4))
@@ -135,7 +136,6 @@ class Server:
             endpoint = ENDPOINTS[header.api_key]
             started = time.perf_counter()
             was_authenticated = conn.authenticated
-            access = authorization.Access(self.broker.authorizer, conn, self.broker.config.allow_everyone_if_no_acl_found)
             handle = functools.partial(endpoint.handle, self.broker, header)
             response = await authorization.rule_for(header.api_key)(access, header, request, handle)
             if conn.failed:

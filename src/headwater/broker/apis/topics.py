@@ -4,10 +4,10 @@ from __future__ import annotations
 import logging
 import uuid
 
-from headwater.broker.security import connection
 from headwater.broker.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
 from headwater.broker.apis.partitions import replica_assignment_error
 from headwater.broker.broker import CREATION_ERRORS, creation_error
+from headwater.broker.security import connection
 from headwater.log import UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES

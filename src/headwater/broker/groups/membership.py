@@ -1,8 +1,8 @@
 """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup: being a member of a group."""
 from __future__ import annotations
 
-from headwater.broker.security import connection
 from headwater.broker.endpoint import client_host
+from headwater.broker.security import connection
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
