@@ -101,6 +101,10 @@ class BatchHeader:
         return bool(self.attributes & ATTR_CONTROL)
 
     @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
     def last_sequence(self) -> int:
         if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
@@ -575,3 +579,25 @@ def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Co
     out += payload
     reseal_crc(out)
     return bytes(out)
+
+
+# --- control batches: the transaction markers ----------------------------------------------
+
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+_CONTROL_KEY = struct.Struct(">hh")      # version 0, type
+_CONTROL_VALUE = struct.Struct(">hi")    # version 0, coordinator epoch
+
+
+def encode_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                  timestamp: int) -> bytes:
+    """The control batch that ends a transaction in one partition: transactional and control
+    attributes, one record whose key says commit or abort."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    return encode_batch([Record(0, timestamp, key, value)], producer_id=producer_id, producer_epoch=producer_epoch,
+                        attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)
+
+
+def marker_is_commit(record: Record) -> bool:
+    """Whether a control record (a decoded marker batch's one record) commits its transaction."""
+    return _CONTROL_KEY.unpack(record.key)[1] == CONTROL_COMMIT

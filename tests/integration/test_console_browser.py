@@ -1,12 +1,15 @@
 """The web console in a real browser: Debian's headless chromium driven by selenium, against
 a real broker. Each page opened, the message browser checked against what was produced, the
 live tail seen receiving a new record, a group's offsets reset and checked with the CLI, the
-lag plot seen to have data. Screenshots of every page are saved in the test's tmp dir."""
+lag plot seen to have data, the share group, transactions and CDC pages checked against
+known workloads. Screenshots of every page are saved in the test's tmp dir."""
 import html
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 
@@ -19,7 +22,10 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from headwater.cdc.sqlite import SqliteConnector
 from headwater.testing import BrokerProcess, wait_until
+
+from . import share_workload, txn_workload
 
 TOPIC, GROUP = "orders", "billing"
 PARTITIONS = 2
@@ -203,3 +209,79 @@ def test_malformed_reset_requests_are_refused(broker, form, status, message):
     got, page = post(broker, f"/groups/{GROUP}/reset", form + "&confirm=yes")
     assert (got, message in page, "Traceback" in page) == (status, True, False)
     assert post(broker, "/groups/nobody/reset", f"topic={TOPIC}&to=earliest")[0] == 404
+
+
+def test_share_group_page_shows_delivery_state_and_links_its_dead_letters(browser, broker, screenshots):
+    member = share_workload.run(broker.bootstrap)
+    try:
+        open_page(browser, broker, "/groups")
+        assert rows(browser, "share-groups") == [[share_workload.GROUP, "Stable", "1", "0", share_workload.DLQ]]
+        browser.find_element(By.LINK_TEXT, share_workload.GROUP).click()
+        wait_for(browser, lambda: browser.find_elements(By.ID, "share-partitions"), "the share group page")
+        assert browser.find_element(By.ID, "group-state").text == "Stable"
+        assert [r[3:6] for r in rows(browser, "members")] == [["/127.0.0.1", share_workload.TOPIC,
+                                                               f"{share_workload.TOPIC}-0, {share_workload.TOPIC}-1"]]
+        dead = share_workload.rejected
+        assert rows(browser, "share-partitions") == [
+            [share_workload.TOPIC, str(p), str(n), str(n), "0", "0", str(dead(p)), str(dead(p)), "0"]
+            for p, n in share_workload.PER_PARTITION.items()]
+        configs = {r[0]: r[1:] for r in rows(browser, "configs")}
+        assert configs["errors.deadletterqueue.topic.name"] == [share_workload.DLQ, "group"]
+        assert configs["share.delivery.count.limit"] == ["5", "default"]
+        browser.save_screenshot(str(screenshots / "share_group.png"))
+        browser.find_element(By.CSS_SELECTOR, "#dead-letters a").click()
+        wait_for(browser, lambda: browser.find_elements(By.ID, "messages"), "the dead-letter topic's messages")
+        letters = sorted((int(h["__dlq.errors.partition"]), int(h["__dlq.errors.offset"])) for h in (
+            dict(line.split(": ", 1) for line in r[5].splitlines()) for r in rows(browser, "messages")))
+        assert letters == [(p, i) for p, n in share_workload.PER_PARTITION.items()
+                           for i in range(n) if share_workload.is_poison(i)]
+    finally:
+        member.close()
+
+
+def test_cdc_page_shows_the_position_a_connector_stored(browser, broker, tmp_path, screenshots):
+    path = tmp_path / "shop.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT)")
+    connector = SqliteConnector(str(path), ["items"], "shop", broker.bootstrap, log=lambda _: None)
+    stop = threading.Event()
+    runner = threading.Thread(target=connector.run, kwargs={"should_stop": stop.is_set}, daemon=True)
+    runner.start()
+    try:
+        changes = 4
+        with sqlite3.connect(path) as db:
+            db.executemany("INSERT INTO items VALUES (?, ?)", [(i, f"item-{i}") for i in range(changes)])
+
+        def shown():
+            open_page(browser, broker, "/cdc")
+            return [r for r in rows(browser, "connectors") if r[2:3] == [f"id {changes}"]]
+        row, = wait_until(shown, what="the connector's stored position on the page")
+    finally:
+        stop.set()
+        runner.join(30)
+    assert row[:2] == [f"sqlite:{path}", "sqlite"]     # the changelog id of the 4th change, acknowledged
+    assert 0 <= int(row[4]) < 120
+    browser.save_screenshot(str(screenshots / "cdc.png"))
+
+
+def test_transactions_page_shows_ids_states_and_held_back_partitions(browser, broker, screenshots):
+    work = txn_workload.run(broker.bootstrap)
+    try:
+        open_page(browser, broker, "/transactions")
+        shown = {r[0]: r for r in rows(browser, "transactions")}
+        assert sorted(shown) == [txn_workload.ABORTS, txn_workload.COMMITS, txn_workload.OPEN]
+        assert [shown[i][2:6] for i in sorted(shown)] == [   # epoch, state, timeout (librdkafka's default), partitions
+            ["0", "CompleteAbort", "60000", ""], ["1", "Empty", "60000", ""],
+            ["0", "Ongoing", "60000", f"{txn_workload.TOPIC}-0"]]
+        assert len({shown[i][1] for i in shown}) == 3                  # a producer id each
+        assert float(shown[txn_workload.OPEN][6]) >= 0 and shown[txn_workload.COMMITS][6] == ""
+        assert (browser.find_element(By.ID, "committed").text, browser.find_element(By.ID, "aborted").text) == \
+            ("2", "1")
+        assert rows(browser, "held-back") == [[txn_workload.TOPIC, "0", str(work.last_stable), str(work.log_end),
+                                               str(work.log_end - work.last_stable)]]
+        browser.save_screenshot(str(screenshots / "transactions.png"))
+    finally:
+        work.open_producer.abort_transaction(30)
+    open_page(browser, broker, "/transactions")
+    assert rows(browser, "held-back") == [["none: every partition is stable up to its log end"]]
+    assert [r[3] for r in rows(browser, "transactions") if r[0] == txn_workload.OPEN] == ["CompleteAbort"]

@@ -1,7 +1,7 @@
 """The demo's chapters keep working (make demo runs them all on one broker)."""
 from rich.console import Console
 
-from headwater.demo import orders
+from headwater.demo import orders, payments
 
 
 def test_orders_chapter(broker):
@@ -11,3 +11,11 @@ def test_orders_chapter(broker):
     assert "every customer's orders sit in exactly one partition: True" in text
     rows = [line for line in text.splitlines() if line.startswith("│")]
     assert sum(int(r.split("│")[2].strip().replace(",", "")) for r in rows) == orders.ORDERS
+
+
+def test_payments_chapter(broker):
+    console = Console(record=True, width=120)
+    payments.run(broker.bootstrap, console)   # raises CheckFailed if the ledger differs from plain Python's
+    text = console.export_text()
+    assert "every payment in the ledger exactly once: True" in text
+    assert "killed (SIGKILL) mid-transaction" in text

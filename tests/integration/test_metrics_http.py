@@ -13,6 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from headwater.testing import BrokerProcess, wait_until
 
+from . import share_workload, txn_workload
+
 TOPIC, GROUP = "metered", "meter-readers"
 PER_PARTITION = {0: 7, 1: 12, 2: 5}       # records produced to each partition
 COMMITTED = {0: 7, 1: 4}                  # the group's committed offsets; partition 2 never committed
@@ -157,6 +159,7 @@ def test_cleaner_and_retention_counters_equal_their_work(broker):
 BAD_REQUESTS = [
     ("/topics/no-such-topic", 404, "topic 'no-such-topic' does not exist"),
     ("/groups/no-such-group", 404, "consumer group 'no-such-group' does not exist"),
+    ("/share-groups/no-such-group", 404, "share group 'no-such-group' does not exist"),
     (f"/topics/{TOPIC}?mode=offset&offset=99&partition=0", 416, "offset 99 is outside partition 0"),
     (f"/topics/{TOPIC}?mode=offset&offset=ten", 400, "offset must be a whole number, got 'ten'"),
     (f"/topics/{TOPIC}?mode=offset&offset=-1", 400, "offset must be at least 0"),
@@ -207,3 +210,73 @@ def test_kafka_clients_are_served_after_the_bad_requests(workload, broker):
 def test_no_listener_unless_asked(tmp_path):
     with BrokerProcess(tmp_path / "data") as plain:
         assert plain.console_url is None
+
+
+def share_metrics(broker, partition: int) -> dict[str, float]:
+    """The share group's per-partition gauges and counters of one scrape, by metric name."""
+    labels = (("partition", str(partition)), ("sharegroup", share_workload.GROUP), ("topic", share_workload.TOPIC))
+    return {name: value for (name, got), value in scrape(broker).items()
+            if name.startswith("kafka_sharegroup_") and got == labels}
+
+
+def test_share_group_metrics_equal_the_workload(broker):
+    member = share_workload.run(broker.bootstrap)
+    try:
+        m = scrape(broker)
+        assert m[("kafka_sharegroup_members", (("sharegroup", share_workload.GROUP),))] == 1
+        assert m[("kafka_server_group_coordinator_metrics_share_group_count", (("state", "Stable"),))] == 1
+        for partition, count in share_workload.PER_PARTITION.items():
+            dead = share_workload.rejected(partition)
+            assert share_metrics(broker, partition) == {
+                "kafka_sharegroup_start_offset": count, "kafka_sharegroup_lag": 0,
+                "kafka_sharegroup_records_in_flight": 0, "kafka_sharegroup_records_available": 0,
+                "kafka_sharegroup_records_archived_total": dead, "kafka_sharegroup_records_dead_lettered_total": dead}
+        assert m[("kafka_sharegroup_lag_sum", (("sharegroup", share_workload.GROUP),
+                                               ("topic", share_workload.TOPIC)))] == 0
+    finally:
+        member.close()
+    wait_until(lambda: scrape(broker)[("kafka_sharegroup_members", (("sharegroup", share_workload.GROUP),))] == 0,
+               what="the member to leave")
+    assert scrape(broker)[("kafka_server_group_coordinator_metrics_share_group_count", (("state", "Empty"),))] == 1
+    # Three new records on partition 1: available; a member holding some: in flight, then released on leaving.
+    more = 3
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for _ in range(more):
+        producer.produce(share_workload.TOPIC, value=b"0", partition=1)
+    producer.flush(30)
+    end = share_workload.PER_PARTITION[1] + more
+    waiting = share_metrics(broker, 1)
+    assert (waiting["kafka_sharegroup_lag"], waiting["kafka_sharegroup_records_available"],
+            waiting["kafka_sharegroup_records_in_flight"]) == (more, more, 0)
+    holder = share_workload.share_consumer(broker.bootstrap)
+    try:
+        held = wait_until(lambda: [m for m in holder.poll(0.3) if not m.error()], what="records acquired")
+        holding = share_metrics(broker, 1)
+        assert holding["kafka_sharegroup_records_in_flight"] >= len(held)
+        assert holding["kafka_sharegroup_records_in_flight"] + holding["kafka_sharegroup_records_available"] == more
+        assert holding["kafka_sharegroup_start_offset"] == end - more
+    finally:
+        holder.close()
+    released = wait_until(lambda: (got := share_metrics(broker, 1))["kafka_sharegroup_records_in_flight"] == 0 and got,
+                          what="the held records released")
+    assert (released["kafka_sharegroup_records_available"], released["kafka_sharegroup_lag"]) == (more, more)
+    assert released["kafka_sharegroup_records_archived_total"] == share_workload.rejected(1)
+
+
+def test_transaction_metrics_equal_the_workload(broker):
+    work = txn_workload.run(broker.bootstrap)
+    p0, p1 = ((("partition", str(p)), ("topic", txn_workload.TOPIC)) for p in (0, 1))
+    try:
+        m = scrape(broker)
+        assert (m[("kafka_transactions_open", ())], m[("kafka_transactions_committed_total", ())],
+                m[("kafka_transactions_aborted_total", ())]) == (1, 2, 1)
+        assert {labels[0][1]: v for (name, labels), v in m.items() if name == "kafka_transactional_ids" and v} == \
+            {"Empty": 1, "CompleteAbort": 1, "Ongoing": 1}    # the fenced id re-initialised, the aborted, the open
+        assert m[("kafka_topic_partition_last_stable_offset", p0)] == work.last_stable < work.log_end
+        assert m[("kafka_topic_partition_last_stable_offset", p1)] == m[("kafka_topic_partition_current_offset", p1)]
+    finally:
+        work.open_producer.abort_transaction(30)
+    m = scrape(broker)
+    assert (m[("kafka_transactions_open", ())], m[("kafka_transactions_aborted_total", ())]) == (0, 2)
+    assert m[("kafka_topic_partition_last_stable_offset", p0)] == m[("kafka_topic_partition_current_offset", p0)] \
+        == work.log_end + 1   # the abort marker

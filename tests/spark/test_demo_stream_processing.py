@@ -43,5 +43,5 @@ def test_a_failed_check_makes_the_demo_exit_non_zero(monkeypatch, capsys):
             raise spark_chapter.CheckFailed("windows: tumbling from Spark differ from plain Python: ...")
 
     monkeypatch.setattr(flagship, "CHAPTERS", [Failing])
-    assert flagship.main() == 1
+    assert flagship.main([]) == 1  # no command-line flags: the demo as `make demo` runs it
     assert "the demo's check failed: windows: tumbling from Spark differ" in capsys.readouterr().out

@@ -8,7 +8,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from headwater.broker.clock import Clock, LoopClock
 from headwater.broker.config import BrokerConfig
@@ -22,6 +22,10 @@ from headwater.broker.share.store import ShareStateStore
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.broker.security.acls import AclStore, Authorizer
 from headwater.broker.security.credentials import CredentialStore
+from headwater.broker.quotas import ClientQuotas
+from headwater.broker.txn.coordinator import TransactionCoordinator
+from headwater.broker.txn.partitions import TxnPartitions
+from headwater.broker.txn.store import TransactionStore
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
@@ -96,16 +100,22 @@ class Broker:
         # One thread, not asyncio's pool: each thread that decompresses keeps a malloc arena of its
         # own sized by the largest batch it opened, so a pool of them multiplies resident memory.
         self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
-        # Replays __consumer_offsets: groups and offsets are back.
-        store = GroupStore(self.log_manager, self.append, fsync_each_write=config.flush == "always")
-        clock = clock or LoopClock()
-        self.groups = GroupCoordinator(store, clock)
         self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
+        self.quotas = ClientQuotas(config.data_dir / "client-quotas.json")
+        # Replays __consumer_offsets: groups and offsets are back.
+        clock = clock or LoopClock()
+        fsync_each_write = config.flush == "always"
+        self.groups = GroupCoordinator(GroupStore(self.log_manager, self.append, fsync_each_write), clock)
+        # Replays __transaction_state: decided transactions are finished, open ones aborted.
+        self.txn_partitions = TxnPartitions(self.log_manager, self.growth, fsync_each_write)
+        self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, self.append, fsync_each_write),
+                                                   clock, self.txn_partitions, self.producer_ids.allocate,
+                                                   self.groups)
         self.share = ShareCoordinator(self.log_manager, clock, dead_letter=self._dead_letter,
                                       is_classic_group=lambda g: self.groups.describe(g).state.value != "Dead",
                                       wake=self.growth.notify,
                                       store=ShareStateStore(self.log_manager, self.append,
-                                                            fsync_each_write=config.flush == "always"))
+                                                            fsync_each_write=fsync_each_write))
 
     def _dead_letter(self, group_id: str, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         """Write a record the share group gave up on to the group's dead-letter topic."""
@@ -151,23 +161,26 @@ class Broker:
             log.info("auto-created topic %s with %d partition(s)", name, self.config.num_partitions)
         return topic
 
-    async def produce(self, topic_name: str, partition: int, records: bytes | None) -> ProduceResult:
+    async def produce(self, topic_name: str, partition: int, records: bytes | None,
+                      admit: Callable[[], ErrorCode] | None = None) -> ProduceResult:
         """A client's batches for one partition: never to an internal topic, validated as Kafka's
         log validator does, then appended. Compressed or large batches are validated on the validator
-        thread (cramjam decompresses without the GIL), so the event loop keeps serving meanwhile."""
+        thread (cramjam decompresses without the GIL), so the event loop keeps serving meanwhile.
+        ``admit`` is asked last, just before the append (the transaction may have ended meanwhile)."""
         if is_internal_topic(topic_name):
             return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  message=f"cannot append to internal topic {topic_name!r}")
-        if records and _worth_a_thread(records):
-            target = self._target(topic_name, partition, records)
-            if isinstance(target, ProduceResult):
-                return target
-            batches = await asyncio.get_running_loop().run_in_executor(self._validator, self._validate, target,
-                                                                       records)
+        target = self._target(topic_name, partition, records)
+        if isinstance(target, ProduceResult):
+            return target
+        if _worth_a_thread(records):
+            validated = await asyncio.get_running_loop().run_in_executor(self._validator, self._validate, target,
+                                                                         records)
             if self.log_manager.topics.get(topic_name) is not target:  # deleted while we validated
                 return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            return self._append_valid(target, partition, batches)
-        return self.append(topic_name, partition, records)
+        else:
+            validated = self._validate(target, records)
+        return self._append_valid(target, partition, validated, admit)
 
     def append(self, topic_name: str, partition: int, records: bytes | None) -> ProduceResult:
         """Validate and append one partition's batches (on the caller's thread)."""
@@ -213,11 +226,14 @@ class Broker:
                                      f"max.message.bytes {limit} of topic {topic.name!r}")
         return buf, batches
 
-    def _append_valid(self, topic: Topic, partition: int,
-                      validated: tuple[bytearray, list] | ProduceResult) -> ProduceResult:
-        """Append batches that passed validation: producer sequence checks, then the log."""
+    def _append_valid(self, topic: Topic, partition: int, validated: tuple[bytearray, list] | ProduceResult,
+                      admit: Callable[[], ErrorCode] | None = None) -> ProduceResult:
+        """Append batches that passed validation: ``admit``, producer sequence checks, then the log."""
         if isinstance(validated, ProduceResult):
             return validated
+        refused = admit() if admit is not None else ErrorCode.NONE
+        if refused:
+            return ProduceResult(refused)
         buf, batches = validated
         plog = topic.partitions[partition]
         idempotent = [h for _, h in batches if h.producer_id != NO_PRODUCER_ID]
@@ -240,7 +256,12 @@ class Broker:
             for _, header in batches:
                 if header.producer_id != NO_PRODUCER_ID:
                     producers.appended(header, offset)
+                    if header.is_transactional:
+                        self.txn_partitions.appended(topic.name, partition, plog, header, offset)
                 offset += header.last_offset_delta + 1
+        known = self._producers.get((topic.name, partition))
+        if known is not None and known.segment != plog.active_segment.base_offset:
+            self._snapshot_producers(known, plog)   # a roll: the state must outlive the segment it came from
         self.growth.notify(topic.name, partition)
         if self.metrics is not None:
             self.metrics.appended(topic.name, last - first + 1, len(buf))
@@ -254,27 +275,41 @@ class Broker:
     def _partition_producers(self, topic: str, partition: int, plog: Log) -> PartitionProducers:
         producers = self._producers.get((topic, partition))
         if producers is None:
-            producers = self._producers[(topic, partition)] = PartitionProducers()
-            self._replay_producers(producers, plog)
+            snapshot = PartitionProducers.load(plog.directory)
+            if snapshot is not None and snapshot[1] <= plog.log_end_offset:
+                producers, offset = snapshot[0], max(snapshot[1], plog.log_start_offset)
+            else:  # none, or one the log was truncated below by crash recovery
+                producers, offset = PartitionProducers(), plog.active_segment_base_offset
+            self._producers[(topic, partition)] = producers
+            self._replay_producers(producers, plog, offset)
+            producers.segment = plog.active_segment.base_offset
         return producers
 
     @staticmethod
-    def _replay_producers(producers: PartitionProducers, plog: Log) -> None:
-        """Rebuild sequence state from the batches of the active segment, so a producer
-        retrying across a broker restart is still recognised."""
-        offset = plog.active_segment_base_offset
+    def _snapshot_producers(producers: PartitionProducers, plog: Log) -> None:
+        try:
+            producers.save(plog.directory, plog.log_end_offset)
+            producers.segment = plog.active_segment.base_offset
+        except OSError as exc:  # the next start replays from the previous snapshot instead
+            log.warning("cannot snapshot the producers of %s: %s", plog.directory.name, exc)
+
+    @staticmethod
+    def _replay_producers(producers: PartitionProducers, plog: Log, offset: int) -> None:
+        """Rebuild sequence state from the batches after ``offset`` (the snapshot's, else the
+        active segment's start), so a producer retrying across a broker restart is still recognised."""
         while offset < plog.log_end_offset:
             chunk = plog.read(offset, 1 << 20)
             if not chunk:
                 break
             for _, header in iter_batches(chunk, validate=False):
-                if header.producer_id != NO_PRODUCER_ID and header.last_offset >= offset:
+                if header.producer_id != NO_PRODUCER_ID and not header.is_control and header.last_offset >= offset:
                     producers.appended(header, header.base_offset)
                 offset = header.last_offset + 1
 
     def delete_topic(self, name: str) -> None:
         self.log_manager.delete_topic(name)
         self.growth.forget_topic(name)
+        self.txn_partitions.forget_topic(name)
         if self.metrics is not None:
             self.metrics.forget_topic(name)
         self.share.forget_topic(name)
@@ -283,5 +318,9 @@ class Broker:
 
     def close(self) -> None:
         self._validator.shutdown()
+        for (topic, partition), producers in self._producers.items():
+            plog = self.log_manager.get_log(topic, partition)
+            if plog is not None:
+                self._snapshot_producers(producers, plog)
         self.log_manager.close()
         self._lock.close()

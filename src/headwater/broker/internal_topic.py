@@ -1,16 +1,34 @@
-"""Replaying the broker's own compacted topics (``__consumer_offsets``, ``__share_group_state``)
-at start: every record in log order, whatever cannot be read skipped with one log line,
-because nothing in these topics may stop the broker from starting."""
+"""The broker's own compacted topics (``__consumer_offsets``, ``__share_group_state``,
+``__transaction_state``): replaying them at start, every record in log order, whatever
+cannot be read skipped with one log line, because nothing in these topics may stop the
+broker from starting; and ``InternalTopic``, a coordinator's durable state as JSON keys and
+values in one of them.
+"""
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
-from headwater.log import Log
-from headwater.records import CorruptRecordError, Record, decode_records, iter_batches
+from headwater.log import Log, LogManager, UnknownTopicError
+from headwater.protocol.errors import ErrorCode
+from headwater.records import CorruptRecordError, Record, decode_records, encode_batch, iter_batches
+
+if TYPE_CHECKING:
+    from headwater.broker.broker import ProduceResult
 
 log = logging.getLogger("headwater.broker")
 READ_CHUNK = 1 << 20
+# Segments small enough that the cleaner gets closed ones to work on.
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
+
+# The broker's append (topic, partition, record batches): the internal log is validated and
+# fetched like any other topic's, and consumers waiting on it are woken.
+Append = Callable[[str, int, bytes], "ProduceResult"]
+# Applies one replayed record: (key, value or None for a tombstone), parsed JSON; may raise on bad content.
+Apply = Callable[[Any, Any], None]
 
 
 def replay(plog: Log, topic: str) -> Iterator[Record]:
@@ -34,3 +52,46 @@ def replay(plog: Log, topic: str) -> Iterator[Record]:
                 log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, topic, exc)
                 continue
             yield from records
+
+
+def json_bytes(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+class InternalTopic:
+    """One-partition compacted topic of JSON records keyed so that compaction keeps the latest
+    state of each thing; a null value (tombstone) deletes the key."""
+
+    def __init__(self, name: str, logs: LogManager, append: Append, fsync_each_write: bool):
+        self.name, self.logs, self._append, self._fsync_each_write = name, logs, append, fsync_each_write
+        if name not in logs.topics:
+            logs.create_topic(name, 1, TOPIC_CONFIGS)
+
+    def write(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append (key, value) records in one batch, fsynced when the broker flushes every write."""
+        if not pairs:
+            return ErrorCode.NONE
+        now = int(time.time() * 1000)
+        batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
+        result = self._append(self.name, 0, batch)
+        if result.error:
+            log.error("cannot write to %s: %s %s", self.name, result.error.name, result.message or "")
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its state log refuses a write
+        if self._fsync_each_write:
+            try:
+                self.logs.get_log(self.name, 0).flush()
+            except OSError as exc:  # written, not durable: the client is told, and retries
+                log.error("cannot fsync %s: %s", self.name, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    def replay(self, apply: Apply) -> None:
+        """Feed every record, oldest first, to ``apply`` as parsed JSON (key, value)."""
+        plog = self.logs.get_log(self.name, 0)
+        if plog is None:
+            raise UnknownTopicError(self.name)
+        for record in replay(plog, self.name):
+            try:
+                apply(json.loads(record.key), None if record.value is None else json.loads(record.value))
+            except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
+                log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, self.name, exc)

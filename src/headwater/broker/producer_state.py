@@ -4,14 +4,20 @@ For each (producer id, partition) the broker remembers the last five batches it 
 (librdkafka and the Java client keep at most five in flight). A retried batch that matches
 one of them is answered with its original base offset instead of being appended twice; a
 batch that skips ahead is refused with OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+A partition's producer state is written to a snapshot in its directory at every segment
+roll and when the broker stops, with the log end offset it covers, as Kafka does: the next
+start (after a crash too) loads it and replays only the batches after it, so an idle
+producer that outlived its segment is still known.
 """
 from __future__ import annotations
 
+import json
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from headwater.log.layout import PRODUCER_ID_BLOCK, replace_atomically
+from headwater.log.layout import PRODUCER_ID_BLOCK, PRODUCER_SNAPSHOT, replace_atomically
 from headwater.protocol.errors import ErrorCode
 from headwater.records import BatchHeader
 
@@ -54,6 +60,7 @@ class PartitionProducers:
     def __init__(self) -> None:
         self._epochs: dict[int, int] = {}
         self._batches: dict[int, deque[AppendedBatch]] = {}
+        self.segment = -1   # the log's active segment when this state was last snapshotted
 
     def check(self, batch: BatchHeader) -> ErrorCode:
         """NONE if the batch may be appended; raises Duplicate for a retry of an appended batch."""
@@ -70,6 +77,27 @@ class PartitionProducers:
                 raise Duplicate(appended.base_offset)
         expected = (cached[-1].last_sequence + 1) & 0x7FFFFFFF
         return ErrorCode.NONE if batch.base_sequence == expected else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+    def save(self, directory: Path, offset: int) -> None:
+        """Snapshot the state as of log end offset ``offset``."""
+        producers = {str(pid): [self._epochs[pid], [[b.first_sequence, b.last_sequence, b.base_offset] for b in batches]]
+                     for pid, batches in self._batches.items()}
+        replace_atomically(directory / PRODUCER_SNAPSHOT, json.dumps({"offset": offset, "producers": producers}))
+
+    @classmethod
+    def load(cls, directory: Path) -> tuple[PartitionProducers, int] | None:
+        """The snapshot in ``directory`` and the offset it covers; None if there is none (or it is unreadable)."""
+        path = directory / PRODUCER_SNAPSHOT
+        try:
+            data = json.loads(path.read_text())
+            producers = cls()
+            for pid, (epoch, batches) in data["producers"].items():
+                producers._epochs[int(pid)] = int(epoch)
+                producers._batches[int(pid)] = deque((AppendedBatch(*map(int, b)) for b in batches),
+                                                     maxlen=CACHED_BATCHES)
+            return producers, int(data["offset"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def appended(self, batch: BatchHeader, base_offset: int) -> None:
         pid = batch.producer_id

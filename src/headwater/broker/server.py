@@ -21,6 +21,7 @@ from headwater.broker.apis.api_versions import api_versions_body
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.endpoint import client_host
+from headwater.broker.ingest.udp import close_udp_listeners, log_udp_stats, start_udp_listeners
 from headwater.broker.http.listener import HttpListener
 from headwater.broker.log_maintenance import LogMaintenance
 from headwater.broker.security import authorization, connection
@@ -143,16 +144,24 @@ class Server:
             elif conn.authenticated and not was_authenticated:
                 self.failed_logins.succeeded(conn.peer)
                 log.info("%s authenticated %s with %s", peer, conn.principal, conn.sasl.mechanism)
+            throttle = 0.0
             if response is not None:
-                writer.write(encode_response(header, endpoint.api, response))
+                encoded = encode_response(header, endpoint.api, response)
+                throttle = self.broker.quotas.throttle(header.client_id, header.api_key, size, len(encoded),
+                                                       time.perf_counter() - started)
+                if throttle and hasattr(response, "throttle_time_ms"):
+                    response.throttle_time_ms = int(throttle * 1000)
+                    encoded = encode_response(header, endpoint.api, response)
+                writer.write(encoded)
                 await writer.drain()
             if conn.failed:
                 return  # as Kafka: the failure is answered, then the connection closed
             if self.broker.metrics is not None:
                 self.broker.metrics.request(header.api_key, time.perf_counter() - started)
-            # A client with requests already buffered would otherwise never yield the loop:
-            # one busy producer must not starve the fetches waiting to deliver its records.
-            await asyncio.sleep(0)
+            # Over its quota, the connection is muted for the throttle time, as Kafka does. Else a client
+            # with requests already buffered would never yield the loop: one busy producer must not
+            # starve the fetches waiting to deliver its records.
+            await asyncio.sleep(throttle)
 
     async def _refuse(self, conn: Connection, peer) -> None:
         delay = self.failed_logins.failed(conn.peer)
@@ -174,6 +183,14 @@ async def serve(config: BrokerConfig, ready=None) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut down cleanly (logs closed, marker written)."""
     server = Server(Broker(config))
     await server.start()
+    try:
+        udp = await start_udp_listeners(server.broker, config.udp_listeners)
+    except BaseException:
+        await server.stop()
+        raise
+    if server.broker.metrics is not None:
+        server.broker.metrics.watch_udp(udp)
+    udp_stats = asyncio.create_task(log_udp_stats(udp))
     log.info("listening on %s, data in %s", ", ".join(map(str, config.listeners)), config.data_dir)
     if ready is not None:
         ready(config.listeners, server.http.address if server.http else None)
@@ -183,4 +200,6 @@ async def serve(config: BrokerConfig, ready=None) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
+    udp_stats.cancel()
+    close_udp_listeners(udp)
     await server.stop()

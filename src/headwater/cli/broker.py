@@ -12,6 +12,7 @@ from headwater.broker.broker import DataDirInUse
 from headwater.broker.config import BrokerConfig
 from headwater.broker.security.listeners import Listener, TlsSettings
 from headwater.broker.security.sasl import ALL_MECHANISMS
+from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
 from headwater.broker.server import serve
 from headwater.cli.common import CommandError
 from headwater.log import LogConfig
@@ -38,6 +39,15 @@ def _listener(text: str) -> str:
 def _address(text: str) -> tuple[str, int]:
     host, _, port = _listener(text).rpartition(":")
     return host, int(port)
+
+
+def _udp(address: str, topic: str, mode: str) -> UdpListenerConfig:
+    try:
+        host, port = _address(address)
+    except ValueError:
+        raise CommandError(f"--{'statsd' if mode == 'statsd' else 'udp'}-listener: expected HOST:PORT, "
+                           f"got {address!r}") from None
+    return UdpListenerConfig(host, port, topic, mode)
 
 
 def _positive(text: str) -> int:
@@ -117,6 +127,10 @@ def add_parser(subparsers) -> None:
                    help="serve Prometheus /metrics and the web console here (port 0: any free one); off by default")
     p.add_argument("--console-allow-writes", action="store_true",
                    help="let the web console change state (reset a group's offsets); read-only by default")
+    p.add_argument("--statsd-listener", nargs=2, action="append", default=[], metavar=("HOST:PORT", "TOPIC"),
+                   help="receive StatsD metrics over UDP, one JSON record per metric keyed by its name (repeatable)")
+    p.add_argument("--udp-listener", nargs=2, action="append", default=[], metavar=("HOST:PORT", "TOPIC"),
+                   help="receive raw UDP datagrams, one record each (repeatable)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.set_defaults(func=run)
 
@@ -141,6 +155,8 @@ def run(args) -> int:
     except ssl.SSLError as exc:
         raise CommandError(f"cannot use the certificate {args.ssl_certfile} and key {args.ssl_keyfile}: {exc}") from exc
     except DataDirInUse as exc:
+        raise CommandError(str(exc)) from exc
+    except NoSuchTopic as exc:
         raise CommandError(str(exc)) from exc
     except OSError as exc:
         raise CommandError(f"cannot serve on {args.host}:{args.port} with data in {args.data_dir}: {exc}") from exc
@@ -168,4 +184,6 @@ def _config(args) -> BrokerConfig:
                         tls=_tls(args), sasl_mechanisms=args.sasl_mechanisms,
                         failed_authentication_delay_ms=args.failed_authentication_delay_ms,
                         super_users=frozenset(args.super_user),
-                        allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found)
+                        allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
+                        udp_listeners=[_udp(address, topic, "statsd") for address, topic in args.statsd_listener]
+                        + [_udp(address, topic, "raw") for address, topic in args.udp_listener])

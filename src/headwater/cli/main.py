@@ -6,10 +6,11 @@ import sys
 
 from confluent_kafka import KafkaException
 
-from headwater.cli import acls, broker, cdc, certs, events, groups, topics, users
+from headwater.cli import acls, broker, cdc, certs, events, groups, push, quotas, topics, transactions, users
 from headwater.cli.common import CommandError
 
-COMMANDS = [acls, broker, cdc, certs, events, groups, topics, users]  # each module: add_parser(subparsers) setting func(args) -> exit status
+# each module: add_parser(subparsers) setting func(args) -> exit status
+COMMANDS = [acls, broker, cdc, certs, events, groups, push, quotas, topics, transactions, users]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,11 +15,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from headwater.demo import cdc_shop, compaction, groups, orders, share_queue, shopping_cart, stream_processing
+from headwater.demo import (cdc_shop, compaction, groups, messaging, orders, payments, share_queue, shopping_cart,
+                            stream_processing)
 from headwater.demo.checks import CheckFailed
 from headwater.testing import BrokerProcess
 
-CHAPTERS = [orders, groups, share_queue, cdc_shop, compaction, shopping_cart, stream_processing]  # each: run(bootstrap, console)
+# each: run(bootstrap, console)
+CHAPTERS = [orders, groups, share_queue, messaging, cdc_shop, compaction, payments, shopping_cart, stream_processing]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     with tempfile.TemporaryDirectory(prefix="headwater-demo-") as tmp:
         with BrokerProcess(Path(tmp) / "data", "--num-partitions", "3", "--cleaner-interval-ms", "500",
-                           "--http-listener", "127.0.0.1:0", "--console-allow-writes") as broker:
+                           "--http-listener", "127.0.0.1:0", "--console-allow-writes",
+                           *messaging.broker_flags()) as broker:
             console.print(f"[bold green]headwater broker[/] on {broker.bootstrap}, data in {broker.data_dir}")
             console.print(f"[bold green]web console[/] at {broker.console_url} (Prometheus metrics at "
                           f"{broker.console_url}metrics)")

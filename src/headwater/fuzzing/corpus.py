@@ -46,7 +46,9 @@ STRINGS = {"group_id": GROUP, "key": GROUP, "member_id": "", "protocol_type": "c
            "client_software_name": "headwater-fuzzer", "client_software_version": "1.0"}
 STRING_LISTS = {"groups": [GROUP], "groups_names": [GROUP], "coordinator_keys": [GROUP],
                 "topic_names": [DOOMED_TOPIC], "configuration_keys": ["retention.ms"],
-                "subscribed_topic_names": [TOPIC], "group_ids": [GROUP]}
+                "subscribed_topic_names": [TOPIC], "group_ids": [GROUP],
+
+                "transactional_ids": ["fuzz-txn"], "state_filters": ["Ongoing"]}
 EMPTY = {"assignments", "broker_ids", "forgotten_topics_data", "states_filter", "types_filter"}
 
 

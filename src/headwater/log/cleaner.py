@@ -12,7 +12,10 @@ bytes are at least ``min.cleanable.dirty.ratio`` of the cleanable section, a pas
    when kept tombstones fall due, even if the log is not dirty). Kept records
    keep their offsets; a batch that loses records is re-encoded with its own codec,
    producer id/epoch/base sequence, attributes and last offset delta; untouched batches
-   are copied byte for byte; records without a key are always kept;
+   are copied byte for byte; records without a key are always kept; records of aborted
+   transactions (the log's aborted index) are removed, and segments from the first
+   transaction still open on are not cleaned at all; a transaction marker goes like a
+   tombstone once no record of its transaction is left;
 3. swaps each rewrite in crash-safely (see recovery.py): ``.cleaned`` files, fsync, rename
    to ``.swap``, then over the original under the log's lock.
 
@@ -26,12 +29,13 @@ import logging
 import weakref
 from dataclasses import dataclass
 
-from headwater.records import (ATTR_CONTROL, ATTR_LOG_APPEND_TIME, CorruptRecordError, decode_records, encode_batch,
+from headwater.records import (ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, CorruptRecordError, decode_records, encode_batch,
                                reseal_crc, set_last_offset_delta, set_max_timestamp, set_partition_leader_epoch)
 
 from .layout import CLEANED, SWAP, fsync_directory
 from .partition import Log
 from .segment import BatchInfo, Segment
+from .txn_index import AbortedTxn
 
 WRITE_CHUNK = 1 << 20  # cleaned batches are written to the new segment in chunks of about this size
 
@@ -77,11 +81,13 @@ class LogCleaner:
 
 
 def cleanable_segments(log: Log, now_ms: int) -> list[Segment]:
-    """The closed segments, up to the first holding a record too young to compact."""
+    """The closed segments, up to the first holding a record too young to compact or a
+    transaction still open."""
     horizon = now_ms - log.config.min_compaction_lag_ms
+    unstable = log.first_unstable_offset
     out = []
     for segment in log.closed_segments():
-        if segment.max_timestamp > horizon:
+        if segment.max_timestamp > horizon or (unstable is not None and segment.next_offset > unstable):
             break
         out.append(segment)
     return out
@@ -100,14 +106,19 @@ def clean_log(log: Log, now_ms: int) -> CleanerStats | None:
         tombstones_due = log.tombstones_due_ms is not None and now_ms >= log.tombstones_due_ms
         if not segments or not (dirty_enough or tombstones_due):
             return None
-        latest = build_offset_map(dirty, first_dirty)
+        aborted = Aborted(log.aborted_txns.entries)
+        latest = build_offset_map(dirty, first_dirty, aborted)
         stats = CleanerStats(logs_cleaned=1)
         tombstone_horizon = now_ms - log.config.delete_retention_ms
+        markers = Markers()
         for segment in segments:
-            rewrite = rewrite_segment(segment, latest, tombstone_horizon, stats)
+            rewrite = rewrite_segment(segment, latest, tombstone_horizon, stats, aborted, markers)
             if rewrite is not None:
                 log.replace_segment(segment, rewrite)
                 stats.segments_rewritten += 1
+        if markers.removed:
+            with log.lock:  # the broker appends to the index under the same lock
+                log.aborted_txns.forget_markers(markers.removed)
         log.set_cleaner_checkpoint(segments[-1].next_offset)
         # Kept tombstones are due by then even if nothing new makes the log dirty.
         log.tombstones_due_ms = now_ms + log.config.delete_retention_ms if stats.tombstones_kept else None
@@ -120,11 +131,51 @@ def _batches(segment: Segment):
         yield decode_records(segment.batch_at(position, header.size))
 
 
-def build_offset_map(segments: list[Segment], first_dirty: int) -> dict[bytes, int]:
+class Aborted:
+    """Which transactional batches belong to aborted transactions: their records are removed,
+    and never count as a key's latest value."""
+
+    def __init__(self, entries: list[AbortedTxn]):
+        self._by_producer: dict[int, list[AbortedTxn]] = {}
+        for entry in entries:
+            self._by_producer.setdefault(entry.producer_id, []).append(entry)
+
+    def __contains__(self, header) -> bool:
+        if not header.attributes & ATTR_TRANSACTIONAL or header.attributes & ATTR_CONTROL:
+            return False
+        return any(a.covers(header.producer_id, header.base_offset) for a in self._by_producer.get(header.producer_id, ()))
+
+
+NOTHING_ABORTED = Aborted([])
+
+
+class Markers:
+    """Transaction markers with no record of their transaction left (all aborted, or all
+    compacted away): like tombstones, removed once older than delete.retention.ms, and their
+    aborted-index entries with them, as Kafka's cleaner does. Segments are walked from the
+    log's first, so every producer's transactions are seen whole."""
+
+    def __init__(self) -> None:
+        self._with_records: set[int] = set()   # producers with a kept transactional record since their last marker
+        self.removed: set[int] = set()         # offsets of the markers removed in this pass
+
+    def kept(self, header) -> None:
+        if header.attributes & ATTR_TRANSACTIONAL:
+            self._with_records.add(header.producer_id)
+
+    def ends_empty(self, header) -> bool:
+        """Whether the transaction this marker ends has no record left."""
+        if header.producer_id in self._with_records:
+            self._with_records.discard(header.producer_id)
+            return False
+        return True
+
+
+def build_offset_map(segments: list[Segment], first_dirty: int, aborted: Aborted) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
     for segment in segments:
         for header, records in _batches(segment):
-            if header.attributes & ATTR_CONTROL or header.last_offset < first_dirty:
+            if header.attributes & ATTR_CONTROL or header.last_offset < first_dirty or header in aborted:
                 continue
             for record in records:
                 if record.key is not None and record.offset >= first_dirty:
@@ -133,7 +184,8 @@ def build_offset_map(segments: list[Segment], first_dirty: int) -> dict[bytes, i
 
 
 def rewrite_segment(segment: Segment, latest: dict[bytes, int], tombstone_horizon: int,
-                    stats: CleanerStats) -> Segment | None:
+                    stats: CleanerStats, aborted: Aborted = NOTHING_ABORTED,
+                    markers: Markers | None = None) -> Segment | None:
     """Write the cleaned copy of ``segment`` as ``.swap`` files; None if nothing in it changes."""
     output: Segment | None = None
     pending, infos, removed_before = bytearray(), [], stats.records_removed
@@ -142,12 +194,23 @@ def rewrite_segment(segment: Segment, latest: dict[bytes, int], tombstone_horizo
             raw = segment.batch_at(position, header.size)
             stats.bytes_read += len(raw)
             batch = raw
-            if not header.attributes & ATTR_CONTROL:
+            if header.attributes & ATTR_CONTROL:
+                if markers is not None and markers.ends_empty(header):
+                    if header.max_timestamp < tombstone_horizon:
+                        batch = b""
+                        stats.records_removed += header.records_count
+                        markers.removed.add(header.base_offset)
+                    else:
+                        stats.tombstones_kept += 1   # due later: the pass that removes it gets scheduled
+            else:
                 _, records = decode_records(raw)
-                kept = [r for r in records if _retained(r, header, latest, tombstone_horizon)]
+                kept = [] if header in aborted else [r for r in records
+                                                     if _retained(r, header, latest, tombstone_horizon)]
                 stats.records_removed += len(records) - len(kept)
                 stats.tombstones_kept += sum(1 for r in kept if r.value is None and r.key is not None)
                 batch = _reencode(header, kept) if len(kept) < len(records) else raw
+                if kept and markers is not None:
+                    markers.kept(header)
             if batch:
                 infos.append(BatchInfo(len(pending), header.base_offset, header.last_offset, header.max_timestamp,
                                        len(batch)))

@@ -10,6 +10,8 @@ Every file name the storage engine writes is spelled here, and nowhere else::
         <20-digit base offset>.timeindex     its time index
         ... + .cleaned / .swap               a log cleaner rewrite before / after its commit (recovery.py)
         recovery-point, log-start-offset, cleaner-checkpoint
+        aborted-transactions                 the aborted-transaction index (txn_index.py)
+        producer-snapshot                    idempotent producers' sequences (broker/producer_state.py)
         .clean-shutdown
     <data_dir>/<hex>.deleted/                a log on its way out
     <any of the above>.tmp                   a replacement being written
@@ -36,6 +38,8 @@ CLEAN_SHUTDOWN = ".clean-shutdown"
 RECOVERY_POINT = "recovery-point"
 LOG_START_OFFSET = "log-start-offset"
 CLEANER_CHECKPOINT = "cleaner-checkpoint"
+ABORTED_TRANSACTIONS = "aborted-transactions"
+PRODUCER_SNAPSHOT = "producer-snapshot"
 
 _BASE_OFFSET_DIGITS = 20
 

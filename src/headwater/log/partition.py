@@ -32,6 +32,7 @@ from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFS
                      fsync_directory, replace_atomically, segment_base_offsets)
 from .recovery import complete_interrupted_swaps
 from .segment import BatchInfo, Segment, delete_segment_files
+from .txn_index import AbortedTxnIndex
 
 logger = logging.getLogger("headwater.log")
 
@@ -65,6 +66,10 @@ class Log:
         self.cleaner_checkpoint = max(read_offset_file(directory / CLEANER_CHECKPOINT, 0), log_start_offset)
         self.closed = False
         self.tombstones_due_ms: int | None = None   # when the cleaner must drop tombstones it kept
+        self.aborted_txns = AbortedTxnIndex(directory)
+        # The first offset of the oldest transaction still open here (set by the broker): the
+        # cleaner never touches a segment from there on.
+        self.first_unstable_offset: int | None = None
         self.lock = threading.RLock()
         self.maintenance_lock = threading.Lock()
         self._unflushed_messages = 0
@@ -261,6 +266,7 @@ class Log:
     def _set_log_start_offset(self, offset: int) -> None:
         write_offset_file(self.directory / LOG_START_OFFSET, offset, durable=True)
         self.log_start_offset = offset
+        self.aborted_txns.truncate_before(offset)
 
     def delete_oldest_segments(self, count: int) -> int:
         """Delete the ``count`` oldest segments (never the active one), moving the log start past them."""

@@ -45,6 +45,10 @@ class ApiKey(IntEnum):
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -52,9 +56,13 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -104,6 +112,12 @@ MESSAGE_CLASSES = {
     ApiKey.SASL_AUTHENTICATE: (sasl.SaslAuthenticateRequest, sasl.SaslAuthenticateResponse),
     ApiKey.DELETE_GROUPS: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (producer.AddPartitionsToTxnRequest, producer.AddPartitionsToTxnResponse),
+    ApiKey.ADD_OFFSETS_TO_TXN: (producer.AddOffsetsToTxnRequest, producer.AddOffsetsToTxnResponse),
+    ApiKey.END_TXN: (producer.EndTxnRequest, producer.EndTxnResponse),
+    ApiKey.TXN_OFFSET_COMMIT: (producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse),
+    ApiKey.DESCRIBE_TRANSACTIONS: (admin.DescribeTransactionsRequest, admin.DescribeTransactionsResponse),
+    ApiKey.LIST_TRANSACTIONS: (admin.ListTransactionsRequest, admin.ListTransactionsResponse),
     ApiKey.CREATE_PARTITIONS: (admin.CreatePartitionsRequest, admin.CreatePartitionsResponse),
     ApiKey.OFFSET_DELETE: (consumer.OffsetDeleteRequest, consumer.OffsetDeleteResponse),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (admin.DescribeUserScramCredentialsRequest,
@@ -117,6 +131,8 @@ MESSAGE_CLASSES = {
     ApiKey.SHARE_GROUP_DESCRIBE: (share.ShareGroupDescribeRequest, share.ShareGroupDescribeResponse),
     ApiKey.SHARE_FETCH: (share.ShareFetchRequest, share.ShareFetchResponse),
     ApiKey.SHARE_ACKNOWLEDGE: (share.ShareAcknowledgeRequest, share.ShareAcknowledgeResponse),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (admin.DescribeClientQuotasRequest, admin.DescribeClientQuotasResponse),
+    ApiKey.ALTER_CLIENT_QUOTAS: (admin.AlterClientQuotasRequest, admin.AlterClientQuotasResponse),
 }
 
 

@@ -3,18 +3,19 @@
 ``ENDPOINTS`` is the one table: the server dispatches on it, and ApiVersions advertises
 exactly what it holds. Adding an API means writing its handler (the contract is
 ``headwater.broker.endpoint.Handler``) and adding one line below. The group APIs live
-beside the group coordinator, in ``broker/groups``.
+beside the group coordinator, in ``broker/groups``; the transaction APIs in ``broker/txn``.
 """
 from __future__ import annotations
 
-from headwater.broker.apis import (api_versions, cluster, fetch, list_offsets, log_admin, partitions, produce,
-                                  topic_configs, topics)
+from headwater.broker.apis import (api_versions, client_quotas, cluster, fetch, list_offsets, log_admin, partitions,
+                                  produce, topic_configs, topics)
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
 from headwater.broker.security import acl_apis
 from headwater.broker.security import apis as security
 from headwater.broker.security import user_apis
+from headwater.broker.txn import apis as txn
 from headwater.broker.share import apis as share
 from headwater.protocol.messages import Api, ApiKey
 
@@ -40,7 +41,7 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.CREATE_TOPICS, 2, 4, topics.create_topics),
     endpoint(ApiKey.DELETE_TOPICS, 0, 3, topics.delete_topics),
     endpoint(ApiKey.DELETE_RECORDS, 0, 2, log_admin.delete_records),
-    endpoint(ApiKey.INIT_PRODUCER_ID, 0, 1, produce.init_producer_id),
+    endpoint(ApiKey.INIT_PRODUCER_ID, 0, 4, produce.init_producer_id),
     endpoint(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 3, list_offsets.offset_for_leader_epoch),
     endpoint(ApiKey.DESCRIBE_ACLS, 1, 3, acl_apis.describe_acls),
     endpoint(ApiKey.CREATE_ACLS, 1, 3, acl_apis.create_acls),
@@ -51,6 +52,12 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.SASL_AUTHENTICATE, 0, 2, security.sasl_authenticate),
     endpoint(ApiKey.DELETE_GROUPS, 0, 2, group_admin.delete_groups),
     endpoint(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, topic_configs.incremental_alter_configs),
+    endpoint(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3, txn.add_partitions_to_txn),
+    endpoint(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3, txn.add_offsets_to_txn),
+    endpoint(ApiKey.END_TXN, 0, 3, txn.end_txn),
+    endpoint(ApiKey.TXN_OFFSET_COMMIT, 0, 3, txn.txn_offset_commit),
+    endpoint(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, txn.describe_transactions),
+    endpoint(ApiKey.LIST_TRANSACTIONS, 0, 1, txn.list_transactions),
     endpoint(ApiKey.CREATE_PARTITIONS, 0, 3, partitions.create_partitions),
     endpoint(ApiKey.OFFSET_DELETE, 0, 0, commits.offset_delete),
     endpoint(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, user_apis.describe_user_scram_credentials),
@@ -62,6 +69,8 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share.share_group_describe),
     endpoint(ApiKey.SHARE_FETCH, 1, 1, share.share_fetch),
     endpoint(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share.share_acknowledge),
+    endpoint(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, client_quotas.describe_client_quotas),
+    endpoint(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, client_quotas.alter_client_quotas),
 )}
 ADVERTISED.update((key, e.api) for key, e in ENDPOINTS.items())
 

@@ -1,6 +1,7 @@
 """ListOffsets and OffsetForLeaderEpoch: finding positions in a partition."""
 from __future__ import annotations
 
+from headwater.broker.apis.fetch import READ_COMMITTED
 from headwater.broker.apis.per_partition import answer_partitions
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -11,10 +12,10 @@ LATEST, EARLIEST = -1, -2
 LEADER_EPOCH = 0  # one broker, never a leader change
 
 
-def _lookup(plog, timestamp: int) -> tuple[int, int]:
+def _lookup(plog, timestamp: int, latest: int) -> tuple[int, int]:
     """(timestamp, offset) for a ListOffsets query; (-1, -1) when no record is that late."""
     if timestamp == LATEST:
-        return -1, plog.log_end_offset
+        return -1, latest
     if timestamp == EARLIEST:
         return -1, plog.log_start_offset
     found = plog.offset_for_timestamp(timestamp)
@@ -33,7 +34,11 @@ async def list_offsets(broker, header, request):
             return PartitionResult(partition_index=part.partition_index,
                                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, timestamp=-1, offset=-1,
                                    leader_epoch=-1)
-        ts, offset = _lookup(plog, part.timestamp)
+        # read_committed (v2+) asks for the last stable offset as the latest
+        committed = header.api_version >= 2 and request.isolation_level == READ_COMMITTED
+        latest = (broker.txn_partitions.last_stable_offset(topic, part.partition_index, plog) if committed
+                  else plog.log_end_offset)
+        ts, offset = _lookup(plog, part.timestamp, latest)
         return PartitionResult(partition_index=part.partition_index, error_code=0, timestamp=ts, offset=offset,
                                leader_epoch=LEADER_EPOCH)
     topics = answer_partitions(broker, request.topics, TopicResult, answer)

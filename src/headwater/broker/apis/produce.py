@@ -3,7 +3,9 @@ when asked, and the idempotent producers each partition has seen."""
 from __future__ import annotations
 
 import logging
+from functools import partial
 
+from headwater.broker.txn.apis import init_transactional_producer, produce_error
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
@@ -21,16 +23,15 @@ async def produce(broker, header, request):
     PartitionResult = TopicResult.PartitionProduceResponse
     RecordError = PartitionResult.BatchIndexAndErrorMessage
     refuse = None
-    if request.transactional_id is not None:
-        refuse = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # transactions are not offered
-    elif request.acks not in (0, 1, ACKS_ALL):
+    if request.acks not in (0, 1, ACKS_ALL):
         refuse = ErrorCode.INVALID_REQUIRED_ACKS
     responses, appended = [], []
     for topic in request.topic_data:
         partitions = []
         for part in topic.partition_data:
             if refuse is None:
-                result = await broker.produce(topic.name, part.index, part.records)
+                admit = partial(produce_error, broker, request.transactional_id, topic.name, part.index, part.records)
+                result = await broker.produce(topic.name, part.index, part.records, admit)
                 if result.error:
                     log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,
                                 result.message or "")
@@ -73,8 +74,7 @@ def _log_start(broker, topic: str, partition: int) -> int:
 
 async def init_producer_id(broker, header, request):
     if request.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      producer_id=-1, producer_epoch=-1)
+        return await init_transactional_producer(broker, header, request)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=broker.producer_ids.allocate(),
                                   producer_epoch=0)
 

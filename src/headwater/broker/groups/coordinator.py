@@ -410,14 +410,27 @@ class GroupCoordinator:
             if group.state is Completing:
                 return ErrorCode.REBALANCE_IN_PROGRESS  # a member of the new generation, still without its assignment
             self._arm_session(group, group.members[member_id])
+        return self._store_offsets(group, offsets)
+
+    def _store_offsets(self, group: Group, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
         now = self.clock.now_ms()
         for committed in offsets.values():
             committed.commit_timestamp = now
-        error = self.store.store_offsets(group_id, offsets)
+        error = self.store.store_offsets(group.group_id, offsets)
         if not error:
             group.offsets.update(offsets)
         return error
 
+    def check_transactional_member(self, group_id: str, generation: int, member_id: str,
+                                   instance_id: str | None) -> ErrorCode:
+        """TxnOffsetCommit's member check (KIP-447); clients before v3 send no member: none is checked."""
+        if generation < 0 and not member_id:
+            return ErrorCode.NONE
+        return self._check_member(self._groups.get(group_id), member_id, instance_id, generation)
+
+    def commit_transactional(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
+        """Offsets of a transaction that has committed: they reach the group now."""
+        return self._store_offsets(self._groups.setdefault(group_id, Group(group_id)), offsets)
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, dict]:
         """OffsetDelete (KIP-496): (the request's error, {partition: error}). A live consumer
         group keeps the offsets of the topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC)."""

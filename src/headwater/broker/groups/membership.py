@@ -13,26 +13,18 @@ JoinGroupResponse = MESSAGE_CLASSES[ApiKey.JOIN_GROUP][1]
 SyncGroupResponse = MESSAGE_CLASSES[ApiKey.SYNC_GROUP][1]
 HeartbeatResponse = MESSAGE_CLASSES[ApiKey.HEARTBEAT][1]
 LeaveGroupResponse = MESSAGE_CLASSES[ApiKey.LEAVE_GROUP][1]
-GROUP_KEY = 0
-
-
-TRANSACTION_KEY = 1
+GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
 async def find_coordinator(broker, header, request):
-    # One broker: it coordinates every group.
-    if request.key_type == TRANSACTION_KEY:
-        # Transactions are not offered yet: an error clients treat as final (a retriable one,
-        # such as COORDINATOR_NOT_AVAILABLE, keeps them retrying until their own timeouts).
-        return FindCoordinatorResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                       error_message="this broker does not offer transactions",
-                                       node_id=-1, host="", port=-1)
-    if request.key_type != GROUP_KEY:
+    # One broker: it coordinates every group and every transactional id.
+    if request.key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return FindCoordinatorResponse(error_code=ErrorCode.INVALID_REQUEST,
                                        error_message=f"unknown coordinator key type {request.key_type}",
                                        node_id=-1, host="", port=-1)
     if not request.key:
-        return FindCoordinatorResponse(error_code=ErrorCode.INVALID_GROUP_ID, error_message="empty group id",
+        error = ErrorCode.INVALID_GROUP_ID if request.key_type == GROUP_KEY else ErrorCode.INVALID_REQUEST
+        return FindCoordinatorResponse(error_code=error, error_message="empty coordinator key",
                                        node_id=-1, host="", port=-1)
     host, port = connection.advertised(broker.config)
     return FindCoordinatorResponse(error_code=0, error_message=None, node_id=broker.config.node_id, host=host,

@@ -21,28 +21,16 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import time
-from typing import TYPE_CHECKING, Callable
 
+from headwater.broker.internal_topic import Append, InternalTopic, replay
 from headwater.log import LogManager, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
-from headwater.broker.internal_topic import replay
-from headwater.records import Record, encode_batch
 
 from .group import CommittedOffset, Group, GroupState, Member
-
-if TYPE_CHECKING:
-    from headwater.broker.broker import ProduceResult
-
-# The broker's append (topic, partition, record batches): the offsets log is validated and
-# fetched like any other topic's, and consumers waiting on it are woken.
-Append = Callable[[str, int, bytes], "ProduceResult"]
 
 log = logging.getLogger("headwater.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-# Compacted like Kafka's; segments small enough that the cleaner gets closed ones to work on.
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
 
 
 def _json(obj) -> bytes:
@@ -70,26 +58,9 @@ def _group_value(group: Group) -> bytes:
 
 class GroupStore:
     def __init__(self, logs: LogManager, append: Append, fsync_each_write: bool):
-        self.logs, self._append, self._fsync_each_write = logs, append, fsync_each_write
-        if OFFSETS_TOPIC not in logs.topics:
-            logs.create_topic(OFFSETS_TOPIC, 1, TOPIC_CONFIGS)
-
-    def _write(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
-        if not pairs:
-            return ErrorCode.NONE
-        now = int(time.time() * 1000)
-        batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
-        result = self._append(OFFSETS_TOPIC, 0, batch)
-        if result.error:
-            log.error("cannot write to %s: %s %s", OFFSETS_TOPIC, result.error.name, result.message or "")
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its offsets log refuses a write
-        if self._fsync_each_write:
-            try:
-                self.logs.get_log(OFFSETS_TOPIC, 0).flush()
-            except OSError as exc:  # written, not durable: the client is told, and commits again
-                log.error("cannot fsync %s: %s", OFFSETS_TOPIC, exc)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return ErrorCode.NONE
+        self.logs = logs
+        self._topic = InternalTopic(OFFSETS_TOPIC, logs, append, fsync_each_write)
+        self._write = self._topic.write
 
     def store_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
         return self._write([(offset_key(group_id, topic, partition),

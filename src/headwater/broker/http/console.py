@@ -2,9 +2,11 @@
 
 Pages: the overview (topics, groups, a plot of message rates), a topic (partitions,
 configs, a message browser, a live tail over server-sent events), a consumer group
-(members, assignment, committed offsets, lag and its plot, reset offsets). Read-only unless
-the broker runs with --console-allow-writes. Bad input gets an error page with the right
-HTTP status, never a stack trace; the broker's Kafka side is untouched either way.
+(members, assignment, committed offsets, lag and its plot, reset offsets), a share group
+(members, assignment, each share-partition's delivery state, configs, its dead-letter
+topic). Read-only unless the broker runs with --console-allow-writes. Bad input gets an
+error page with the right HTTP status, never a stack trace; the broker's Kafka side is
+untouched either way.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import asyncio
 import base64
 import json
 import logging
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,7 +33,10 @@ from headwater.broker.groups.group import CommittedOffset, GroupState
 from headwater.broker.groups.reset import MODES, ResetTo
 from headwater.broker.http.history import History
 from headwater.broker.http.metrics import BrokerMetrics
-from headwater.broker.http.state import group_offsets, records_from
+from headwater.broker.http.rest import RestApi
+from headwater.broker.http.state import (CDC_POSITIONS_TOPIC, connector_positions, group_offsets, records_from,
+                                        share_partitions)
+from headwater.broker.http.transactions import held_back, transactions
 from headwater.log import Log, Topic
 from headwater.protocol.errors import ErrorCode
 from headwater.records import Record
@@ -46,6 +52,14 @@ templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=
 
 def _time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+templates.filters["isotime"] = _time
+
+
+def _lsn(value) -> str:
+    """A PostgreSQL LSN as PostgreSQL shows it (pg_lsn: two hex halves), to compare with pg_replication_slots."""
+    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}" if isinstance(value, int) else str(value)
 
 
 def _text(data: bytes | None) -> str | None:
@@ -85,7 +99,7 @@ class Console:
                    "records": sum(p.log_end_offset - p.log_start_offset for p in t.partitions),
                    "policy": "compact" if t.config.compact else "delete"}
                   for t in sorted(self.broker.log_manager.topics.values(), key=lambda t: t.name)]
-        return self.page("overview.html", topics=topics, groups=self._groups())
+        return self.page("overview.html", topics=topics, groups=self._groups(), share_groups=self._share_groups())
 
     async def rates(self, request: Request) -> Response:
         times, rates = self.history.message_rates()
@@ -100,7 +114,40 @@ class Console:
         return rows
 
     async def groups(self, request: Request) -> Response:
-        return self.page("groups.html", groups=self._groups())
+        return self.page("groups.html", groups=self._groups(), share_groups=self._share_groups())
+
+    def _share_groups(self) -> list[dict]:
+        return [{"id": g.group_id, "state": g.state, "members": len(g.members),
+                 "lag": sum(r.lag for r in share_partitions(self.broker, g.group_id)),
+                 "dead_letters": g.config.dead_letter_topic}
+                for g in sorted(self.broker.share.groups.values(), key=lambda g: g.group_id)]
+
+    async def share_group(self, request: Request) -> Response:
+        group_id = request.path_params["group"]
+        group = self.broker.share.groups.get(group_id)
+        if group is None:
+            raise HTTPException(404, f"share group {group_id!r} does not exist")
+        members = [{"id": m.member_id, "epoch": m.epoch, "client": m.client_id, "host": m.client_host,
+                    "subscription": ", ".join(m.subscription),
+                    "partitions": ", ".join(f"{t}-{p}" for t, ps in sorted(m.assignment.items()) for p in ps)}
+                   for m in sorted(group.members.values(), key=lambda m: m.member_id)]
+        configs = [(name, value or "", "group" if overridden else "default")
+                   for name, value, overridden in group.config.entries()]
+        dead_letters = group.config.dead_letter_topic
+        return self.page("share_group.html", group=group, members=members, configs=configs,
+                         partitions=share_partitions(self.broker, group_id), dead_letters=dead_letters,
+                         dead_letters_exist=dead_letters in self.broker.log_manager.topics)
+
+    async def cdc(self, request: Request) -> Response:
+        """What the broker knows of CDC connectors: the positions they stored, and when."""
+        now = time.time()
+        connectors = [{"connector": c.connector, "kind": c.kind, "time": _time(c.stored_at),
+                       "age": max(round(now - c.stored_at / 1000), 0),
+                       "position": ", ".join(f"{name} {_lsn(value) if name == 'lsn' else value}"
+                                             for name, value in c.position.items())}
+                      for c in connector_positions(self.broker)]
+        return self.page("cdc.html", connectors=connectors, topic=CDC_POSITIONS_TOPIC,
+                         topic_exists=CDC_POSITIONS_TOPIC in self.broker.log_manager.topics)
 
     def _topic(self, request: Request) -> Topic:
         name = request.path_params["name"]
@@ -118,9 +165,10 @@ class Console:
         messages = self._browse(topic, browse)
         partitions = [{"partition": i, "start": p.log_start_offset, "end": p.log_end_offset, "size": p.size_bytes,
                        "segments": len(p.segments)} for i, p in enumerate(topic.partitions)]
-        configs = sorted(topic.config.to_topic_configs().items())
+        configs = [(name, value, "topic" if name in topic.configs else "default")
+                   for name, value in sorted(topic.config.to_topic_configs().items())]
         return self.page("topic.html", topic=topic.name, partitions=partitions, configs=configs,
-                         overrides=topic.configs, browse=browse, messages=messages)
+                         browse=browse, messages=messages)
 
     def _browse(self, topic: Topic, browse: dict) -> list[dict]:
         """The records the browser shows: newest first, or from an offset or a time onwards."""
@@ -248,6 +296,10 @@ class Console:
         log.info("console reset offsets of group %s on %s to %s", group.group_id, topic.name, reset_to)
         return RedirectResponse(request.url_for("group", group=group.group_id), status_code=303)
 
+    async def transactions(self, request: Request) -> Response:
+        return self.page("transactions.html", transactions=transactions(self.broker), held_back=held_back(self.broker),
+                         completed=self.broker.transactions.completed)
+
     async def scrape(self, request: Request) -> Response:
         return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -269,7 +321,11 @@ class Console:
             Route("/groups/{group}", self.group, name="group"),
             Route("/groups/{group}/lag.json", self.group_lag),
             Route("/groups/{group}/reset", self.reset, methods=["POST"]),
+            Route("/share-groups/{group}", self.share_group, name="share_group"),
+            Route("/cdc", self.cdc, name="cdc"),
+            Route("/transactions", self.transactions, name="transactions"),
             Route("/metrics", self.scrape),
+            Mount("/v3", app=RestApi(self.broker).app()),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
         return Starlette(routes=routes, exception_handlers={HTTPException: self.error, Exception: self.failure})

@@ -7,18 +7,20 @@ Two kinds, so the produce path pays almost nothing:
   (``kafka_server_brokertopicmetrics_*``), requests per API with their latency, the log
   cleaner's and retention's work;
 * gauges computed at scrape time from the broker's state (``StateCollector``), with
-  kafka_exporter's names for topics and consumer groups, plus log size per partition and
-  open connections.
+  kafka_exporter's names for topics and consumer groups, the same shape for share groups
+  (``kafka_sharegroup_*``, with KIP-932's ``share-group-count`` per state), plus log size
+  per partition and open connections.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from headwater.broker.http.state import group_offsets
+from headwater.broker.http.state import PartitionOffsets, SharePartitionView, group_offsets, share_partitions
+from headwater.broker.http.transactions import TransactionCollector
 from headwater.log.cleaner import CleanerStats
 from headwater.protocol.messages import ApiKey
 
@@ -49,6 +51,7 @@ class BrokerMetrics:
         self._cleaner = {name: Counter(f"kafka_log_logcleaner_{name}", f"Log cleaner: {name.replace('_', ' ')}",
                                        registry=self.registry) for name in _CLEANER_COUNTERS}
         self.registry.register(StateCollector(broker, connections))
+        self.registry.register(TransactionCollector(broker))
         # Labelled children, looked up once: .labels() costs more than the increment itself.
         self._by_topic: dict[str, tuple[Counter, Counter, Counter]] = {}
         self._by_api: dict[int, Histogram] = {}
@@ -83,10 +86,29 @@ class BrokerMetrics:
         for name, counter in self._cleaner.items():
             counter.inc(getattr(stats, name))
 
+    def watch_udp(self, listeners: list) -> None:
+        """Scrape the UDP listeners' own counters (ingest.udp.UdpStats) as they are."""
+        self.registry.register(UdpCollector(listeners))
+
     def forget_topic(self, topic: str) -> None:
         if self._by_topic.pop(topic, None) is not None:
             for family in (self._messages_in, self._bytes_in, self._bytes_out):
                 family.remove(topic)
+
+
+class UdpCollector(Collector):
+    """Datagrams received and records accepted or rejected by each UDP listener (StatsD, raw)."""
+
+    def __init__(self, listeners: list) -> None:
+        self._listeners = listeners
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        for field, what in (("received", "Datagrams received"), ("accepted", "Records appended"),
+                            ("rejected", "Malformed lines skipped or records refused")):
+            family = CounterMetricFamily(f"headwater_udp_{field}", f"UDP listeners: {what}", labels=["mode", "topic"])
+            for listener in self._listeners:
+                family.add_metric([listener.mode, listener.topic], getattr(listener.stats, field))
+            yield family
 
 
 def _api_name(key: ApiKey) -> str:
@@ -119,6 +141,7 @@ class StateCollector(Collector):
                 size.add_metric(labels, plog.size_bytes)
         yield from (partitions, current, oldest, size)
         yield from self._groups()
+        yield from self._share_groups()
         yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open Kafka client connections",
                                 value=self.connections())
         yield GaugeMetricFamily("kafka_log_logcleaner_uncleanable_partitions_count",
@@ -136,12 +159,53 @@ class StateCollector(Collector):
         for group in self.broker.groups.list_groups():
             gid = group.group_id
             members.add_metric([gid], len(group.members))
-            sums: dict[str, int] = {}
-            for row in group_offsets(self.broker, gid):
+            rows = group_offsets(self.broker, gid)
+            for row in rows:
                 labels = [gid, row.topic, str(row.partition)]
                 committed.add_metric(labels, row.committed)
                 lag.add_metric(labels, row.lag)
-                sums[row.topic] = sums.get(row.topic, 0) + row.lag
-            for topic, total in sums.items():
-                lag_sum.add_metric([gid, topic], total)
+            _add_lag_sums(lag_sum, gid, rows)
         yield from (members, committed, lag, lag_sum)
+
+    def _share_groups(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        share = self.broker.share.groups
+        by_state = GaugeMetricFamily("kafka_server_group_coordinator_metrics_share_group_count",
+                                     "Share groups in each state (KIP-932 share-group-count)", labels=["state"])
+        for state in ("Empty", "Stable"):
+            by_state.add_metric([state], sum(1 for g in share.values() if g.state == state))
+        members = GaugeMetricFamily("kafka_sharegroup_members", "Members of a share group", labels=["sharegroup"])
+        partition = ["sharegroup", "topic", "partition"]
+        start = GaugeMetricFamily("kafka_sharegroup_start_offset", "Share-partition start offset (SPSO)",
+                                  labels=partition)
+        lag = GaugeMetricFamily("kafka_sharegroup_lag", "Log end offset minus share-partition start offset",
+                                labels=partition)
+        lag_sum = GaugeMetricFamily("kafka_sharegroup_lag_sum", "Lag of a share group over a topic's partitions",
+                                    labels=["sharegroup", "topic"])
+        in_flight = GaugeMetricFamily("kafka_sharegroup_records_in_flight",
+                                      "Records acquired by a member and not yet acknowledged", labels=partition)
+        available = GaugeMetricFamily("kafka_sharegroup_records_available",
+                                      "Records waiting for a member, up to the log end", labels=partition)
+        archived = CounterMetricFamily("kafka_sharegroup_records_archived",
+                                       "Records given up on (rejected or out of delivery attempts)", labels=partition)
+        dead_lettered = CounterMetricFamily("kafka_sharegroup_records_dead_lettered",
+                                            "Archived records written to the dead-letter topic", labels=partition)
+        per_partition = {"start": start, "lag": lag, "in_flight": in_flight, "available": available,
+                         "archived": archived, "dead_lettered": dead_lettered}   # SharePartitionView field -> family
+        for group_id, group in list(share.items()):
+            members.add_metric([group_id], len(group.members))
+            rows = share_partitions(self.broker, group_id)
+            for row in rows:
+                for field, family in per_partition.items():
+                    family.add_metric([group_id, row.topic, str(row.partition)], getattr(row, field))
+            _add_lag_sums(lag_sum, group_id, rows)
+        yield from (by_state, members, start, lag, lag_sum, in_flight, available, archived, dead_lettered)
+
+
+def _add_lag_sums(family: GaugeMetricFamily, group_id: str,
+                  rows: list[PartitionOffsets] | list[SharePartitionView]) -> None:
+    """One sample per topic: the lag of the group's rows summed over the topic's partitions."""
+    sums: dict[str, int] = {}
+    for row in rows:
+        sums[row.topic] = sums.get(row.topic, 0) + row.lag
+    for topic, total in sums.items():
+        family.add_metric([group_id, topic], total)

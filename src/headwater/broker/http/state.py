@@ -1,15 +1,20 @@
 """Read-only views of the broker's state for the metrics and the console: topics, group lag,
-records. Everything here runs on the event loop and reads what the broker holds in memory
-(or, for records, its logs), so a scrape or a page costs no Kafka request."""
+records, share-partitions, CDC connectors' stored positions. Everything here runs on the
+event loop and reads what the broker holds in memory (or, for records, its logs), so a
+scrape or a page costs no Kafka request."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from headwater.broker.broker import Broker
+from headwater.broker.share.partition import RecordState
 from headwater.log import Log
 from headwater.records import Record, decode_records, iter_batches
 
 READ_CHUNK = 1 << 20  # bytes of batches read from a log at a time when browsing
+# Where `headwater cdc` connectors keep their positions unless given --positions-topic.
+CDC_POSITIONS_TOPIC = "headwater-cdc-positions"
 
 
 @dataclass(frozen=True)
@@ -48,3 +53,69 @@ def records_from(plog: Log, offset: int, limit: int) -> list[Record]:
                 found.extend(r for r in decode_records(chunk, pos)[1] if r.offset >= offset)
             offset = header.last_offset + 1
     return found[:limit]
+
+
+@dataclass(frozen=True)
+class SharePartitionView:
+    """One share-partition of a share group as an operator sees it."""
+    topic: str
+    partition: int
+    start: int          # share-partition start offset (SPSO): everything before it is done
+    log_end: int
+    in_flight: int      # acquired by a member, not yet acknowledged
+    available: int      # waiting for a member: released, or never handed out up to the log end
+    archived: int       # given up on since the share-partition began (rejected, out of deliveries)
+    dead_lettered: int  # of the archived, written to the dead-letter topic
+
+    @property
+    def lag(self) -> int:
+        # records at or past the start offset: not yet done by the group
+        return max(self.log_end - self.start, 0)
+
+
+def share_partitions(broker: Broker, group_id: str) -> list[SharePartitionView]:
+    """The share-partitions the group has used, sorted (a deleted topic's are gone already)."""
+    rows = []
+    for (topic, partition), state in sorted(broker.share.groups[group_id].partitions.items()):
+        plog = broker.log_manager.get_log(topic, partition)
+        if plog is None:
+            continue
+        waiting = state.count(RecordState.AVAILABLE) + max(plog.log_end_offset - state.end_offset, 0)
+        rows.append(SharePartitionView(topic, partition, state.start_offset, plog.log_end_offset,
+                                       state.count(RecordState.ACQUIRED), waiting, state.archived_total,
+                                       state.dead_lettered))
+    return rows
+
+
+@dataclass(frozen=True)
+class ConnectorPosition:
+    """A CDC connector's last stored position: the broker holds every change event before it."""
+    connector: str      # the connector's key: "postgresql:SLOT" or "sqlite:/path/of/the.db"
+    position: dict      # as the connector stored it: {"lsn": ..., "snapshot_done": ...} or {"id": ...}
+    stored_at: int      # Unix ms of the position record
+
+    @property
+    def kind(self) -> str:
+        return self.connector.partition(":")[0]
+
+
+def connector_positions(broker: Broker, topic: str = CDC_POSITIONS_TOPIC) -> list[ConnectorPosition]:
+    """The latest position of each connector in the positions topic, sorted; none if it does not exist.
+
+    Connectors run in their own processes: this is all the broker knows of them (no source
+    position, hence no lag behind the source)."""
+    plog = broker.log_manager.get_log(topic, 0)
+    if plog is None:
+        return []
+    latest: dict[str, ConnectorPosition] = {}
+    for record in records_from(plog, plog.log_start_offset, plog.log_end_offset - plog.log_start_offset):
+        key = (record.key or b"").decode("utf-8", "replace")
+        try:
+            position = json.loads(record.value) if record.value is not None else None
+        except ValueError:
+            continue   # not a connector's record: someone else wrote to the topic
+        if isinstance(position, dict):
+            latest[key] = ConnectorPosition(key, position, record.timestamp)
+        else:
+            latest.pop(key, None)   # a tombstone: the connector's position was deleted
+    return sorted(latest.values(), key=lambda c: c.connector)

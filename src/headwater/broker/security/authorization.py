@@ -217,6 +217,26 @@ async def _delete_acls(access, header, request, handle):
         error_code=CLUSTER_DENIED, error_message="not authorized", matching_acls=[]) for _ in request.filters])
 
 
+def _transaction(transactional_id, group=None, topics=lambda r: (), answered: bool = True):
+    """The transaction APIs: WRITE on the transactional id, READ on the group whose offsets it
+    commits, WRITE on the topics it adds. ``answered``: the response has one error code to say no
+    with; otherwise (per-partition results) the connection is closed."""
+    async def rule(access, header, request, handle):
+        checks = [(access.may(Op.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id(request) or ""),
+                   TRANSACTIONAL_ID_DENIED)]
+        if group is not None:
+            checks.append((access.may(Op.READ, ResourceType.GROUP, group(request) or ""), GROUP_DENIED))
+        checks.append((all(access.topic(Op.WRITE, name) for name in topics(request)), TOPIC_DENIED))
+        denied = [code for allowed, code in checks if not allowed]
+        if not denied:
+            return await handle(request)
+        if not answered:
+            raise ProtocolError(f"{access.conn.principal} may not {header.api_name} (error {denied[0]})")
+        from headwater.broker.apis import ENDPOINTS
+        return ENDPOINTS[header.api_key].api.response(error_code=denied[0])
+    return rule
+
+
 def _cluster(operation: Op, code: int | None = None):
     """Needs ``operation`` on the cluster. With an error ``code`` the API's response carries it;
     without one the connection is closed (APIs whose denial has no answer of its own yet)."""
@@ -251,6 +271,13 @@ RULES = {
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _transaction(lambda r: r.v3_and_below_transactional_id,
+                                               topics=lambda r: [t.name for t in r.v3_and_below_topics],
+                                               answered=False),
+    ApiKey.ADD_OFFSETS_TO_TXN: _transaction(lambda r: r.transactional_id, group=lambda r: r.group_id),
+    ApiKey.END_TXN: _transaction(lambda r: r.transactional_id),
+    ApiKey.TXN_OFFSET_COMMIT: _transaction(lambda r: r.transactional_id, group=lambda r: r.group_id,
+                                           answered=False),
     ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE, CLUSTER_DENIED),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(Op.DESCRIBE, CLUSTER_DENIED),
     ApiKey.CREATE_ACLS: _create_acls,

@@ -1,0 +1,59 @@
+"""DescribeClientQuotas and AlterClientQuotas: the quotas admin clients read and set (client-id entities)."""
+from __future__ import annotations
+
+import logging
+
+from headwater.broker.quotas import CLIENT_ID, QuotaError
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
+
+log = logging.getLogger("headwater.broker")
+
+DescribeClientQuotasResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_CLIENT_QUOTAS][1]
+AlterClientQuotasResponse = MESSAGE_CLASSES[ApiKey.ALTER_CLIENT_QUOTAS][1]
+MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2  # DescribeClientQuotas filter match types
+
+
+async def describe_client_quotas(broker, header, request):
+    Entry = DescribeClientQuotasResponse.EntryData
+
+    def matches(entity) -> bool:
+        for component in request.components:
+            if component.entity_type != CLIENT_ID:
+                return False  # no user entities here: nothing matches a filter on them
+            if component.match_type == MATCH_EXACT and entity != component.match:
+                return False
+            if component.match_type == MATCH_DEFAULT and entity is not None:
+                return False
+            if component.match_type == MATCH_ANY and entity is None:
+                return False
+        return True
+    entries = [Entry(entity=[Entry.EntityData(entity_type=CLIENT_ID, entity_name=entity)],
+                     values=[Entry.ValueData(key=k, value=v) for k, v in sorted(quotas.items())])
+               for entity, quotas in broker.quotas.configs.items() if matches(entity)]
+    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+                                        entries=entries)
+
+
+async def alter_client_quotas(broker, header, request):
+    Entry = AlterClientQuotasResponse.EntryData
+    results = []
+    for entry in request.entries:
+        error, message = ErrorCode.NONE, None
+        types = [e.entity_type for e in entry.entity]
+        if types != [CLIENT_ID]:
+            error, message = ErrorCode.INVALID_REQUEST, f"only {CLIENT_ID} quotas are supported, not {types}"
+        else:
+            entity = entry.entity[0].entity_name
+            try:
+                for op in entry.ops:
+                    if not request.validate_only:
+                        broker.quotas.alter(entity, op.key, None if op.remove else op.value)
+                        log.info("quota %s of client-id %s set to %s", op.key, entity or "<default>",
+                                 "none" if op.remove else op.value)
+            except QuotaError as exc:
+                error, message = ErrorCode.INVALID_REQUEST, str(exc)
+        results.append(Entry(error_code=error, error_message=message,
+                             entity=[Entry.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
+                                     for e in entry.entity]))
+    return AlterClientQuotasResponse(throttle_time_ms=0, entries=results)

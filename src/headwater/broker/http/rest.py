@@ -1,0 +1,230 @@
+"""The HTTP produce and read API, in the shape of Confluent REST Proxy v3's records API.
+
+    GET  /v3/clusters                                             the one cluster
+    GET  /v3/clusters/{cluster}/topics                            topics and their partition counts
+    POST /v3/clusters/{cluster}/topics/{topic}/records            one record  -> its partition and offset
+    POST /v3/clusters/{cluster}/topics/{topic}/records:batch      {"entries": [record + "id"]}
+                                                                   -> {"successes": [...], "failures": [...]}
+    GET  /v3/clusters/{cluster}/topics/{topic}/partitions/{p}/records?offset=N&max_records=M
+                                                                   (Headwater's own: REST Proxy v3 cannot read)
+
+A record is {"partition_id"?, "key"?, "value"?, "headers"?: [{"name", "value": base64}]}, key
+and value as {"type": "JSON" | "STRING" | "BINARY" (base64), "data": ...}. Records read back
+carry key and value as BINARY. Errors are {"error_code": HTTP status, "message": ...}, as the
+REST Proxy answers them. Over its producer_byte_rate quota (client id from the
+`Headwater-Client-Id` header, else "http") a produce is refused with 429 and Retry-After.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import time
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from headwater.broker.broker import Broker
+from headwater.broker.http.state import records_from
+from headwater.broker.partitioner import partition_for
+from headwater.broker.quotas import PRODUCER_BYTE_RATE
+from headwater.protocol.errors import ErrorCode
+from headwater.records import Record, encode_batch
+
+MAX_READ = 1000  # records one read may return
+DEFAULT_CLIENT_ID = "http"
+
+
+class RestApi:
+    def __init__(self, broker: Broker):
+        self.broker = broker
+
+    def app(self) -> Starlette:
+        base = "/clusters/{cluster}/topics"
+        return Starlette(routes=[
+            Route("/clusters", self.clusters),
+            Route(base, self.topics),
+            Route(base + "/{topic}/records", self.produce_one, methods=["POST"]),
+            Route(base + "/{topic}/records:batch", self.produce_batch, methods=["POST"]),
+            Route(base + "/{topic}/partitions/{partition:int}/records", self.read),
+        ], exception_handlers={HTTPException: _error})
+
+    async def clusters(self, request: Request) -> Response:
+        return JSONResponse({"kind": "KafkaClusterList", "data": [{"cluster_id": self.broker.cluster_id}]})
+
+    async def topics(self, request: Request) -> Response:
+        self._cluster(request)
+        topics = self.broker.log_manager.topics
+        return JSONResponse({"kind": "KafkaTopicList", "data": [
+            {"topic_name": name, "partitions_count": len(t.partitions)} for name, t in sorted(topics.items())]})
+
+    async def produce_one(self, request: Request) -> Response:
+        entry = await self._body(request)
+        result = self._produce(request, [entry])[0]
+        if "error_code" in result:
+            raise HTTPException(result["error_code"], result["message"])
+        return JSONResponse(result)
+
+    async def produce_batch(self, request: Request) -> Response:
+        body = await self._body(request)
+        entries = body.get("entries")
+        if not isinstance(entries, list) or not entries:
+            raise HTTPException(400, 'a batch is {"entries": [record, ...]} with at least one record')
+        results = self._produce(request, entries)
+        return JSONResponse({"successes": [r for r in results if "error_code" not in r],
+                             "failures": [r for r in results if "error_code" in r]}, status_code=207 if any(
+                                 "error_code" in r for r in results) else 200)
+
+    async def read(self, request: Request) -> Response:
+        topic = self._topic(request)
+        index = request.path_params["partition"]
+        if not 0 <= index < len(topic.partitions):
+            raise HTTPException(404, f"topic {topic.name!r} has no partition {index}")
+        plog = topic.partitions[index]
+        offset = _query_int(request, "offset", plog.log_start_offset)
+        limit = min(_query_int(request, "max_records", 100), MAX_READ)
+        if not plog.log_start_offset <= offset <= plog.log_end_offset:
+            raise HTTPException(416, f"offset {offset} is outside {plog.log_start_offset}..{plog.log_end_offset}")
+        return JSONResponse({"kind": "KafkaRecordList", "data": [{
+            "partition_id": index, "offset": r.offset, "timestamp": r.timestamp,
+            "key": _binary(r.key), "value": _binary(r.value),
+            "headers": [{"name": k, "value": None if v is None else base64.b64encode(v).decode()} for k, v in r.headers],
+        } for r in records_from(plog, offset, limit)]})
+
+    # --- produce ---------------------------------------------------------------------------
+
+    def _produce(self, request: Request, entries: list) -> list[dict]:
+        topic = self._topic(request)
+        client_id = request.headers.get("Headwater-Client-Id", DEFAULT_CLIENT_ID)
+        size = int(request.headers.get("content-length") or 0)
+        throttle = self.broker.quotas.charge(client_id, PRODUCER_BYTE_RATE, size)
+        if throttle:
+            raise HTTPException(429, f"client id {client_id!r} is over its producer_byte_rate quota; "
+                                f"retry in {throttle:.2f} s", headers={"Retry-After": str(math.ceil(throttle))})
+        now = int(time.time() * 1000)
+        results: list[dict | None] = [None] * len(entries)
+        by_partition: dict[int, list[tuple[int, Record]]] = {}
+        for i, entry in enumerate(entries):
+            try:
+                partition, record = _record(entry, now, len(topic.partitions))
+            except HTTPException as exc:
+                results[i] = _failure(entry, exc.status_code, exc.detail)
+                continue
+            by_partition.setdefault(partition, []).append((i, record))
+        for partition, placed in by_partition.items():
+            batch = encode_batch([Record(n, r.timestamp, r.key, r.value, r.headers)
+                                  for n, (_, r) in enumerate(placed)])
+            answer = self.broker.append(topic.name, partition, batch)
+            for n, (i, record) in enumerate(placed):
+                if answer.error != ErrorCode.NONE:
+                    results[i] = _failure(entries[i], 400 if answer.error == ErrorCode.MESSAGE_TOO_LARGE else 500,
+                                          answer.message or answer.error.name)
+                    continue
+                results[i] = {**_id(entries[i]), "cluster_id": self.broker.cluster_id, "topic_name": topic.name,
+                              "partition_id": partition, "offset": answer.base_offset + n,
+                              "timestamp": record.timestamp}
+        return results
+
+    async def _body(self, request: Request) -> dict:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            raise HTTPException(415, "send Content-Type: application/json")
+        limit = self.broker.config.message_max_bytes
+        if int(request.headers.get("content-length") or 0) > limit:
+            raise HTTPException(413, f"the body exceeds {limit} bytes (message.max.bytes)")
+        raw = await request.body()
+        if len(raw) > limit:
+            raise HTTPException(413, f"the body exceeds {limit} bytes (message.max.bytes)")
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise HTTPException(400, f"the body is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise HTTPException(400, "the body must be a JSON object")
+        return body
+
+    def _cluster(self, request: Request) -> None:
+        if request.path_params["cluster"] != self.broker.cluster_id:
+            raise HTTPException(404, f"no cluster {request.path_params['cluster']!r}; "
+                                f"this is {self.broker.cluster_id!r}")
+
+    def _topic(self, request: Request):
+        self._cluster(request)
+        name = request.path_params["topic"]
+        topic = self.broker.log_manager.topics.get(name)
+        if topic is None or name.startswith("__"):
+            raise HTTPException(404, f"no topic {name!r}")
+        return topic
+
+
+def _record(entry, now: int, partitions: int) -> tuple[int, Record]:
+    if not isinstance(entry, dict):
+        raise HTTPException(400, "a record must be a JSON object")
+    key, value = _data(entry.get("key"), "key"), _data(entry.get("value"), "value")
+    headers = []
+    for header in entry.get("headers") or []:
+        if not isinstance(header, dict) or not isinstance(header.get("name"), str):
+            raise HTTPException(400, 'a header is {"name": string, "value": base64 or null}')
+        headers.append((header["name"], _base64(header.get("value"), "header value")))
+    partition = entry.get("partition_id")
+    if partition is None:
+        partition = partition_for(key, partitions)
+    elif not isinstance(partition, int) or not 0 <= partition < partitions:
+        raise HTTPException(400, f"partition_id {partition!r} is not one of 0..{partitions - 1}")
+    return partition, Record(0, now, key, value, headers)
+
+
+def _data(field, what: str) -> bytes | None:
+    if field is None:
+        return None
+    if not isinstance(field, dict):
+        raise HTTPException(400, f'{what} must be {{"type": "JSON" | "STRING" | "BINARY", "data": ...}}')
+    kind, data = field.get("type", "JSON"), field.get("data")
+    if kind == "BINARY":
+        return _base64(data, what)
+    if kind == "STRING":
+        if not isinstance(data, str):
+            raise HTTPException(400, f"{what} of type STRING needs a string")
+        return data.encode()
+    if kind == "JSON":
+        return json.dumps(data, separators=(",", ":")).encode()
+    raise HTTPException(400, f"{what} type {kind!r} is not JSON, STRING or BINARY")
+
+
+def _base64(data, what: str) -> bytes | None:
+    if data is None:
+        return None
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, TypeError, ValueError):
+        raise HTTPException(400, f"{what} is not base64") from None
+
+
+def _binary(data: bytes | None) -> dict | None:
+    return None if data is None else {"type": "BINARY", "data": base64.b64encode(data).decode()}
+
+
+def _id(entry) -> dict:
+    return {"id": entry["id"]} if isinstance(entry, dict) and "id" in entry else {}
+
+
+def _failure(entry, status: int, message: str) -> dict:
+    return {**_id(entry), "error_code": status, "message": message}
+
+
+def _query_int(request: Request, name: str, default: int) -> int:
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise HTTPException(400, f"{name} must be an integer, got {text!r}") from None
+
+
+async def _error(request: Request, exc: HTTPException) -> Response:
+    return JSONResponse({"error_code": exc.status_code, "message": exc.detail}, status_code=exc.status_code,
+                        headers=exc.headers)

@@ -1,0 +1,117 @@
+"""Transactions as the partitions see them: which are open (they hold back the last stable
+offset), and the markers that end them.
+
+The last stable offset (LSO) is the first offset of the oldest transaction still open in
+a partition, or the high watermark when none is: a read_committed consumer reads up to it
+and no further. An abort marker adds (producer id, first offset, marker offset) to the
+partition's aborted index (``log.txn_index``), which read_committed fetches hand to clients.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Iterator
+
+from headwater.log import Log
+from headwater.log.txn_index import AbortedTxn
+from headwater.records import BatchHeader, encode_marker, iter_batches
+
+if TYPE_CHECKING:
+    from headwater.broker.growth import GrowthSignals
+    from headwater.log import LogManager
+
+log = logging.getLogger("headwater.txn")
+
+COORDINATOR_EPOCH = 0            # one broker: the coordinator never moves
+READ_CHUNK = 1 << 20
+
+
+def _headers(plog: Log, start: int) -> Iterator[BatchHeader]:
+    offset = start
+    while offset < plog.log_end_offset:
+        chunk = plog.read(offset, READ_CHUNK)
+        if not chunk:
+            return
+        for _, header in iter_batches(chunk, validate=False):
+            if header.last_offset >= offset:
+                yield header
+            offset = header.last_offset + 1
+
+
+class TxnPartitions:
+    """The open transactions of every partition (producer id -> first offset), and the writer of markers."""
+
+    def __init__(self, logs: LogManager, growth: GrowthSignals, fsync_markers: bool):
+        # fsync_markers: with --flush always a marker is on disk before the transaction is recorded
+        # as complete, so no crash can leave a completed transaction without its markers.
+        self._logs, self._growth, self._fsync_markers = logs, growth, fsync_markers
+        self._open: dict[tuple[str, int], dict[int, int]] = {}
+
+    def forget_topic(self, topic: str) -> None:
+        for key in [k for k in self._open if k[0] == topic]:
+            del self._open[key]
+
+    def _opened(self, topic: str, partition: int, plog: Log, producer_id: int, offset: int) -> None:
+        open_ = self._open.setdefault((topic, partition), {})
+        open_.setdefault(producer_id, offset)
+        plog.first_unstable_offset = min(open_.values())
+
+    def appended(self, topic: str, partition: int, plog: Log, header: BatchHeader, offset: int) -> None:
+        """A transactional batch went in at ``offset``: its transaction is open here from its first batch."""
+        self._opened(topic, partition, plog, header.producer_id, offset)
+
+    def last_stable_offset(self, topic: str, partition: int, plog: Log) -> int:
+        """Never below the log start offset: retention may have taken an open transaction's start."""
+        first_open = min(self._open.get((topic, partition), {}).values(), default=plog.log_end_offset)
+        return max(first_open, plog.log_start_offset)
+
+    def recover_open(self, topic: str, partition: int, producer_id: int) -> None:
+        """After a restart: find where ``producer_id``'s unfinished transaction begins in this
+        partition (its first transactional batch after its last marker), so the marker that
+        ends it indexes it right."""
+        plog = self._logs.get_log(topic, partition)
+        if plog is None:
+            return
+        first = None
+        for header in _headers(plog, plog.log_start_offset):
+            if header.producer_id != producer_id:
+                continue
+            if header.is_control:
+                first = None
+            elif header.is_transactional and first is None:
+                first = header.base_offset
+        if first is not None:
+            self._opened(topic, partition, plog, producer_id, first)
+
+    def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> bool:
+        """End ``producer_id``'s transaction in one partition (a partition deleted meanwhile needs
+        no marker); False if the log refused the write (logged): it is to be tried again."""
+        plog = self._logs.get_log(topic, partition)
+        if plog is None:
+            return True
+        marker = bytearray(encode_marker(producer_id, producer_epoch, commit, COORDINATOR_EPOCH,
+                                         int(time.time() * 1000)))
+        try:
+            offset, _ = plog.append(marker)
+        except OSError as exc:
+            log.error("cannot write a transaction marker to %s-%d: %s", topic, partition, exc)
+            return False
+        durable = self._flush(plog)
+        open_ = self._open.get((topic, partition), {})
+        first = open_.pop(producer_id, None)
+        plog.first_unstable_offset = min(open_.values(), default=None)
+        if first is not None and not commit:
+            with plog.lock:  # the cleaner rewrites the index under the same lock
+                plog.aborted_txns.append(AbortedTxn(producer_id, first, offset))
+        self._growth.notify(topic, partition)
+        return durable
+
+    def _flush(self, plog: Log) -> bool:
+        if not self._fsync_markers:
+            return True
+        try:
+            plog.flush()
+            return True
+        except OSError as exc:  # the marker is in the log, not yet durable: written again on the retry
+            log.error("cannot fsync a transaction marker in %s: %s", plog.directory.name, exc)
+            return False

@@ -1,0 +1,5 @@
+"""Push subscriptions: a consumer group that delivers each record to an HTTP endpoint (webhooks).
+
+`envelope` is what the endpoint receives (JSON body, headers, HMAC signature), `retry` the
+backoff between attempts, `progress` which offsets may be committed, `subscription` the loop.
+"""

@@ -1,0 +1,15 @@
+"""The demo's messaging chapter: the webhook gets every metric despite its outage; direct UDP loses some."""
+from rich.console import Console
+
+from headwater.demo import messaging
+
+
+def test_messaging_chapter(start_broker):
+    broker = start_broker("--num-partitions", "3", *messaging.broker_flags())
+    console = Console(record=True, width=160)
+    messaging.run(broker.bootstrap, console)  # raises CheckFailed unless all arrived at the webhook
+    text = console.export_text()
+    direct = next(line for line in text.splitlines() if "direct UDP to a consumer" in line)
+    sent, arrived, lost = (int(cell.strip()) for cell in direct.split("│")[2:5])
+    assert sent == messaging.METRICS and lost >= len(messaging.OUTAGE) and arrived + lost == sent
+    assert "600 (503s answered" in text

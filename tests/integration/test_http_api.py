@@ -1,0 +1,102 @@
+"""The HTTP produce/read API (REST Proxy v3 shape) with a real HTTP client (urllib) and confluent-kafka."""
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+
+from headwater.testing import BrokerProcess
+
+from .clients import confluent_consume, confluent_produce, sample_messages
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("http") / "data", "--num-partitions", "3",
+                       "--http-listener", "127.0.0.1:0", "--message-max-bytes", "200000") as proc:
+        clusters = call(proc.console_url + "v3/clusters")[1]
+        yield proc, f"{proc.console_url}v3/clusters/{clusters['data'][0]['cluster_id']}"
+
+
+def call(url: str, body=None, content_type="application/json", headers=None) -> tuple[int, dict, dict]:
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": content_type, **(headers or {})},
+                                     method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read()), dict(answer.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read()), dict(error.headers)
+
+
+def b64(data: bytes | None):
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def test_batches_round_trip_byte_for_byte_both_ways(api):
+    proc, base = api
+    confluent_produce(proc.bootstrap, "events", sample_messages(1))  # the topic exists (HTTP does not create)
+    messages = sample_messages(100)[1:]
+    entries = [{"id": str(i), "key": None if k is None else {"type": "BINARY", "data": b64(k)},
+                "value": None if v is None else {"type": "BINARY", "data": b64(v)},
+                "headers": [{"name": n, "value": b64(hv)} for n, hv in h]} for i, (k, v, h) in enumerate(messages)]
+    status, answer, _ = call(f"{base}/topics/events/records:batch", {"entries": entries})
+    assert status == 200 and not answer["failures"] and len(answer["successes"]) == len(messages)
+    placed = {(s["partition_id"], s["offset"]): messages[int(s["id"])] for s in answer["successes"]}
+    got = confluent_consume(proc.bootstrap, "events", [0, 1, 2], 100)
+    by_place = {(p, o): (k, v, h) for p, o, k, v, h in got}
+    for place, (key, value, headers) in placed.items():
+        assert by_place[place] == (key, value, headers)
+
+    status, one, _ = call(f"{base}/topics/events/records", {"partition_id": 2, "key": {"type": "STRING", "data": "k"},
+                                                            "value": {"type": "JSON", "data": {"a": [1, 2]}}})
+    assert status == 200 and one["partition_id"] == 2
+    for partition in (0, 1, 2):
+        status, read, _ = call(f"{base}/topics/events/partitions/{partition}/records?offset=0&max_records=1000")
+        assert status == 200
+        native = sorted((o, k, v, h) for p, o, k, v, h in got if p == partition)
+        over_http = [(r["offset"], r["key"] and base64.b64decode(r["key"]["data"]),
+                      r["value"] and base64.b64decode(r["value"]["data"]),
+                      [(x["name"], x["value"] and base64.b64decode(x["value"])) for x in r["headers"]])
+                     for r in read["data"]]
+        assert over_http[:len(native)] == native
+    last = call(f"{base}/topics/events/partitions/2/records?offset={one['offset']}")[1]["data"][0]
+    assert base64.b64decode(last["key"]["data"]) == b"k" and json.loads(base64.b64decode(last["value"]["data"])) == {
+        "a": [1, 2]}
+    listed = call(f"{base}/topics")[1]["data"]
+    assert {"topic_name": "events", "partitions_count": 3} in listed
+
+
+@pytest.mark.parametrize("path, body, content_type, status, words", [
+    ("topics/events/records", b"{not json", "application/json", 400, "not JSON"),
+    ("topics/nowhere/records", {"value": {"data": 1}}, "application/json", 404, "no topic"),
+    ("topics/events/records", b"x" * 300_000, "application/json", 413, "exceeds"),
+    ("topics/events/records", b"{}", "text/plain", 415, "application/json"),
+    ("topics/events/records", {"value": {"type": "BINARY", "data": "%%"}}, "application/json", 400, "base64"),
+    ("topics/events/records", {"partition_id": 9}, "application/json", 400, "partition_id"),
+    ("topics/events/records:batch", {"entries": []}, "application/json", 400, "entries"),
+])
+def test_bad_requests_get_a_clear_4xx_and_the_broker_keeps_serving(api, path, body, content_type, status, words):
+    proc, base = api
+    confluent_produce(proc.bootstrap, "events", sample_messages(1))
+    got, answer, _ = call(f"{base}/{path}", body, content_type)
+    assert got == status and answer["error_code"] == status and words in answer["message"]
+    assert call(f"{base}/topics/events/records", {"value": {"data": "ok"}})[0] == 200
+
+
+def test_over_quota_answers_429_with_retry_after(api):
+    proc, base = api
+    confluent_produce(proc.bootstrap, "events", sample_messages(1))
+    subprocess.run([sys.executable, "-m", "headwater", "quotas", "alter", "--client-id", "slow", "--add",
+                    "producer_byte_rate=1000", "--bootstrap-server", proc.bootstrap], check=True)
+    body = {"value": {"type": "STRING", "data": "x" * 600}}
+    answers = [call(f"{base}/topics/events/records", body, headers={"Headwater-Client-Id": "slow"}) for _ in range(4)]
+    assert answers[0][0] == 200  # within the first second's burst
+    refused = [a for a in answers if a[0] == 429]
+    assert refused and all(int(h["retry-after"]) >= 1 and "quota" in a["message"] for _, a, h in refused)
+    assert call(f"{base}/topics/events/records", body)[0] == 200  # other clients are not held back

@@ -1,0 +1,71 @@
+"""Client quotas: a producer above its byte rate is held to it and told so; other clients are not."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+from confluent_kafka import Producer
+
+QUOTA = 100_000  # bytes/s for client id "heavy"
+VALUE = b"x" * 1000
+MEASURE = 10.0   # seconds, after a second of warm-up (the bucket starts with a second's burst)
+
+
+def quotas(bootstrap, *args) -> str:
+    return subprocess.run([sys.executable, "-m", "headwater", "quotas", *args, "--bootstrap-server", bootstrap],
+                          check=True, capture_output=True, text=True).stdout
+
+
+class Flood:
+    """A confluent-kafka producer sending as fast as it may (or at a pace); counts bytes acknowledged and
+    the throttles it was told of."""
+
+    def __init__(self, bootstrap: str, client_id: str, pace: float | None = None):
+        self.pace = pace  # records per second at most, or as fast as the producer takes them
+        self.acked: list[tuple[float, int]] = []
+        self.throttles: list = []
+        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                                  "batch.size": 16384,  # small requests: throttles of ~0.16 s, not seconds
+                                  "throttle_cb": self.throttles.append, "queue.buffering.max.kbytes": 64})
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.producer.produce("flood", VALUE, on_delivery=self._delivered)
+            except BufferError:
+                self.producer.poll(0.05)
+            self.producer.poll(0)
+            if self.pace:
+                time.sleep(1 / self.pace)
+        self.producer.flush(30)
+
+    def _delivered(self, err, msg) -> None:
+        assert err is None, err
+        self.acked.append((time.monotonic(), len(msg.value())))
+
+    def rate(self, start: float, end: float) -> float:
+        return sum(size for t, size in self.acked if start <= t < end) / (end - start)
+
+
+def test_a_producer_above_its_quota_is_throttled_to_it_and_others_are_not(broker):
+    quotas(broker.bootstrap, "alter", "--client-id", "heavy", "--add", f"producer_byte_rate={QUOTA}")
+    assert "100000" in quotas(broker.bootstrap, "describe", "--json")
+    heavy, light = Flood(broker.bootstrap, "heavy"), Flood(broker.bootstrap, "light", pace=1000)
+    heavy.thread.start()
+    light.thread.start()
+    start = time.monotonic() + 1.0
+    time.sleep(1.0 + MEASURE)
+    end = time.monotonic()
+    heavy.stop.set()
+    light.stop.set()
+    heavy.thread.join(60)
+    light.thread.join(60)
+    # Bytes on the wire are the values plus record and batch overhead (~1.5% here): within 10% of the quota.
+    assert 0.9 * QUOTA <= heavy.rate(start, end) <= 1.1 * QUOTA
+    assert any(t.throttle_time > 0 for t in heavy.throttles)  # librdkafka reports 0 too, when a throttle ends
+    assert not light.throttles
+    assert light.rate(start, end) > 3 * QUOTA, "a client without a quota is not held back to it"
