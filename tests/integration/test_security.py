@@ -408,3 +408,22 @@ def test_scram_users_through_the_admin_api(secured):
     for future in admin.alter_user_scram_credentials([deletion]).values():
         future.result(30)
     _refused(erin)
+
+
+def test_transactions_need_write_on_the_transactional_id(secured):
+    """alice (a super user) commits a transaction over SASL_SSL; bob, without WRITE on the
+    transactional id, is refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    from confluent_kafka import KafkaError
+    topic = f"t-txn-{uuid.uuid4().hex[:8]}"
+    alice = Producer({**librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512"), "transactional.id": "tx-alice"})
+    alice.init_transactions(30)
+    alice.begin_transaction()
+    alice.produce(topic, b"committed")
+    alice.commit_transaction(30)
+    msg = _consume({**librdkafka_config(secured, "SASL_SSL", "PLAIN"), "isolation.level": "read_committed"},
+                   topic, f"g-{topic}")
+    assert msg.error() is None and msg.value() == b"committed"
+    bob = Producer({**librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512", user="bob"), "transactional.id": "tx-bob"})
+    with pytest.raises(KafkaException) as refused:
+        bob.init_transactions(30)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
