@@ -159,7 +159,8 @@ def run(args) -> int:
     except NoSuchTopic as exc:
         raise CommandError(str(exc)) from exc
     except OSError as exc:
-        raise CommandError(f"cannot serve on {args.host}:{args.port} with data in {args.data_dir}: {exc}") from exc
+        where = ", ".join(f"{listener.host}:{listener.port}" for listener in config.listeners)
+        raise CommandError(f"cannot serve on {where} with data in {args.data_dir}: {exc}") from exc
     return 0
 
 
@@ -168,6 +169,9 @@ def _tls(args) -> TlsSettings | None:
         return None
     if args.ssl_certfile is None or args.ssl_keyfile is None:
         raise CommandError("--ssl-certfile and --ssl-keyfile go together")
+    for path in (args.ssl_certfile, args.ssl_keyfile, args.ssl_cafile):
+        if path is not None and not path.is_file():
+            raise CommandError(f"no such certificate or key file: {path}")
     return TlsSettings(args.ssl_certfile, args.ssl_keyfile, args.ssl_cafile, args.ssl_client_auth)
 
 
