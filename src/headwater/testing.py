@@ -22,7 +22,7 @@ import cramjam
 import psycopg2
 
 from headwater import records
-from headwater.cli.broker import CONSOLE_READY
+from headwater.cli.broker import CONSOLE_READY, LISTENER_READY
 
 READY = "headwater broker listening on "
 
@@ -39,6 +39,7 @@ class BrokerProcess:
         self.log_file = log_file or self.data_dir.with_name(self.data_dir.name + ".broker.log")
         self.proc: subprocess.Popen | None = None
         self.console_url: str | None = None  # http://host:port/ when started with --http-listener
+        self.listeners: dict[str, int] = {}  # security protocol → port, when started with --listener
 
     @property
     def bootstrap(self) -> str:
@@ -57,6 +58,9 @@ class BrokerProcess:
             self.proc.kill()
             raise RuntimeError(f"broker did not start: {line!r}; see {self.log_file}:\n{self.log_file.read_text()[-2000:]}")
         self.port = int(line.rsplit(":", 1)[1])  # keep the port across restarts
+        for _ in range(self.extra_args.count("--listener")):
+            protocol, _, address = self.proc.stdout.readline().removeprefix(LISTENER_READY).partition("://")
+            self.listeners[protocol] = int(address.rsplit(":", 1)[1])
         if "--http-listener" in self.extra_args:
             self.console_url = self.proc.stdout.readline().removeprefix(CONSOLE_READY).strip()
         return self

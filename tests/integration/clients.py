@@ -20,6 +20,15 @@ def sample_messages(n: int, keys: int = 17):
     return out
 
 
+def committed_offset(bootstrap: str, group: str, topic: str) -> int:
+    """The group's committed offset of partition 0 (-1001 before its first commit), without joining the group."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
+    finally:
+        consumer.close()
+
+
 def confluent_produce(bootstrap, topic, messages, **config):
     """Produce with confluent-kafka; returns delivered (partition, offset, key, value, headers) in send order."""
     delivered, errors = [None] * len(messages), []

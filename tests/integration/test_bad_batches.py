@@ -15,6 +15,7 @@ from headwater.broker.groups.store import OFFSETS_TOPIC, offset_key
 from headwater.records import Compression, Record, encode_batch
 from headwater.testing import BrokerProcess, rebuilt_batch as rebuilt, wait_until, zstd_bomb
 
+from .clients import committed_offset
 from .logview import create_topic, produce_rounds, read_all, watermarks
 from .test_bad_input import batch, fetch, produce, seeded  # noqa: F401  (seeded: the canary fixture)
 from .test_compaction import COMPACTED, roll_with_marker
@@ -85,14 +86,6 @@ def _log_end(segment: Path) -> int:
     return max(h.last_offset for _, h in records.iter_batches(data, validate=False)) + 1
 
 
-def _committed(bootstrap: str, group: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        return consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset
-    finally:
-        consumer.close()
-
-
 def test_a_poisoned_offsets_topic_never_stops_the_broker_from_starting(tmp_path):
     proc = BrokerProcess(tmp_path / "data").start()
     try:
@@ -126,8 +119,8 @@ def test_a_poisoned_offsets_topic_never_stops_the_broker_from_starting(tmp_path)
             offset += records.read_header(stamped).records_count
 
     with BrokerProcess(tmp_path / "data") as proc:
-        assert _committed(proc.bootstrap, "billing", "orders") == 4
-        assert _committed(proc.bootstrap, "audit", "orders") == 3
+        assert committed_offset(proc.bootstrap, "billing", "orders") == 4
+        assert committed_offset(proc.bootstrap, "audit", "orders") == 3
         produce_rounds(proc.bootstrap, "orders", [[(b"k", b"after")]])
         assert [v for _, _, v in read_all(proc.bootstrap, "orders")][-1] == b"after"
     assert "skipping unreadable" in proc.log_file.read_text()

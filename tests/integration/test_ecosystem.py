@@ -9,14 +9,18 @@ import random
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition as KafkaPartition
 
 from headwater.testing import BrokerProcess
+
+from .clients import committed_offset
 
 
 @pytest.fixture(scope="module")
@@ -155,19 +159,29 @@ def windowed_counts(events):
     return {(k, s): c for (k, s), c in counts.items() if s + DURATION_MS <= latest[k] - GRACE_MS}
 
 
-def test_quixstreams_windowed_count_with_grace(bootstrap, tmp_path):
+def sensor_events(seed: int, n: int) -> list[tuple[str, int]]:
+    """(key, event timestamp) of ``n`` readings of 3 sensors, some late: within grace, just past it, far past it."""
+    rng = random.Random(seed)
+    events, now = [], 1_700_000_000_000
+    for i in range(n):
+        now += rng.randrange(50, 400)
+        late = rng.choice([0, 0, 0, 1_000, 2_500, 6_000])
+        events.append((f"sensor-{i % 3}", now - late + 7))  # +7: no timestamp on a window edge
+    return events
+
+
+def require_quix_python() -> Path:
     python = quix_python()
     if python is None:
         if os.environ.get("CI"):
             pytest.fail("quixstreams' virtualenv is missing: run make test (target quix-venv)")
         pytest.skip("quixstreams' virtualenv is missing: make quix-venv")
-    base = 1_700_000_000_000
-    rng = random.Random(11)
-    events, now = [], base
-    for i in range(300):
-        now += rng.randrange(50, 400)
-        late = rng.choice([0, 0, 0, 1_000, 2_500, 6_000])  # within grace, just past it, far past it
-        events.append((f"sensor-{i % 3}", now - late + 7))  # +7: no timestamp on a window edge
+    return python
+
+
+def test_quixstreams_windowed_count_with_grace(bootstrap, tmp_path):
+    python = require_quix_python()
+    events = sensor_events(11, 300)
     expected = windowed_counts(events)
     assert any(c for c in expected.values()) and len(expected) > 10
     asyncio.run(_create(bootstrap, "quix-events", 1))
@@ -190,3 +204,66 @@ def test_quixstreams_windowed_count_with_grace(bootstrap, tmp_path):
             break
     consumer.close()
     assert got == expected
+
+
+def read_committed_windows(bootstrap: str, topic: str) -> list[tuple[str, int, int]]:
+    """Every (key, window start, count) of ``topic`` up to its last stable offset, as a read_committed reader sees it."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "quix-eos-check", "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([KafkaPartition(topic, 0, 0)])
+    windows = []
+    try:
+        while (msg := consumer.poll(10)) is not None and msg.error() is None:
+            window = json.loads(msg.value())
+            windows.append((msg.key().decode(), window["start"], window["value"]))
+        assert msg is not None and msg.error().code() == KafkaError._PARTITION_EOF, msg and msg.error()
+    finally:
+        consumer.close()
+    return windows
+
+
+def test_quixstreams_exactly_once_windowed_count_survives_sigkills(bootstrap, tmp_path):
+    """processing_guarantee="exactly-once": the app is SIGKILLed twice mid-stream (its window state in
+    RocksDB and a changelog topic, written in its transactions) and restarted on the same state directory;
+    the output, read_committed, holds every window count of plain Python once: none twice, none lost."""
+    python = require_quix_python()
+    events = sensor_events(13, 450)
+    expected = windowed_counts(events)
+    asyncio.run(_create(bootstrap, "quix-eos-events", 1))
+    kills = [threading.Event(), threading.Event()]
+
+    def produce_stream():  # a third of the events per run, paced, so every kill lands while events arrive
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        for i, (key, ts) in enumerate(events):
+            if i % 150 == 0 and i:
+                kills[i // 150 - 1].wait(60)
+            producer.produce("quix-eos-events", key=key.encode(), value=b"{}", timestamp=ts)
+            producer.poll(0)
+            time.sleep(0.01)
+        assert producer.flush(30) == 0
+    stream = threading.Thread(target=produce_stream, daemon=True)
+    stream.start()
+
+    log = tmp_path / "app.log"
+
+    def app() -> subprocess.Popen:
+        with log.open("a") as stderr:
+            return subprocess.Popen([str(python), str(QUIX_APP), bootstrap, str(tmp_path / "state"), "0",
+                                     "exactly-once", "quix-eos"], stdout=subprocess.DEVNULL, stderr=stderr)
+    killed_at = [0]
+    for kill in kills:
+        proc = app()
+        while (offset := committed_offset(bootstrap, "quix-eos-counts", "quix-eos-events")) <= killed_at[-1]:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.2)  # until this run has committed a transaction of its own
+        proc.kill()
+        proc.wait()
+        killed_at.append(offset)
+        kill.set()
+    stream.join()
+    assert 0 < killed_at[1] < killed_at[2] < len(events), killed_at  # both kills mid-stream
+    assert app().wait(timeout=120) == 0, log.read_text()[-3000:]  # stops 5 s after the last event
+    assert committed_offset(bootstrap, "quix-eos-counts", "quix-eos-events") == len(events)
+    windows = read_committed_windows(bootstrap, "quix-eos-window-counts")
+    assert len(windows) == len(set((key, start) for key, start, _ in windows)), "a window counted twice"
+    assert {(key, start): count for key, start, count in windows} == expected

@@ -20,6 +20,8 @@ from headwater.broker.share import dead_letters
 from headwater.broker.share.coordinator import ShareCoordinator
 from headwater.broker.share.store import ShareStateStore
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
+from headwater.broker.security.acls import AclStore, Authorizer
+from headwater.broker.security.credentials import CredentialStore
 from headwater.broker.quotas import ClientQuotas
 from headwater.broker.txn.coordinator import TransactionCoordinator
 from headwater.broker.txn.partitions import TxnPartitions
@@ -91,6 +93,8 @@ class Broker:
                                config.max_partitions)
         self.cluster_id = self._load_cluster_id(config.data_dir)
         self.producer_ids = ProducerIds(config.data_dir)
+        self.credentials = CredentialStore(config.data_dir)  # SASL users, re-read when `headwater users` changes them
+        self.authorizer = Authorizer(AclStore(config.data_dir), config.super_users)
         self.growth = GrowthSignals()
         self._producers: dict[tuple[str, int], PartitionProducers] = {}
         # One thread, not asyncio's pool: each thread that decompresses keeps a malloc arena of its

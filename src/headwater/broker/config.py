@@ -4,6 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from headwater.broker.security.listeners import Listener, SecurityProtocol, TlsSettings
+from headwater.broker.security.sasl import ALL_MECHANISMS
+
 
 @dataclass
 class BrokerConfig:
@@ -28,6 +31,19 @@ class BrokerConfig:
     udp_listeners: list = field(default_factory=list)  # ingest.udp.UdpListenerConfig: StatsD / raw datagrams
     http_listener: tuple[str, int] | None = None  # where /metrics and the web console are served; None: nowhere
     console_allow_writes: bool = False            # may the console reset offsets
+    listeners: list[Listener] = field(default_factory=list)  # listeners; none: PLAINTEXT on host:port
+    tls: TlsSettings | None = None                # ssl.* settings of the SSL and SASL_SSL listeners
+    sasl_mechanisms: tuple[str, ...] = ALL_MECHANISMS  # sasl.enabled.mechanisms
+    super_users: frozenset[str] = frozenset()    # super.users: principals every ACL check lets through
+    allow_everyone_if_no_acl_found: bool = False  # on secured listeners; PLAINTEXT ones always allow what no ACL names
+    failed_authentication_delay_ms: int = 100     # connection.failed.authentication.delay.ms, doubled per failure
+
+    def __post_init__(self):
+        if not self.listeners:
+            advertised = self.advertised if self.advertised_listener else None
+            self.listeners = [Listener(SecurityProtocol.PLAINTEXT, self.host, self.port, advertised)]
+        if self.tls is None and any(listener.protocol.tls for listener in self.listeners):
+            raise ValueError("an SSL or SASL_SSL listener needs a certificate and key (--ssl-certfile, --ssl-keyfile)")
 
     @property
     def advertised(self) -> tuple[str, int]:

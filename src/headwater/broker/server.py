@@ -7,11 +7,14 @@ answered closes that connection with a log line; the broker and its data are unt
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import struct
 import time
 import traceback
+
+from cryptography import x509
 
 from headwater.broker.apis import ADVERTISED, ENDPOINTS
 from headwater.broker.apis.api_versions import api_versions_body
@@ -21,11 +24,17 @@ from headwater.broker.endpoint import client_host
 from headwater.broker.ingest.udp import close_udp_listeners, log_udp_stats, start_udp_listeners
 from headwater.broker.http.listener import HttpListener
 from headwater.broker.log_maintenance import LogMaintenance
+from headwater.broker.security import authorization, connection
+from headwater.broker.security.connection import Connection, FailedLogins
+from headwater.broker.security.listeners import Listener
+from headwater.broker.security.sasl import SaslExchange
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, ProtocolError, UnsupportedVersion, encode_response, parse_request
 
 log = logging.getLogger("headwater.broker")
 _SIZE = struct.Struct(">i")
+# sasl.server.max.receive.size: the largest frame a connection may send before it authenticates
+PRE_AUTHENTICATION_MAX_BYTES = 512 * 1024
 
 
 class Server:
@@ -33,8 +42,9 @@ class Server:
         self.broker = broker
         self._connections: set[asyncio.Task] = set()
         self._bugs_seen: set[tuple[str, str, int]] = set()  # (exception, file, line) already logged in full
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         cfg = broker.config
+        self.failed_logins = FailedLogins(cfg.failed_authentication_delay_ms / 1000)
         self.maintenance = LogMaintenance(broker.log_manager, cfg.retention_check_interval_ms, cfg.cleaner_interval_ms)
         self.http: HttpListener | None = None
         if cfg.http_listener is not None:
@@ -46,9 +56,13 @@ class Server:
 
     async def start(self) -> int:
         cfg = self.broker.config
-        self._server = await asyncio.start_server(self._serve, cfg.host, cfg.port)
-        port = self._server.sockets[0].getsockname()[1]
-        cfg.port = port  # an ephemeral port (0) becomes the real one, which Metadata advertises
+        for listener in cfg.listeners:
+            tls = cfg.tls.server_context(listener.protocol) if listener.protocol.tls else None
+            server = await asyncio.start_server(lambda r, w, listener=listener: self._serve(r, w, listener),
+                                                listener.host, listener.port, ssl=tls)
+            listener.port = server.sockets[0].getsockname()[1]  # an ephemeral port (0) becomes the real one
+            self._servers.append(server)
+        port = cfg.port = cfg.listeners[0].port
         self.maintenance.start()
         if self.http is not None:
             await self.http.start()
@@ -57,21 +71,26 @@ class Server:
     async def stop(self) -> None:
         if self.http is not None:
             await self.http.stop()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
         await self.maintenance.stop()
         self.broker.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener) -> None:
         task = asyncio.current_task()
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
         client_host.set(f"/{peer[0]}" if peer else "")
+        sasl = SaslExchange(self.broker.credentials, self.broker.config.sasl_mechanisms) \
+            if listener.protocol.sasl else None
+        conn = Connection(listener, peer[0] if peer else "", sasl, tls_principal(writer))
+        connection.current.set(conn)
+        access = authorization.Access(self.broker.authorizer, conn, self.broker.config.allow_everyone_if_no_acl_found)
         try:
-            await self._requests(reader, writer, peer)
+            await self._requests(reader, writer, peer, conn, access)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except ProtocolError as exc:
@@ -96,9 +115,9 @@ class Server:
         self._bugs_seen.add(site)
         log.error("closing connection from %s after an internal error", peer, exc_info=exc)
 
-    async def _requests(self, reader, writer, peer) -> None:
-        limit = self.broker.config.socket_request_max_bytes
+    async def _requests(self, reader, writer, peer, conn: Connection, access: authorization.Access) -> None:
         while True:
+            limit = self.broker.config.socket_request_max_bytes if conn.authenticated else PRE_AUTHENTICATION_MAX_BYTES
             (size,) = _SIZE.unpack(await reader.readexactly(4))
             if size < 0 or size > limit:
                 raise ProtocolError(f"request size {size} is outside 0..{limit} (socket.request.max.bytes)")
@@ -113,9 +132,18 @@ class Server:
                 writer.write(encode_response(exc.header, ADVERTISED[ApiKey.API_VERSIONS], body, 0))
                 await writer.drain()
                 continue
+            if not conn.may_send(header.api_key):
+                raise ProtocolError(f"{header.api_name} before SASL authentication")
             endpoint = ENDPOINTS[header.api_key]
             started = time.perf_counter()
-            response = await endpoint.handle(self.broker, header, request)
+            was_authenticated = conn.authenticated
+            handle = functools.partial(endpoint.handle, self.broker, header)
+            response = await authorization.rule_for(header.api_key)(access, header, request, handle)
+            if conn.failed:
+                await self._refuse(conn, peer)
+            elif conn.authenticated and not was_authenticated:
+                self.failed_logins.succeeded(conn.peer)
+                log.info("%s authenticated %s with %s", peer, conn.principal, conn.sasl.mechanism)
             throttle = 0.0
             if response is not None:
                 encoded = encode_response(header, endpoint.api, response)
@@ -126,6 +154,8 @@ class Server:
                     encoded = encode_response(header, endpoint.api, response)
                 writer.write(encoded)
                 await writer.drain()
+            if conn.failed:
+                return  # as Kafka: the failure is answered, then the connection closed
             if self.broker.metrics is not None:
                 self.broker.metrics.request(header.api_key, time.perf_counter() - started)
             # Over its quota, the connection is muted for the throttle time, as Kafka does. Else a client
@@ -133,11 +163,26 @@ class Server:
             # starve the fetches waiting to deliver its records.
             await asyncio.sleep(throttle)
 
+    async def _refuse(self, conn: Connection, peer) -> None:
+        delay = self.failed_logins.failed(conn.peer)
+        log.warning("authentication failed from %s with %s: %s (answered in %.1f s)",
+                    peer, conn.sasl.mechanism, conn.sasl.failure, delay)
+        await asyncio.sleep(delay)
+
+
+def tls_principal(writer: asyncio.StreamWriter) -> str | None:
+    """With mTLS, the client certificate's subject (RFC 4514, as Kafka's default principal builder)."""
+    tls = writer.get_extra_info("ssl_object")
+    der = tls.getpeercert(binary_form=True) if tls is not None else None
+    if not der:
+        return None
+    return "User:" + x509.load_der_x509_certificate(der).subject.rfc4514_string()
+
 
 async def serve(config: BrokerConfig, ready=None) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut down cleanly (logs closed, marker written)."""
     server = Server(Broker(config))
-    port = await server.start()
+    await server.start()
     try:
         udp = await start_udp_listeners(server.broker, config.udp_listeners)
     except BaseException:
@@ -146,9 +191,9 @@ async def serve(config: BrokerConfig, ready=None) -> None:
     if server.broker.metrics is not None:
         server.broker.metrics.watch_udp(udp)
     udp_stats = asyncio.create_task(log_udp_stats(udp))
-    log.info("listening on %s:%d, data in %s", config.host, port, config.data_dir)
+    log.info("listening on %s, data in %s", ", ".join(map(str, config.listeners)), config.data_dir)
     if ready is not None:
-        ready(port, server.http.address if server.http else None)
+        ready(config.listeners, server.http.address if server.http else None)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -4,17 +4,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import ssl
 import sys
 from pathlib import Path
 
 from headwater.broker.broker import DataDirInUse
 from headwater.broker.config import BrokerConfig
+from headwater.broker.security.listeners import Listener, TlsSettings
+from headwater.broker.security.sasl import ALL_MECHANISMS
 from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
 from headwater.broker.server import serve
 from headwater.cli.common import CommandError
 from headwater.log import LogConfig
 
-CONSOLE_READY = "headwater console on "  # the second line a broker with --http-listener prints when ready
+CONSOLE_READY = "headwater console on "  # the last line a broker with --http-listener prints when ready
+LISTENER_READY = "headwater listener "   # one line per --listener, after the first line
 
 
 def _port(text: str) -> int:
@@ -64,6 +68,21 @@ def _topic_config(text: str) -> tuple[str, str]:
     return name, value
 
 
+def _mechanisms(text: str) -> tuple[str, ...]:
+    names = tuple(m.strip().upper() for m in text.split(",") if m.strip())
+    unknown = set(names) - set(ALL_MECHANISMS)
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown SASL mechanism(s) {sorted(unknown)}: one of {', '.join(ALL_MECHANISMS)}")
+    return names
+
+
+def _security_listener(text: str) -> Listener:
+    try:
+        return Listener.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("broker", help="run a Kafka-compatible broker")
     p.add_argument("--data-dir", required=True, type=Path, help="where the logs live")
@@ -71,6 +90,24 @@ def add_parser(subparsers) -> None:
     p.add_argument("--port", default=9092, type=_port, help="port, 0 for any free one (default %(default)s)")
     p.add_argument("--advertised-listener", type=_listener, metavar="HOST:PORT",
                    help="address given to clients in Metadata, when they reach the broker through a proxy or NAT")
+    p.add_argument("--listener", action="append", default=[], type=_security_listener,
+                   metavar="PROTOCOL://HOST:PORT",
+                   help="a listener with its security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL "
+                        "(repeatable; replaces --host/--port)")
+    p.add_argument("--ssl-certfile", type=Path, help="the broker's certificate (PEM), for SSL and SASL_SSL listeners")
+    p.add_argument("--ssl-keyfile", type=Path, help="the certificate's private key (PEM)")
+    p.add_argument("--ssl-cafile", type=Path, help="CA certificates that client certificates are checked against")
+    p.add_argument("--ssl-client-auth", choices=("none", "requested", "required"), default="none",
+                   help="ask clients for a certificate (mTLS; principal = its subject); default %(default)s")
+    p.add_argument("--sasl-mechanisms", type=_mechanisms, default=ALL_MECHANISMS, metavar="M1,M2",
+                   help="sasl.enabled.mechanisms (default %(default)s)")
+    p.add_argument("--super-user", action="append", default=[], metavar="User:NAME",
+                   help="super.users: a principal every ACL check lets through (repeatable)")
+    p.add_argument("--allow-everyone-if-no-acl-found", action="store_true",
+                   help="on secured listeners, allow what no ACL names (PLAINTEXT listeners always do)")
+    p.add_argument("--failed-authentication-delay-ms", type=int, default=100,
+                   help="wait before answering a failed authentication, doubled for each further failure "
+                        "from the same host (default %(default)s)")
     p.add_argument("--num-partitions", default=1, type=_positive, help="partitions of auto-created topics")
     p.add_argument("--max-partitions", default=10000, type=_positive,
                    help="partitions the broker holds over all topics (default %(default)s)")
@@ -101,29 +138,56 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = BrokerConfig(data_dir=args.data_dir, host=args.host, port=args.port,
-                          advertised_listener=args.advertised_listener, num_partitions=args.num_partitions,
-                          max_partitions=args.max_partitions,
-                          max_partitions_per_request=args.max_partitions_per_request,
-                          auto_create_topics=not args.no_auto_create, flush=args.flush,
-                          message_max_bytes=args.message_max_bytes, topic_defaults=dict(args.log_config),
-                          retention_check_interval_ms=args.retention_check_interval_ms,
-                          cleaner_interval_ms=args.cleaner_interval_ms, http_listener=args.http_listener,
-                          console_allow_writes=args.console_allow_writes,
-                          udp_listeners=[_udp(address, topic, "statsd") for address, topic in args.statsd_listener]
-                          + [_udp(address, topic, "raw") for address, topic in args.udp_listener])
+    try:
+        config = _config(args)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
 
-    def ready(port: int, http: tuple[str, int] | None) -> None:
-        print(f"headwater broker listening on {args.host}:{port}", flush=True)
+    def ready(listeners: list[Listener], http: tuple[str, int] | None) -> None:
+        print(f"headwater broker listening on {listeners[0].host}:{listeners[0].port}", flush=True)
+        for listener in listeners if args.listener else ():
+            print(f"{LISTENER_READY}{listener}", flush=True)
         if http is not None:
             print(f"{CONSOLE_READY}http://{http[0]}:{http[1]}/", flush=True)
 
     try:
         asyncio.run(serve(config, ready))
+    except ssl.SSLError as exc:
+        raise CommandError(f"cannot use the certificate {args.ssl_certfile} and key {args.ssl_keyfile}: {exc}") from exc
     except DataDirInUse as exc:
         raise CommandError(str(exc)) from exc
     except NoSuchTopic as exc:
         raise CommandError(str(exc)) from exc
     except OSError as exc:
-        raise CommandError(f"cannot serve on {args.host}:{args.port} with data in {args.data_dir}: {exc}") from exc
+        where = ", ".join(f"{listener.host}:{listener.port}" for listener in config.listeners)
+        raise CommandError(f"cannot serve on {where} with data in {args.data_dir}: {exc}") from exc
     return 0
+
+
+def _tls(args) -> TlsSettings | None:
+    if args.ssl_certfile is None and args.ssl_keyfile is None:
+        return None
+    if args.ssl_certfile is None or args.ssl_keyfile is None:
+        raise CommandError("--ssl-certfile and --ssl-keyfile go together")
+    for path in (args.ssl_certfile, args.ssl_keyfile, args.ssl_cafile):
+        if path is not None and not path.is_file():
+            raise CommandError(f"no such certificate or key file: {path}")
+    return TlsSettings(args.ssl_certfile, args.ssl_keyfile, args.ssl_cafile, args.ssl_client_auth)
+
+
+def _config(args) -> BrokerConfig:
+    return BrokerConfig(data_dir=args.data_dir, host=args.host, port=args.port,
+                        advertised_listener=args.advertised_listener, num_partitions=args.num_partitions,
+                        max_partitions=args.max_partitions,
+                        max_partitions_per_request=args.max_partitions_per_request,
+                        auto_create_topics=not args.no_auto_create, flush=args.flush,
+                        message_max_bytes=args.message_max_bytes, topic_defaults=dict(args.log_config),
+                        retention_check_interval_ms=args.retention_check_interval_ms,
+                        cleaner_interval_ms=args.cleaner_interval_ms, http_listener=args.http_listener,
+                        console_allow_writes=args.console_allow_writes, listeners=args.listener,
+                        tls=_tls(args), sasl_mechanisms=args.sasl_mechanisms,
+                        failed_authentication_delay_ms=args.failed_authentication_delay_ms,
+                        super_users=frozenset(args.super_user),
+                        allow_everyone_if_no_acl_found=args.allow_everyone_if_no_acl_found,
+                        udp_listeners=[_udp(address, topic, "statsd") for address, topic in args.statsd_listener]
+                        + [_udp(address, topic, "raw") for address, topic in args.udp_listener])

@@ -6,11 +6,11 @@ import sys
 
 from confluent_kafka import KafkaException
 
-from headwater.cli import broker, cdc, events, groups, push, quotas, topics, transactions
+from headwater.cli import acls, broker, cdc, certs, events, groups, push, quotas, topics, transactions, users
 from headwater.cli.common import CommandError
 
 # each module: add_parser(subparsers) setting func(args) -> exit status
-COMMANDS = [broker, cdc, events, groups, push, quotas, topics, transactions]
+COMMANDS = [acls, broker, cdc, certs, events, groups, push, quotas, topics, transactions, users]
 
 
 def build_parser() -> argparse.ArgumentParser:

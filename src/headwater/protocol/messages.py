@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from enum import IntEnum
 
-from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol import admin, consumer, metadata, producer, sasl
 from kafka.protocol.schemas.fields.codecs import UUID
 
 NO_UUID = uuid.UUID(int=0)
@@ -35,12 +35,16 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
@@ -48,12 +52,15 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_CLUSTER = 60
@@ -89,15 +96,20 @@ MESSAGE_CLASSES = {
     ApiKey.SYNC_GROUP: (consumer.SyncGroupRequest, consumer.SyncGroupResponse),
     ApiKey.DESCRIBE_GROUPS: (admin.DescribeGroupsRequest, admin.DescribeGroupsResponse),
     ApiKey.LIST_GROUPS: (admin.ListGroupsRequest, admin.ListGroupsResponse),
+    ApiKey.SASL_HANDSHAKE: (sasl.SaslHandshakeRequest, sasl.SaslHandshakeResponse),
     ApiKey.API_VERSIONS: (metadata.ApiVersionsRequest, metadata.ApiVersionsResponse),
     ApiKey.CREATE_TOPICS: (admin.CreateTopicsRequest, admin.CreateTopicsResponse),
     ApiKey.DELETE_TOPICS: (admin.DeleteTopicsRequest, admin.DeleteTopicsResponse),
     ApiKey.DELETE_RECORDS: (admin.DeleteRecordsRequest, admin.DeleteRecordsResponse),
     ApiKey.INIT_PRODUCER_ID: (producer.InitProducerIdRequest, producer.InitProducerIdResponse),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (consumer.OffsetForLeaderEpochRequest, consumer.OffsetForLeaderEpochResponse),
+    ApiKey.DESCRIBE_ACLS: (admin.DescribeAclsRequest, admin.DescribeAclsResponse),
+    ApiKey.CREATE_ACLS: (admin.CreateAclsRequest, admin.CreateAclsResponse),
+    ApiKey.DELETE_ACLS: (admin.DeleteAclsRequest, admin.DeleteAclsResponse),
     ApiKey.DESCRIBE_CONFIGS: (admin.DescribeConfigsRequest, admin.DescribeConfigsResponse),
     ApiKey.ALTER_CONFIGS: (admin.AlterConfigsRequest, admin.AlterConfigsResponse),
     ApiKey.DESCRIBE_LOG_DIRS: (admin.DescribeLogDirsRequest, admin.DescribeLogDirsResponse),
+    ApiKey.SASL_AUTHENTICATE: (sasl.SaslAuthenticateRequest, sasl.SaslAuthenticateResponse),
     ApiKey.DELETE_GROUPS: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (admin.IncrementalAlterConfigsRequest, admin.IncrementalAlterConfigsResponse),
     ApiKey.ADD_PARTITIONS_TO_TXN: (producer.AddPartitionsToTxnRequest, producer.AddPartitionsToTxnResponse),
@@ -108,6 +120,10 @@ MESSAGE_CLASSES = {
     ApiKey.LIST_TRANSACTIONS: (admin.ListTransactionsRequest, admin.ListTransactionsResponse),
     ApiKey.CREATE_PARTITIONS: (admin.CreatePartitionsRequest, admin.CreatePartitionsResponse),
     ApiKey.OFFSET_DELETE: (consumer.OffsetDeleteRequest, consumer.OffsetDeleteResponse),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (admin.DescribeUserScramCredentialsRequest,
+                                              admin.DescribeUserScramCredentialsResponse),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (admin.AlterUserScramCredentialsRequest,
+                                           admin.AlterUserScramCredentialsResponse),
     ApiKey.DESCRIBE_CLUSTER: (admin.DescribeClusterRequest, admin.DescribeClusterResponse),
     ApiKey.DESCRIBE_PRODUCERS: (admin.DescribeProducersRequest, admin.DescribeProducersResponse),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (admin.DescribeTopicPartitionsRequest, admin.DescribeTopicPartitionsResponse),

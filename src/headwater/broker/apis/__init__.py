@@ -12,6 +12,9 @@ from headwater.broker.apis import (api_versions, client_quotas, cluster, fetch, 
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
 from headwater.broker.groups import commits, membership
+from headwater.broker.security import acl_apis
+from headwater.broker.security import apis as security
+from headwater.broker.security import user_apis
 from headwater.broker.txn import apis as txn
 from headwater.broker.share import apis as share
 from headwater.protocol.messages import Api, ApiKey
@@ -32,15 +35,21 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.SYNC_GROUP, 0, 3, membership.sync_group),
     endpoint(ApiKey.DESCRIBE_GROUPS, 0, 5, group_admin.describe_groups),
     endpoint(ApiKey.LIST_GROUPS, 0, 5, group_admin.list_groups),
+    # v0 is advertised because librdkafka needs it listed to use SASL; clients then pick v1 (KIP-152)
+    endpoint(ApiKey.SASL_HANDSHAKE, 0, 1, security.sasl_handshake),
     endpoint(ApiKey.API_VERSIONS, 0, 4, api_versions.ApiVersions(ADVERTISED)),
     endpoint(ApiKey.CREATE_TOPICS, 2, 4, topics.create_topics),
     endpoint(ApiKey.DELETE_TOPICS, 0, 3, topics.delete_topics),
     endpoint(ApiKey.DELETE_RECORDS, 0, 2, log_admin.delete_records),
     endpoint(ApiKey.INIT_PRODUCER_ID, 0, 4, produce.init_producer_id),
     endpoint(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 3, list_offsets.offset_for_leader_epoch),
+    endpoint(ApiKey.DESCRIBE_ACLS, 1, 3, acl_apis.describe_acls),
+    endpoint(ApiKey.CREATE_ACLS, 1, 3, acl_apis.create_acls),
+    endpoint(ApiKey.DELETE_ACLS, 1, 3, acl_apis.delete_acls),
     endpoint(ApiKey.DESCRIBE_CONFIGS, 1, 4, topic_configs.describe_configs),
     endpoint(ApiKey.ALTER_CONFIGS, 0, 2, topic_configs.alter_configs),
     endpoint(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, log_admin.describe_log_dirs),
+    endpoint(ApiKey.SASL_AUTHENTICATE, 0, 2, security.sasl_authenticate),
     endpoint(ApiKey.DELETE_GROUPS, 0, 2, group_admin.delete_groups),
     endpoint(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, topic_configs.incremental_alter_configs),
     endpoint(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3, txn.add_partitions_to_txn),
@@ -51,6 +60,8 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.LIST_TRANSACTIONS, 0, 1, txn.list_transactions),
     endpoint(ApiKey.CREATE_PARTITIONS, 0, 3, partitions.create_partitions),
     endpoint(ApiKey.OFFSET_DELETE, 0, 0, commits.offset_delete),
+    endpoint(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, user_apis.describe_user_scram_credentials),
+    endpoint(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, user_apis.alter_user_scram_credentials),
     endpoint(ApiKey.DESCRIBE_CLUSTER, 0, 2, cluster.describe_cluster),
     endpoint(ApiKey.DESCRIBE_PRODUCERS, 0, 0, produce.describe_producers),
     endpoint(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, partitions.describe_topic_partitions),

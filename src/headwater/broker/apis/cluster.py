@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from headwater.broker.acl_operations import CLUSTER_OPERATIONS, authorized_operations
+from headwater.broker.security import connection
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
@@ -16,7 +17,7 @@ async def describe_cluster(broker, header, request):
                                        error_message="this broker answers for brokers only",
                                        endpoint_type=request.endpoint_type, cluster_id=broker.cluster_id,
                                        controller_id=-1, brokers=[], authorized_operations=None)
-    host, port = cfg.advertised
+    host, port = connection.advertised(cfg)
     Broker = DescribeClusterResponse.DescribeClusterBroker
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,

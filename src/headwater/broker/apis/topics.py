@@ -7,6 +7,7 @@ import uuid
 from headwater.broker.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
 from headwater.broker.apis.partitions import replica_assignment_error
 from headwater.broker.broker import CREATION_ERRORS, creation_error
+from headwater.broker.security import connection
 from headwater.log import UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -61,7 +62,7 @@ async def metadata(broker, header, request):
                 log.warning("cannot auto-create topic %r: %s", name, exc)
         topics.append(_topic_metadata(broker, name, error, topic_operations))
     cfg = broker.config
-    host, port = cfg.advertised
+    host, port = connection.advertised(cfg)
     brokers = [MetadataResponse.MetadataResponseBroker(node_id=cfg.node_id, host=host, port=port, rack=None)]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
                             controller_id=cfg.node_id, topics=topics,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from headwater.broker.endpoint import client_host
+from headwater.broker.security import connection
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
@@ -25,7 +26,7 @@ async def find_coordinator(broker, header, request):
         error = ErrorCode.INVALID_GROUP_ID if request.key_type == GROUP_KEY else ErrorCode.INVALID_REQUEST
         return FindCoordinatorResponse(error_code=error, error_message="empty coordinator key",
                                        node_id=-1, host="", port=-1)
-    host, port = broker.config.advertised
+    host, port = connection.advertised(broker.config)
     return FindCoordinatorResponse(error_code=0, error_message=None, node_id=broker.config.node_id, host=host,
                                    port=port)
 

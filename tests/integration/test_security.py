@@ -1,0 +1,429 @@
+"""TLS listeners, mTLS and SASL (PLAIN, SCRAM-SHA-256/512) with real clients: confluent-kafka,
+kafka-python and kcat against one broker with a listener of each security protocol."""
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from scramp import ScramClient
+
+from headwater.broker.apis import ADVERTISED
+from headwater.fuzzing.corpus import valid_requests
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.messages import ApiKey
+from headwater.testing import BrokerProcess
+
+from .wire import Wire
+
+PASSWORD = "correct horse battery staple"
+USERS = ("alice", "bob", "dave")  # alice is a super user; bob and carol may use every topic and group
+CAROL = "User:CN=carol,O=Headwater development"  # the principal of carol's client certificate
+
+
+def headwater(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "headwater", *args], capture_output=True, text=True, check=True)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """One broker with PLAINTEXT, SSL (mTLS required), SASL_PLAINTEXT and SASL_SSL listeners."""
+    base = tmp_path_factory.mktemp("security")
+    certs, data = base / "certs", base / "data"
+    headwater("certs", "--out", str(certs), "--client", "carol")
+    headwater("certs", "--out", str(base / "rogue"), "--client", "mallory")  # a CA the broker does not trust
+    for user in USERS:
+        headwater("users", "create", "--data-dir", str(data), user, "--password", PASSWORD, "--iterations", "4096")
+    for principal in ("User:bob", CAROL):
+        for resource in ("--topic", "--group"):
+            headwater("acls", "add", "--data-dir", str(data), "--principal", principal, resource, "*",
+                      "--operation", "ALL")
+    flags = [a for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL") for a in ("--listener", f"{p}://127.0.0.1:0")]
+    proc = BrokerProcess(data, *flags, "--ssl-certfile", str(certs / "broker.pem"),
+                         "--ssl-keyfile", str(certs / "broker.key"), "--ssl-cafile", str(certs / "ca.pem"),
+                         "--ssl-client-auth", "required", "--num-partitions", "2",
+                         "--failed-authentication-delay-ms", "1", "--super-user", "User:alice")  # slowed down, but not this suite
+    with proc:
+        yield proc, base
+
+
+def _port(secured, protocol: str) -> int:
+    return secured[0].listeners[protocol]
+
+
+def librdkafka_config(secured, protocol: str, mechanism: str | None = None, user="alice", password=PASSWORD,
+                      cert: str | None = None, ca: str = "certs") -> dict:
+    _, base = secured
+    config = {"bootstrap.servers": f"127.0.0.1:{_port(secured, protocol)}", "security.protocol": protocol}
+    if "SSL" in protocol:
+        config["ssl.ca.location"] = str(base / ca / "ca.pem")
+    if mechanism:
+        config.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
+    if cert:
+        config.update({"ssl.certificate.location": str(base / "certs" / f"{cert}.pem"),
+                       "ssl.key.location": str(base / "certs" / f"{cert}.key")})
+    return config
+
+
+def _round_trip_confluent(config: dict) -> None:
+    """Produce, then consume in a group: what every client of a secured cluster does."""
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    sent = [f"v{i}".encode() for i in range(20)]
+    producer = Producer(config)
+    for value in sent:
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    got = []
+    try:
+        while len(got) < len(sent):
+            msg = consumer.poll(30)
+            assert msg is not None, f"consumed {len(got)} of {len(sent)}"
+            assert msg.error() is None, msg.error()
+            got.append(msg.value())
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed(consumer.assignment(), timeout=30)
+        assert sum(max(tp.offset, 0) for tp in committed) == len(sent)  # -1001: a partition with nothing
+    finally:
+        consumer.close()
+    assert sorted(got) == sorted(sent)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])
+def test_confluent_kafka_over_sasl_ssl(secured, mechanism):
+    _round_trip_confluent(librdkafka_config(secured, "SASL_SSL", mechanism))
+
+
+def test_confluent_kafka_over_sasl_plaintext(secured):
+    _round_trip_confluent(librdkafka_config(secured, "SASL_PLAINTEXT", "SCRAM-SHA-512", user="bob"))
+
+
+def test_confluent_kafka_over_mtls(secured):
+    _round_trip_confluent(librdkafka_config(secured, "SSL", cert="carol"))
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_kafka_python_over_sasl_ssl(secured, mechanism):
+    _, base = secured
+    options = dict(bootstrap_servers=f"127.0.0.1:{_port(secured, 'SASL_SSL')}", security_protocol="SASL_SSL",
+                   ssl_cafile=str(base / "certs" / "ca.pem"), sasl_mechanism=mechanism,
+                   sasl_plain_username="alice", sasl_plain_password=PASSWORD)
+    topic = f"kp-{uuid.uuid4().hex[:8]}"
+    producer = KafkaProducer(**options)
+    for i in range(10):
+        producer.send(topic, f"m{i}".encode())
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest",
+                             consumer_timeout_ms=15000, **options)
+    got = []
+    for record in consumer:
+        got.append(record.value)
+        if len(got) == 10:
+            break
+    consumer.close()
+    assert sorted(got) == sorted(f"m{i}".encode() for i in range(10))
+
+
+def test_kcat_over_sasl_ssl_and_mtls(secured):
+    _, base = secured
+    sasl = ["-b", f"127.0.0.1:{_port(secured, 'SASL_SSL')}", "-X", "security.protocol=SASL_SSL",
+            "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=bob", "-X", f"sasl.password={PASSWORD}",
+            "-X", f"ssl.ca.location={base / 'certs' / 'ca.pem'}"]
+    mtls = ["-b", f"127.0.0.1:{_port(secured, 'SSL')}", "-X", "security.protocol=SSL",
+            "-X", f"ssl.ca.location={base / 'certs' / 'ca.pem'}",
+            "-X", f"ssl.certificate.location={base / 'certs' / 'carol.pem'}",
+            "-X", f"ssl.key.location={base / 'certs' / 'carol.key'}"]
+    for connection in (sasl, mtls):
+        topic = f"kc-{uuid.uuid4().hex[:8]}"
+        lines = [f"line {i}" for i in range(5)]
+        subprocess.run(["kcat", *connection, "-P", "-t", topic], input="\n".join(lines) + "\n", text=True,
+                       check=True, timeout=60)
+        out = subprocess.run(["kcat", *connection, "-C", "-t", topic, "-o", "beginning", "-e", "-q"],
+                             capture_output=True, text=True, check=True, timeout=60).stdout
+        assert sorted(out.splitlines()) == sorted(lines)
+
+
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def _refused(config: dict) -> str:
+    """What a client reports (errors and logs) when it tries to connect; it must never get metadata."""
+    errors, collect = [], _Collect()
+    logger = logging.getLogger(f"refused-{uuid.uuid4().hex}")
+    logger.addHandler(collect)
+    admin = AdminClient({**config, "error_cb": errors.append, "logger": logger})
+    for _ in range(40):
+        admin.poll(0.25)
+        if errors:
+            break
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=0.5)
+    admin.poll(0)
+    assert errors, "no connection error reported"
+    return "\n".join([*map(str, errors), *collect.lines])
+
+
+# What librdkafka reports for each refusal: SASL failures with the broker's message; TLS ones only as
+# brokers down (the TLS detail goes to its log).
+REFUSALS = {
+    "wrong password": ("invalid credentials", lambda s: librdkafka_config(s, "SASL_SSL", "SCRAM-SHA-512",
+                                                                                  password="wrong")),
+    "unknown user": ("invalid credentials", lambda s: librdkafka_config(s, "SASL_SSL", "PLAIN", user="nobody")),
+    "wrong mechanism": ("Unsupported SASL mechanism",
+                        lambda s: {**librdkafka_config(s, "SASL_PLAINTEXT", "OAUTHBEARER"),
+                                   "enable.sasl.oauthbearer.unsecure.jwt": True,
+                                   "sasl.oauthbearer.config": "principal=alice"}),
+    "plaintext client on TLS": ("", lambda s: {**librdkafka_config(s, "SASL_SSL"),
+                                                           "security.protocol": "PLAINTEXT"}),
+    "untrusted broker": ("", lambda s: librdkafka_config(s, "SASL_SSL", "PLAIN",
+                                                                                    ca="rogue")),
+    "no client certificate": ("", lambda s: librdkafka_config(s, "SSL")),
+    "untrusted client certificate": ("", lambda s: {**librdkafka_config(s, "SSL"),
+                                                       "ssl.certificate.location": str(s[1] / "rogue/mallory.pem"),
+                                                       "ssl.key.location": str(s[1] / "rogue/mallory.key")}),
+}
+
+
+@pytest.mark.parametrize("case", REFUSALS)
+def test_refused(secured, case):
+    expected, config = REFUSALS[case]
+    error = _refused(config(secured))
+    assert expected.lower() in error.lower(), error
+    # The broker keeps serving the clients that do authenticate.
+    AdminClient(librdkafka_config(secured, "SASL_SSL", "PLAIN")).list_topics(timeout=30)
+
+
+def test_wrong_password_is_answered_sasl_authentication_failed_and_closed(secured):
+    wire = Wire(f"127.0.0.1:{_port(secured, 'SASL_PLAINTEXT')}")
+    assert wire.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+    response = wire.request(SaslAuthenticateRequest(auth_bytes=b"\0alice\0wrong"), 2)
+    assert response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    assert wire.is_closed()
+
+
+def test_scram_exchange_over_the_wire_and_mechanism_list(secured):
+    wire = Wire(f"127.0.0.1:{_port(secured, 'SASL_PLAINTEXT')}")
+    refused = wire.request(SaslHandshakeRequest(mechanism="GSSAPI"), 1)
+    assert refused.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    assert refused.mechanisms == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+    assert wire.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256"), 1).error_code == 0
+    client = ScramClient(["SCRAM-SHA-256"], "bob", PASSWORD)
+    first = wire.request(SaslAuthenticateRequest(auth_bytes=client.get_client_first().encode()), 1)
+    client.set_server_first(first.auth_bytes.decode())
+    final = wire.request(SaslAuthenticateRequest(auth_bytes=client.get_client_final().encode()), 1)
+    assert final.error_code == 0
+    client.set_server_final(final.auth_bytes.decode())  # raises unless the broker proved it knows the key
+    assert wire.request(ApiVersionsRequest(), 3).error_code == 0
+
+
+def test_only_api_versions_and_sasl_before_authentication(secured):
+    """Every advertised API but ApiVersions and the SASL exchange closes an unauthenticated
+    connection unanswered."""
+    port = _port(secured, "SASL_PLAINTEXT")
+    allowed = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+    walked = set()
+    for seed in valid_requests(ADVERTISED):
+        if seed.api.key in allowed:
+            continue
+        walked.add(seed.api.key)
+        wire = Wire(f"127.0.0.1:{port}", timeout=10)
+        wire.send_raw(struct.pack(">i", len(seed.frame)) + seed.frame)
+        assert wire.is_closed(), f"{seed.name} was answered before authentication"
+        wire.close()
+    assert walked == set(ADVERTISED) - allowed
+    wire = Wire(f"127.0.0.1:{port}")
+    assert wire.request(ApiVersionsRequest(), 3).error_code == 0
+
+
+def test_malformed_sasl_input_fuzzed_broker_keeps_serving(secured):
+    port = _port(secured, "SASL_PLAINTEXT")
+    rng = random.Random(18)
+    scram_first = ScramClient(["SCRAM-SHA-512"], "alice", PASSWORD).get_client_first().encode()
+    tokens = [b"", b"\0", b"\0\0\0\0", b"\xff\xfe" * 10, b"n,,n=alice,r=", b"n,,n=,r=x", b"x" * 70000,
+              scram_first[:-3], b"p=tls-unique,,n=alice,r=abc", "n,,n=ålice,r=ü".encode()]
+    tokens += [bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 200))) for _ in range(20)]
+    for mechanism in ("PLAIN", "SCRAM-SHA-512"):
+        for token in tokens:
+            wire = Wire(f"127.0.0.1:{port}", timeout=30)
+            assert wire.request(SaslHandshakeRequest(mechanism=mechanism), 1).error_code == 0
+            response = wire.request(SaslAuthenticateRequest(auth_bytes=token), 1)
+            if response.error_code == 0:  # a valid SCRAM first message: a bad proof must fail
+                bad_final = b"c=biws,r=" + response.auth_bytes.split(b",")[0][2:] + b",p=" + b"A" * 88
+                response = wire.request(SaslAuthenticateRequest(auth_bytes=bad_final), 1)
+            assert response.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED, (mechanism, token[:40])
+            wire.close()
+    # A final message with a nonce that is not the server's.
+    wire = Wire(f"127.0.0.1:{port}")
+    wire.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1)
+    wire.request(SaslAuthenticateRequest(auth_bytes=scram_first), 1)
+    final = wire.request(SaslAuthenticateRequest(auth_bytes=b"c=biws,r=not-the-nonce,p=" + b"A" * 88), 1)
+    assert final.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+    # Garbage frames before authentication, then an oversize one.
+    for data in (struct.pack(">i", 11) + b"\x00\x11\x00\x01garbage", struct.pack(">i", 600 * 1024) + b"x" * 64):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(data)
+            assert sock.recv(1) == b""
+    _round_trip_confluent(librdkafka_config(secured, "SASL_PLAINTEXT", "SCRAM-SHA-512"))
+
+
+# ACLs: dave gets his through the CreateAcls API, from alice (a super user) with confluent-kafka's admin client.
+
+def _acl(resource_type, name, operation, pattern=None, permission=None, principal="User:dave"):
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType
+    return AclBinding(resource_type, name, pattern or ResourcePatternType.LITERAL, principal, "*",
+                      getattr(AclOperation, operation), permission or AclPermissionType.ALLOW)
+
+
+@pytest.fixture(scope="module")
+def dave(secured):
+    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
+                                       ResourceType)
+    admin = AdminClient(librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512"))
+    acls = [_acl(ResourceType.TOPIC, "acl-read", "READ"), _acl(ResourceType.GROUP, "acl-group", "READ"),
+            _acl(ResourceType.TOPIC, "dave-", "ALL", ResourcePatternType.PREFIXED),
+            _acl(ResourceType.TOPIC, "dave-secret", "WRITE", permission=AclPermissionType.DENY)]
+    for future in admin.create_acls(acls).values():
+        future.result(30)
+    described = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:dave",
+                                                     None, AclOperation.ANY, AclPermissionType.ANY)).result(30)
+    assert sorted((a.name, a.operation.name, a.permission_type.name) for a in described) == sorted(
+        [("acl-read", "READ", "ALLOW"), ("acl-group", "READ", "ALLOW"), ("dave-", "ALL", "ALLOW"),
+         ("dave-secret", "WRITE", "DENY")])
+    # alice fills the topics dave is (not) allowed to read
+    producer = Producer(librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512"))
+    for topic in ("acl-read", "acl-other", "dave-secret"):
+        producer.produce(topic, b"from alice")
+    assert producer.flush(30) == 0
+    return librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512", user="dave")
+
+
+def _produce_error(config: dict, topic: str):
+    results = []
+    producer = Producer({**config, "message.timeout.ms": 10000})
+    producer.produce(topic, b"by dave", on_delivery=lambda err, msg: results.append(err))
+    producer.flush(30)
+    return results[0]
+
+
+def _consume(config: dict, topic: str, group: str):
+    """The first message or error a consumer of ``topic`` in ``group`` gets."""
+    consumer = Consumer({**config, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    try:
+        for _ in range(30):
+            msg = consumer.poll(1)
+            if msg is not None:
+                return msg
+    finally:
+        consumer.close()
+    raise AssertionError(f"nothing from {topic} in {group}")
+
+
+def test_read_only_user_cannot_write_it_or_read_another(dave):
+    from confluent_kafka import KafkaError
+    assert _produce_error(dave, "acl-read").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    msg = _consume(dave, "acl-read", "acl-group")
+    assert msg.error() is None and msg.value() == b"from alice"
+    denied = _consume(dave, "acl-other", "acl-group")
+    assert denied.error() is not None and denied.error().code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_group_without_read_cannot_join(dave):
+    from confluent_kafka import KafkaError
+    msg = _consume(dave, "acl-read", "not-daves-group")
+    assert msg.error() is not None and msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_metadata_lists_only_describable_topics(dave, secured):
+    daves = set(AdminClient(dave).list_topics(timeout=30).topics)
+    everything = set(AdminClient(librdkafka_config(secured, "SASL_SSL", "PLAIN")).list_topics(timeout=30).topics)
+    assert {"acl-read", "acl-other", "dave-secret"} <= everything
+    assert "acl-read" in daves and "dave-secret" in daves and "acl-other" not in daves
+    assert daves == {t for t in everything if t == "acl-read" or t.startswith("dave-")}
+
+
+def test_prefixed_acl_and_deny_over_allow(dave):
+    from confluent_kafka import KafkaError
+    assert _produce_error(dave, "dave-notes") is None  # ALL on the prefix dave- (auto-created)
+    assert _produce_error(dave, "dave-secret").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED  # DENY WRITE wins
+
+
+def test_only_super_users_manage_acls(dave):
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import ResourceType
+    grant = _acl(ResourceType.TOPIC, "acl-other", "READ")
+    admin = AdminClient(dave)
+    with pytest.raises(KafkaException) as refused:
+        admin.create_acls([grant])[grant].result(30)
+    assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_list_and_describe_groups_only_describable(dave, secured):
+    _consume(dave, "acl-read", "acl-group")  # dave's group exists; bob's test groups g-* exist too
+    everyone = AdminClient(librdkafka_config(secured, "SASL_SSL", "PLAIN"))
+    all_groups = {g.group_id for g in everyone.list_consumer_groups().result(30).valid}
+    admin = AdminClient(dave)
+    daves = {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+    assert "acl-group" in all_groups and len(all_groups) > 1
+    assert daves == {"acl-group"}
+    other = sorted(all_groups - daves)[0]
+    with pytest.raises(KafkaException):
+        admin.describe_consumer_groups([other])[other].result(30)
+    assert admin.describe_consumer_groups(["acl-group"])["acl-group"].result(30).group_id == "acl-group"
+
+
+def test_scram_users_through_the_admin_api(secured):
+    """confluent-kafka's AdminClient creates a user (it sends only a salted password), who then logs in."""
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+    admin = AdminClient(librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512"))  # alice, a super user
+    upsert = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 5000), b"erin-pw")
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(30)
+    described = admin.describe_user_scram_credentials(["erin"])["erin"].result(30)
+    assert [(c.mechanism, c.iterations) for c in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_256, 5000)]
+    erin = librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-256", user="erin", password="erin-pw")
+    AdminClient(erin).list_topics(timeout=30)  # raises unless erin authenticated
+    deletion = UserScramCredentialDeletion("erin", ScramMechanism.SCRAM_SHA_256)
+    for future in admin.alter_user_scram_credentials([deletion]).values():
+        future.result(30)
+    _refused(erin)
+
+
+def test_transactions_need_write_on_the_transactional_id(secured):
+    """alice (a super user) commits a transaction over SASL_SSL; bob, without WRITE on the
+    transactional id, is refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    from confluent_kafka import KafkaError
+    topic = f"t-txn-{uuid.uuid4().hex[:8]}"
+    alice = Producer({**librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512"), "transactional.id": "tx-alice"})
+    alice.init_transactions(30)
+    alice.begin_transaction()
+    alice.produce(topic, b"committed")
+    alice.commit_transaction(30)
+    msg = _consume({**librdkafka_config(secured, "SASL_SSL", "PLAIN"), "isolation.level": "read_committed"},
+                   topic, f"g-{topic}")
+    assert msg.error() is None and msg.value() == b"committed"
+    bob = Producer({**librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512", user="bob"), "transactional.id": "tx-bob"})
+    with pytest.raises(KafkaException) as refused:
+        bob.init_transactions(30)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
