@@ -9,7 +9,9 @@ import socket
 import ssl
 import struct
 import subprocess
+import sqlite3
 import sys
+import time
 import uuid
 
 import pytest
@@ -475,3 +477,34 @@ def test_cli_wrong_password_is_one_line(secured, tmp_path):
     assert refused.returncode == 1
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "Authentication failed: invalid credentials" in lines[0], refused.stderr
+
+
+def test_sqlite_connector_ships_changes_over_sasl_ssl(secured, tmp_path):
+    db = str(tmp_path / "shop.db")
+    conn = sqlite3.connect(db)
+    conn.executescript("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO items VALUES (1, 'pen');")
+    conn.close()
+    prefix = f"shop{uuid.uuid4().hex[:8]}"
+    connector = subprocess.Popen([sys.executable, "-m", "headwater", "cdc", "sqlite", "--db", db, "--tables", "items",
+                                  "--topic-prefix", prefix, "--positions-topic", f"{prefix}-positions",
+                                  "--bootstrap-server", f"127.0.0.1:{_port(secured, 'SASL_SSL')}",
+                                  "--command-config", _command_config(secured, tmp_path)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        conn = sqlite3.connect(db)
+        conn.execute("INSERT INTO items VALUES (2, 'ink')")
+        conn.commit()
+        conn.close()
+        consumer = Consumer({**librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-256", user="bob"),
+                             "group.id": prefix, "auto.offset.reset": "earliest"})
+        consumer.subscribe([f"{prefix}.main.items"])
+        names, deadline = [], time.monotonic() + 60
+        while len(names) < 2 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                names.append(json.loads(msg.value())["after"]["name"])
+        consumer.close()
+    finally:
+        connector.terminate()
+        connector.wait(30)
+    assert sorted(names) == ["ink", "pen"], connector.stderr.read()

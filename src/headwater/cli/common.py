@@ -18,12 +18,17 @@ class CommandError(Exception):
 
 
 def add_client_args(parser) -> None:
+    add_connection_args(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+
+
+def add_connection_args(parser) -> None:
+    """Where the broker is and how to log in to it."""
     parser.add_argument("--bootstrap-server", default=os.environ.get("HEADWATER_BOOTSTRAP", DEFAULT_BOOTSTRAP),
                         help="broker address HOST:PORT (default: $HEADWATER_BOOTSTRAP, then %(default)s)")
     parser.add_argument("--command-config", type=client_properties, default={}, metavar="FILE",
                         help="client properties for a secured broker (security.protocol, sasl.mechanism, "
                              "sasl.username, sasl.password, ssl.ca.location, ... in librdkafka's names)")
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
 
 
 def client_properties(path: str) -> dict[str, str]:
