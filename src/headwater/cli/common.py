@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 
@@ -53,7 +54,13 @@ def client_properties(path: str) -> dict[str, str]:
 def client_config(args, **extra) -> dict:
     """librdkafka configuration for ``args``: the broker address and the --command-config properties."""
     return {"bootstrap.servers": args.bootstrap_server, **getattr(args, "command_config", {}),
-            "error_cb": _refused, **extra}
+            "error_cb": _refused, "logger": _client_log, **extra}
+
+
+# librdkafka logs each failed connection to stderr; commands report failures themselves, in one line
+_client_log = logging.getLogger("headwater.cli.client")
+_client_log.addHandler(logging.NullHandler())
+_client_log.propagate = False
 
 
 def _refused(error: KafkaError) -> None:

@@ -84,6 +84,9 @@ def _result(future):
         return future.result(TIMEOUT)
     except KafkaException as exc:
         raise CommandError(exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)) from None
+    except TimeoutError:
+        raise CommandError(f"no answer within {TIMEOUT}s: is the broker there, and does it accept "
+                           "the --command-config login?") from None
 
 
 # --- list ----------------------------------------------------------------------------------
