@@ -70,15 +70,12 @@ def add_parser(subparsers) -> None:
         add_client_args(parser)
 
 
-# The clients log connection failures to stderr; the command reports them itself, in one line.
-_client_log = logging.getLogger("headwater.cli.topics.client")
-_client_log.addHandler(logging.NullHandler())
-_client_log.propagate = False
+# kafka-python logs connection failures; the command reports them itself, in one line.
 logging.getLogger("kafka").addHandler(logging.NullHandler())
 
 
 def _admin(args) -> AdminClient:
-    return AdminClient(client_config(args, **{"socket.timeout.ms": TIMEOUT * 1000, "logger": _client_log}))
+    return AdminClient(client_config(args, **{"socket.timeout.ms": TIMEOUT * 1000}))
 
 
 def _result(future, what: str):
