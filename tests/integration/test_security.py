@@ -2,18 +2,21 @@
 kafka-python and kcat against one broker with a listener of each security protocol."""
 from __future__ import annotations
 
+import json
 import logging
 import random
 import socket
 import ssl
 import struct
 import subprocess
+import sqlite3
 import sys
+import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
@@ -427,3 +430,81 @@ def test_transactions_need_write_on_the_transactional_id(secured):
     with pytest.raises(KafkaException) as refused:
         bob.init_transactions(30)
     assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+# --- every client-side command takes --command-config ---------------------------------------------
+
+def _command_config(secured, tmp_path, password=PASSWORD) -> str:
+    config = librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512", password=password)
+    path = tmp_path / "client.properties"
+    path.write_text("# a secured broker\n" + "".join(f"{k}={v}\n" for k, v in config.items()
+                                                      if k != "bootstrap.servers"))
+    return str(path)
+
+
+def _cli(secured, config: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "headwater", *args, "--bootstrap-server",
+                           f"127.0.0.1:{_port(secured, 'SASL_SSL')}", "--command-config", config, "--json"],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cli_over_sasl_ssl_with_scram(secured, tmp_path):
+    config = librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512")
+    topic, group = f"cli-{uuid.uuid4().hex[:8]}", f"cli-group-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(config)
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(10)
+    producer = Producer(config)
+    for i in range(3):
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    assert producer.flush(10) == 0
+    consumer = Consumer({**config, "group.id": group, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 1)])
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    consumer.close()
+    properties = _command_config(secured, tmp_path)
+
+    listed = _cli(secured, properties, "topics", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert {"topic": topic, "partitions": 1} in json.loads(listed.stdout)
+    described = _cli(secured, properties, "groups", "describe", group)
+    assert described.returncode == 0, described.stderr
+    offsets = json.loads(described.stdout)["offsets"]
+    assert [(o["topic"], o["committed"], o["log_end"], o["lag"]) for o in offsets] == [(topic, 1, 3, 2)]
+
+
+def test_cli_wrong_password_is_one_line(secured, tmp_path):
+    refused = _cli(secured, _command_config(secured, tmp_path, password="wrong"), "topics", "list")
+    assert refused.returncode == 1
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Authentication failed: invalid credentials" in lines[0], refused.stderr
+
+
+def test_sqlite_connector_ships_changes_over_sasl_ssl(secured, tmp_path):
+    db = str(tmp_path / "shop.db")
+    conn = sqlite3.connect(db)
+    conn.executescript("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO items VALUES (1, 'pen');")
+    conn.close()
+    prefix = f"shop{uuid.uuid4().hex[:8]}"
+    connector = subprocess.Popen([sys.executable, "-m", "headwater", "cdc", "sqlite", "--db", db, "--tables", "items",
+                                  "--topic-prefix", prefix, "--positions-topic", f"{prefix}-positions",
+                                  "--bootstrap-server", f"127.0.0.1:{_port(secured, 'SASL_SSL')}",
+                                  "--command-config", _command_config(secured, tmp_path)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        conn = sqlite3.connect(db)
+        conn.execute("INSERT INTO items VALUES (2, 'ink')")
+        conn.commit()
+        conn.close()
+        consumer = Consumer({**librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-256", user="bob"),
+                             "group.id": prefix, "auto.offset.reset": "earliest"})
+        consumer.subscribe([f"{prefix}.main.items"])
+        names, deadline = [], time.monotonic() + 60
+        while len(names) < 2 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                names.append(json.loads(msg.value())["after"]["name"])
+        consumer.close()
+    finally:
+        connector.terminate()
+        connector.wait(30)
+    assert sorted(names) == ["ink", "pen"], connector.stderr.read()

@@ -121,12 +121,14 @@ class _Transaction:
 class PostgresConnector(Connector):
     """Capture `tables` into `<topic_prefix>.<schema>.<table>` topics on the broker at
     `bootstrap`. `producer` may be a confluent_kafka.Producer of your own (security settings,
-    another cluster); it must keep acks=all and idempotence."""
+    another cluster); it must keep acks=all and idempotence. `security`: librdkafka properties
+    for a secured broker (security.protocol, sasl.*, ssl.*), used by every client of the connector."""
 
     def __init__(self, dsn: str, tables: list[str], topic_prefix: str, bootstrap: str, *, slot: str = "headwater",
                  publication: str = "headwater", snapshot_mode: str = "initial",
                  positions_topic: str = "headwater-cdc-positions", heartbeat_interval: float = 5.0,
-                 slot_wait: float = 5.0, producer: Producer | None = None, log: Callable[[str], None] = print):
+                 slot_wait: float = 5.0, producer: Producer | None = None, log: Callable[[str], None] = print,
+                 security: dict[str, str] | None = None):
         if snapshot_mode not in SNAPSHOT_MODES:
             raise CdcError(f"unknown snapshot mode {snapshot_mode!r}; use one of {', '.join(SNAPSHOT_MODES)}")
         if not re.fullmatch(r"[a-z0-9_]+", slot):
@@ -137,7 +139,8 @@ class PostgresConnector(Connector):
         self.dsn, self.table_names, self.prefix = dsn, tables, topic_prefix
         self.slot, self.publication, self.snapshot_mode = slot, publication, snapshot_mode
         self.heartbeat_interval, self.slot_wait = heartbeat_interval, slot_wait
-        self.positions = PositionStore(bootstrap, positions_topic, f"postgresql:{slot}")
+        self.positions = PositionStore(bootstrap, positions_topic, f"postgresql:{slot}", security)
+        self.security = security
         self.bootstrap, self._producer, self.log = bootstrap, producer, log
         self.progress = Progress()
         self._conn: Any = None  # catalog queries
@@ -193,7 +196,7 @@ class PostgresConnector(Connector):
         snapshot = self._plan(stored, exists)
         self._repl = repl = connect(self.dsn, replication=True)
         cur = repl.cursor()
-        self._shipper = shipper = Shipper(self._producer or new_producer(self.bootstrap), on_wait=_keepalive(cur))
+        self._shipper = shipper = Shipper(self._producer or new_producer(self.bootstrap, self.security), on_wait=_keepalive(cur))
         resume_lsn = stored["lsn"] if stored and not snapshot else 0
         if snapshot:
             if exists:

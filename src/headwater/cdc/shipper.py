@@ -19,9 +19,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from .envelope import ChangeEvent
 
 
-def producer_config(bootstrap: str) -> dict:
+def producer_config(bootstrap: str, security: dict[str, str] | None = None) -> dict:
+    """``security``: librdkafka properties for a secured broker (security.protocol, sasl.*, ssl.*)."""
     return {
         "bootstrap.servers": bootstrap,
+        **(security or {}),
         "acks": "all",
         "enable.idempotence": True,
         "linger.ms": 5,
@@ -31,8 +33,8 @@ def producer_config(bootstrap: str) -> dict:
     }
 
 
-def new_producer(bootstrap: str) -> Producer:
-    return Producer(producer_config(bootstrap))
+def new_producer(bootstrap: str, security: dict[str, str] | None = None) -> Producer:
+    return Producer(producer_config(bootstrap, security))
 
 
 class Batch:
@@ -145,12 +147,13 @@ class Shipper:
 class PositionStore:
     """The connector's own position, kept as the last record with its key in a topic."""
 
-    def __init__(self, bootstrap: str, topic: str, name: str):
+    def __init__(self, bootstrap: str, topic: str, name: str, security: dict[str, str] | None = None):
         self.bootstrap, self.topic, self.key = bootstrap, topic, name.encode()
+        self.client = {"bootstrap.servers": bootstrap, **(security or {})}
 
     def load(self, wait_log: Callable[[str], None] = print, timeout: float | None = None) -> dict | None:
         """The stored position dict, or None. Waits (and says so) while the broker is down."""
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "headwater-cdc",
+        consumer = Consumer({**self.client, "group.id": "headwater-cdc",
                              "enable.auto.commit": False, "auto.offset.reset": "earliest"})
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
@@ -181,7 +184,7 @@ class PositionStore:
 
     def _create_topic(self) -> None:
         # One partition (one order of positions), compacted: only the last position per key matters.
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self.client)
         future = admin.create_topics([NewTopic(self.topic, 1, config={"cleanup.policy": "compact"})],
                                      operation_timeout=5, request_timeout=5)[self.topic]
         try:

@@ -119,17 +119,19 @@ def _unwrap(image: str | None) -> dict | None:
 
 class SqliteConnector(Connector):
     """Ship the changelog of the SQLite file at `path` into `<topic_prefix>.main.<table>`
-    topics. `producer` as for PostgresConnector."""
+    topics. `producer` and `security` as for PostgresConnector."""
 
     def __init__(self, path: str, tables: list[str], topic_prefix: str, bootstrap: str, *,
                  positions_topic: str = "headwater-cdc-positions", poll_interval: float = 0.05,
-                 batch_rows: int = 2000, producer: Producer | None = None, log: Callable[[str], None] = print):
+                 batch_rows: int = 2000, producer: Producer | None = None, log: Callable[[str], None] = print,
+                 security: dict[str, str] | None = None):
         if not tables:
             raise CdcError("no tables given")
         super().__init__()
         self.path, self.tables, self.prefix = path, tables, topic_prefix
         self.poll_interval, self.batch_rows = poll_interval, batch_rows
-        self.positions = PositionStore(bootstrap, positions_topic, f"sqlite:{os.path.abspath(path)}")
+        self.positions = PositionStore(bootstrap, positions_topic, f"sqlite:{os.path.abspath(path)}", security)
+        self.security = security
         self.bootstrap, self._producer, self.log = bootstrap, producer, log
         self.position = 0  # the last changelog id handed to the producer
         self._conn: sqlite3.Connection | None = None
@@ -143,7 +145,7 @@ class SqliteConnector(Connector):
         stored = self.positions.load(wait_log=self.log)
         self.position = stored["id"] if stored else 0
         conn.execute(f"DELETE FROM {CHANGELOG} WHERE id <= ?", (self.position,))
-        self._shipper = Shipper(self._producer or new_producer(self.bootstrap))
+        self._shipper = Shipper(self._producer or new_producer(self.bootstrap, self.security))
         self._started = True
 
     def _ship(self, stopping: Callable[[], bool]) -> None:

@@ -15,7 +15,7 @@ from confluent_kafka import KafkaException
 from headwater.cdc import CdcError, SourceUnavailable
 from headwater.cdc.connector import Connector
 from headwater.cdc.shipper import DeliveryFailed
-from headwater.cli.common import DEFAULT_BOOTSTRAP
+from headwater.cli.common import add_connection_args
 
 # Failures that pass: the broker or the database went away for a while.
 TRANSIENT = (psycopg2.OperationalError, psycopg2.InterfaceError, sqlite3.OperationalError, KafkaException,
@@ -51,8 +51,7 @@ def _common(parser: argparse.ArgumentParser, prefix_required: bool) -> None:
     parser.add_argument("--topic-prefix", required=prefix_required,
                         help="topics are <prefix>.<schema>.<table>" + ("" if prefix_required else
                                                                        " (default: the database file's name)"))
-    parser.add_argument("--bootstrap-server", default=os.environ.get("HEADWATER_BOOTSTRAP", DEFAULT_BOOTSTRAP),
-                        help="broker address HOST:PORT (default: $HEADWATER_BOOTSTRAP, then %(default)s)")
+    add_connection_args(parser)
     parser.add_argument("--positions-topic", default="headwater-cdc-positions",
                         help="topic where the connector keeps its position (default: %(default)s)")
     parser.add_argument("--status-interval", type=float, default=2.0, help="seconds between status lines")
@@ -108,7 +107,8 @@ def run_postgres(args: argparse.Namespace) -> int:
         return PostgresConnector(args.dsn, _tables(args), args.topic_prefix, args.bootstrap_server,
                                  slot=args.slot, publication=args.publication,
                                  snapshot_mode=args.snapshot_mode, positions_topic=args.positions_topic,
-                                 heartbeat_interval=args.heartbeat_interval, log=_log)
+                                 heartbeat_interval=args.heartbeat_interval, log=_log,
+                                 security=args.command_config)
     return _supervise(make, args)
 
 
@@ -128,5 +128,6 @@ def run_sqlite(args: argparse.Namespace) -> int:
 
     def make() -> Connector:
         return sqlite.SqliteConnector(args.db, _tables(args), prefix, args.bootstrap_server,
-                                      positions_topic=args.positions_topic, log=_log)
+                                      positions_topic=args.positions_topic, log=_log,
+                                      security=args.command_config)
     return _supervise(make, args)

@@ -1,10 +1,13 @@
 """Conventions every client-side command shares: where the broker is, tables or JSON, one-line errors."""
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import os
 import sys
 
+from confluent_kafka import KafkaError
 from rich.console import Console
 from rich.table import Table
 
@@ -16,9 +19,80 @@ class CommandError(Exception):
 
 
 def add_client_args(parser) -> None:
+    add_connection_args(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+
+
+def add_connection_args(parser) -> None:
+    """Where the broker is and how to log in to it."""
     parser.add_argument("--bootstrap-server", default=os.environ.get("HEADWATER_BOOTSTRAP", DEFAULT_BOOTSTRAP),
                         help="broker address HOST:PORT (default: $HEADWATER_BOOTSTRAP, then %(default)s)")
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+    parser.add_argument("--command-config", type=client_properties, default={}, metavar="FILE",
+                        help="client properties for a secured broker (security.protocol, sasl.mechanism, "
+                             "sasl.username, sasl.password, ssl.ca.location, ... in librdkafka's names)")
+
+
+def client_properties(path: str) -> dict[str, str]:
+    """A Kafka client properties file: ``name=value`` lines, ``#`` or ``!`` comments."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {exc.strerror}") from None
+    properties = {}
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        name, sep, value = line.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"{path}:{number}: expected name=value, got {line!r}")
+        properties[name.strip()] = value.strip()
+    return properties
+
+
+def client_config(args, **extra) -> dict:
+    """librdkafka configuration for ``args``: the broker address and the --command-config properties."""
+    return {"bootstrap.servers": args.bootstrap_server, **getattr(args, "command_config", {}),
+            "error_cb": _refused, "logger": _client_log, **extra}
+
+
+# librdkafka logs each failed connection to stderr; commands report failures themselves, in one line
+_client_log = logging.getLogger("headwater.cli.client")
+_client_log.addHandler(logging.NullHandler())
+_client_log.propagate = False
+
+
+def _refused(error: KafkaError) -> None:
+    """A refused login is final: report it rather than the retries' 'cannot reach a broker'."""
+    if error.code() == KafkaError._AUTHENTICATION:
+        raise CommandError(error.str())
+
+
+# kafka-python's names for the librdkafka properties a secured connection needs
+KAFKA_PYTHON_NAMES = {"security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+                      "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+                      "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
+                      "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password"}
+
+
+def kafka_python_config(args) -> dict:
+    """kafka-python keyword arguments for the --command-config properties; ones it has no name for are an error."""
+    properties = getattr(args, "command_config", {})
+    unknown = sorted(set(properties) - set(KAFKA_PYTHON_NAMES))
+    if unknown:
+        raise CommandError(f"this command cannot use {', '.join(unknown)} from --command-config")
+    config = {KAFKA_PYTHON_NAMES[name]: value for name, value in properties.items()}
+    if "security_protocol" in config:
+        config["security_protocol"] = config["security_protocol"].upper()
+    return config
+
+
+def require_plaintext(args, what: str) -> None:
+    """The one-shot client of protocol/request.py speaks PLAINTEXT only: say so rather than hang."""
+    protocol = getattr(args, "command_config", {}).get("security.protocol", "PLAINTEXT").upper()
+    if protocol != "PLAINTEXT":
+        raise CommandError(f"{what} speaks PLAINTEXT only; it cannot connect with security.protocol={protocol}")
 
 
 def emit(args, rows: list[dict], title: str | None = None) -> None:

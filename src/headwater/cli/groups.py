@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from headwater.broker.groups.reset import ResetTo
 from headwater.cli import share_groups
-from headwater.cli.common import CommandError, add_client_args, emit
+from headwater.cli.common import CommandError, add_client_args, client_config, emit
 
 TIMEOUT = 30  # seconds for each admin call
 PEEK_TIMEOUT = 5  # seconds to find the oldest unconsumed record of the lagging partitions
@@ -76,7 +76,7 @@ QUIET = 3  # librdkafka log_level: errors only, so informational lines do not tr
 
 
 def _admin(args) -> AdminClient:
-    return AdminClient({"bootstrap.servers": args.bootstrap_server, "log_level": QUIET})
+    return AdminClient(client_config(args, log_level=QUIET))
 
 
 def _result(future):
@@ -84,6 +84,9 @@ def _result(future):
         return future.result(TIMEOUT)
     except KafkaException as exc:
         raise CommandError(exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)) from None
+    except TimeoutError:
+        raise CommandError(f"no answer within {TIMEOUT}s: is the broker there, and does it accept "
+                           "the --command-config login?") from None
 
 
 # --- list ----------------------------------------------------------------------------------
@@ -93,7 +96,7 @@ def list_groups(args) -> int:
     listed = _result(admin.list_consumer_groups(request_timeout=TIMEOUT))
     rows = [{"group": g.group_id, "state": g.state.name.lower(), "simple": g.is_simple_consumer_group}
             for g in sorted(listed.valid, key=lambda g: g.group_id)]
-    shared = share_groups.listed(args.bootstrap_server)   # rows with "type": "share"
+    shared = share_groups.listed(args)   # rows with "type": "share"
     if args.json:
         emit(args, rows + shared)
         return 0
@@ -118,12 +121,12 @@ def _log_offsets(admin, partitions, spec: OffsetSpec) -> dict[tuple[str, int], i
     return {(tp.topic, tp.partition): _result(f).offset for tp, f in futures.items()}
 
 
-def _oldest_unconsumed(bootstrap: str, positions: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+def _oldest_unconsumed(args, positions: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
     """Timestamp (ms) of the first record at or after each position: what the group will read next."""
     if not positions:
         return {}
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "headwater-cli-peek",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 100, "log_level": QUIET})
+    consumer = Consumer(client_config(args, **{"group.id": "headwater-cli-peek", "enable.auto.commit": False,
+                                               "fetch.wait.max.ms": 100, "log_level": QUIET}))
     consumer.assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
     found, deadline = {}, time.monotonic() + PEEK_TIMEOUT
     while len(found) < len(positions) and time.monotonic() < deadline:
@@ -154,7 +157,7 @@ def describe_group(args) -> int:
     partitions = sorted(set(committed) | set(owner))
     ends = _log_offsets(admin, partitions, OffsetSpec.latest())
     lagging = {tp: committed.get(tp, 0) for tp in partitions if ends[tp] > committed.get(tp, ends[tp])}
-    oldest = _oldest_unconsumed(args.bootstrap_server, lagging)
+    oldest = _oldest_unconsumed(args, lagging)
     now = time.time() * 1000
     offsets = []
     for tp in partitions:

@@ -74,6 +74,6 @@ def run(args) -> int:
                         secret=secret.encode() if secret else None, max_attempts=args.max_attempts,
                         max_in_flight=args.max_in_flight, ordering=args.ordering, timeout=args.timeout,
                         backoff=Backoff(args.backoff, args.max_backoff), from_beginning=args.from_beginning,
-                        consumer_config=dict(args.consumer_config))
+                        consumer_config=dict(args.consumer_config), security=args.command_config)
     asyncio.run(PushSubscription(config).run())
     return 0

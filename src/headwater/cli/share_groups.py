@@ -16,7 +16,7 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
 
-from headwater.cli.common import CommandError, emit
+from headwater.cli.common import CommandError, client_config, emit, require_plaintext
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 from headwater.protocol.request import request
@@ -29,16 +29,22 @@ QUIET = 3
 POLL_IDLE_S = 2.0
 
 
-def listed(bootstrap: str) -> list[dict]:
+def listed(args) -> list[dict]:
     """Share groups as ``groups list`` rows (librdkafka's ListGroups keeps consumer-protocol groups only)."""
+    try:
+        require_plaintext(args, "listing share groups")
+    except CommandError as exc:  # the consumer groups are still worth listing
+        print(f"note: {exc}; share groups are not listed", file=sys.stderr)
+        return []
     ListGroupsRequest = MESSAGE_CLASSES[ApiKey.LIST_GROUPS][0]
-    response = request(bootstrap, ListGroupsRequest(states_filter=[], types_filter=["share"]), 5)
+    response = request(args.bootstrap_server, ListGroupsRequest(states_filter=[], types_filter=["share"]), 5)
     return [{"group": g.group_id, "state": g.group_state.lower(), "type": "share"}
             for g in sorted(response.groups, key=lambda g: g.group_id)]
 
 
 def describe(args, admin, result) -> int:
     """Describe a share group, or raise CommandError if there is none by that name."""
+    require_plaintext(args, "describing share groups")
     described = request(args.bootstrap_server, ShareGroupDescribeRequest(group_ids=[args.group],
                                                                          include_authorized_operations=False), 1)
     group = described.groups[0]
@@ -124,9 +130,10 @@ def alter(args, admin, result) -> int:
 def redrive(args) -> int:
     """Produce every dead letter of ``args.topic`` back to the topic it came from, once: the
     position is committed (group ``headwater-redrive``), so running it again re-drives only newer ones."""
-    consumer = Consumer({"bootstrap.servers": args.bootstrap_server, "group.id": f"headwater-redrive-{args.topic}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": QUIET})
-    producer = Producer({"bootstrap.servers": args.bootstrap_server, "log_level": QUIET})
+    consumer = Consumer(client_config(args, **{"group.id": f"headwater-redrive-{args.topic}",
+                                               "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                               "log_level": QUIET}))
+    producer = Producer(client_config(args, log_level=QUIET))
     consumer.subscribe([args.topic])
     redriven: dict[str, int] = {}
     idle_since = time.monotonic()
@@ -142,7 +149,7 @@ def redrive(args) -> int:
                                f"(no {DLQ_HEADER}topic header)")
         key, value = msg.key(), msg.value()
         if value is None:  # the record was not copied: take it from the source topic
-            key, value, original = _original(args.bootstrap_server, origin)
+            key, value, original = _original(args, origin)
             headers = original
         producer.produce(origin["topic"], key=key, value=value, partition=int(origin["partition"]),
                          headers=[(k, v) for k, v in headers if not k.startswith(DLQ_HEADER)])
@@ -156,9 +163,9 @@ def redrive(args) -> int:
     return 0
 
 
-def _original(bootstrap: str, origin: dict[str, str]):
-    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"headwater-cli-{uuid.uuid4().hex}",
-                       "enable.auto.commit": False, "log_level": QUIET})
+def _original(args, origin: dict[str, str]):
+    reader = Consumer(client_config(args, **{"group.id": f"headwater-cli-{uuid.uuid4().hex}",
+                                             "enable.auto.commit": False, "log_level": QUIET}))
     reader.assign([TopicPartition(origin["topic"], int(origin["partition"]), int(origin["offset"]))])
     deadline = time.monotonic() + 10
     try:

@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic, OffsetSpec)
 
-from headwater.cli.common import CommandError, add_client_args, emit
+from headwater.cli.common import CommandError, add_client_args, client_config, emit, kafka_python_config
 
 TIMEOUT = 15  # seconds for any one admin call: a missing broker is reported, not waited for
 
@@ -70,16 +70,12 @@ def add_parser(subparsers) -> None:
         add_client_args(parser)
 
 
-# The clients log connection failures to stderr; the command reports them itself, in one line.
-_client_log = logging.getLogger("headwater.cli.topics.client")
-_client_log.addHandler(logging.NullHandler())
-_client_log.propagate = False
+# kafka-python logs connection failures; the command reports them itself, in one line.
 logging.getLogger("kafka").addHandler(logging.NullHandler())
 
 
 def _admin(args) -> AdminClient:
-    return AdminClient({"bootstrap.servers": args.bootstrap_server, "socket.timeout.ms": TIMEOUT * 1000,
-                        "logger": _client_log})
+    return AdminClient(client_config(args, **{"socket.timeout.ms": TIMEOUT * 1000}))
 
 
 def _result(future, what: str):
@@ -97,6 +93,7 @@ def _metadata(args, admin):
     try:
         return admin.list_topics(timeout=TIMEOUT)
     except KafkaException as exc:
+        admin.poll(0)  # serves the error callback, which names a refused login
         raise CommandError(f"cannot reach a broker at {args.bootstrap_server}: {exc.args[0].str()}") from None
 
 
@@ -131,14 +128,14 @@ def _offsets(admin, topic: str, partitions: list[int]) -> dict[int, tuple[int, i
     return {p: tuple(v) for p, v in found.items()}
 
 
-def partition_sizes(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, int]:
+def partition_sizes(bootstrap: str, topic: str, partitions: list[int], **security) -> dict[int, int]:
     """partition -> bytes on disk, from DescribeLogDirs (kafka-python's admin client sends it)."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError as KPKafkaError
 
     admin = None
     try:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT * 1000)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, **security, request_timeout_ms=TIMEOUT * 1000)
         answers = admin.describe_log_dirs({topic: partitions})
     except KPKafkaError as exc:
         raise CommandError(f"cannot read partition sizes from {bootstrap}: {exc}") from None
@@ -163,7 +160,7 @@ def describe_topic(args) -> int:
     configs = _configs(admin, args.topic)
     partitions = sorted(metadata.partitions)
     offsets = _offsets(admin, args.topic, partitions)
-    sizes = partition_sizes(args.bootstrap_server, args.topic, partitions)
+    sizes = partition_sizes(args.bootstrap_server, args.topic, partitions, **kafka_python_config(args))
     config_rows = [{"config": name, "value": entry.value,
                     "source": "topic" if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value else "default"}
                    for name, entry in sorted(configs.items())

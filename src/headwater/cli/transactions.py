@@ -10,7 +10,7 @@ import time
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError, TransactionalIdNotFoundError
 
-from headwater.cli.common import CommandError, add_client_args, emit
+from headwater.cli.common import CommandError, add_client_args, emit, kafka_python_config
 
 
 def add_parser(subparsers) -> None:
@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
 
 def _admin(args) -> KafkaAdminClient:
     try:
-        return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, client_id="headwater-cli",
+        return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, **kafka_python_config(args), client_id="headwater-cli",
                                 request_timeout_ms=30000)
     except KafkaError as exc:
         raise CommandError(f"cannot reach a broker at {args.bootstrap_server}: {exc}") from None

@@ -46,7 +46,8 @@ class PushConfig:
     timeout: float = 10.0         # seconds for one HTTP attempt
     backoff: Backoff = field(default_factory=Backoff)
     from_beginning: bool = False  # where a group without committed offsets starts
-    consumer_config: dict[str, str] = field(default_factory=dict)  # librdkafka properties, e.g. security
+    consumer_config: dict[str, str] = field(default_factory=dict)  # librdkafka consumer properties
+    security: dict[str, str] = field(default_factory=dict)  # librdkafka properties of both clients: sasl.*, ssl.*
 
 
 class PushSubscription:
@@ -56,10 +57,11 @@ class PushSubscription:
         # The consumer lives on one thread of its own: librdkafka calls block.
         self._consumer_thread = ThreadPoolExecutor(1, thread_name_prefix="push-consumer")
         self._consumer = Consumer({
-            "bootstrap.servers": config.bootstrap, "group.id": config.group, "enable.auto.commit": False,
+            "bootstrap.servers": config.bootstrap, **config.security, "group.id": config.group, "enable.auto.commit": False,
             "auto.offset.reset": "earliest" if config.from_beginning else "latest", "log_level": 3,
             **config.consumer_config})
-        self._producer = Producer({"bootstrap.servers": config.bootstrap, "acks": "all", "log_level": 3})
+        self._producer = Producer({"bootstrap.servers": config.bootstrap, **config.security, "acks": "all",
+                                   "log_level": 3})
         self._slots = asyncio.Semaphore(config.max_in_flight)
         self._last_of_key: dict[tuple[str, int, bytes | None], asyncio.Task] = {}  # ordering "key": its latest record
         self._tasks: set[asyncio.Task] = set()
