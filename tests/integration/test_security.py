@@ -6,7 +6,6 @@ import json
 import logging
 import random
 import socket
-import ssl
 import struct
 import subprocess
 import sqlite3
