@@ -5,7 +5,6 @@ from __future__ import annotations
 from kafka.protocol.admin import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
 
 from headwater.broker.security.scram import credential_from_salted_password
-from headwater.protocol.errors import ErrorCode
 
 MECHANISM_CODES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 CODE_OF = {name: code for code, name in MECHANISM_CODES.items()}
