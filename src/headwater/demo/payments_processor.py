@@ -19,7 +19,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-PAYMENTS, LEDGER = "payments", "ledger"
+PAYMENTS, LEDGER = "payment-requests", "ledger"  # "payments" is the Spark chapter's
 GROUP, TRANSACTIONAL_ID = "payments-processor", "payments-processor"
 
 
