@@ -323,15 +323,28 @@ def compress(codec: Compression, data: bytes) -> bytes:
     return bytes(_STREAMED[codec].compress(data))
 
 
-def _records_section(buf, pos: int, header: BatchHeader, limit: int | None = None):
+def records_section(buf, pos: int, header: BatchHeader, limit: int | None = None):
+    """The records of the batch at ``pos``, uncompressed (refused past ``limit`` bytes)."""
     return decompress(header.compression, memoryview(buf)[pos + HEADER_SIZE:pos + header.size], limit)
 
 
-def decode_records(buf, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
+# A batch may decompress to this many times message.max.bytes (the log validator's bound) or
+# its own size, if larger: what needs more is a decompression bomb.
+DECOMPRESSION_RATIO = 32
+
+
+def uncompressed_bound(header: BatchHeader, max_message_bytes: int = 1048588) -> int:
+    """The most the records of a stored batch may decompress to: a decompression bomb on disk
+    is refused (InvalidRecordError) before it fills memory."""
+    return DECOMPRESSION_RATIO * max(max_message_bytes, header.size)
+
+
+def decode_records(buf, pos: int = 0, limit: int | None = None) -> tuple[BatchHeader, list[Record]]:
     """Open the batch at ``pos``: its header and its records with absolute offsets.
-    Raises InvalidRecordError when the records do not parse."""
+    Raises InvalidRecordError when the records do not parse, or decompress to more than
+    ``limit`` bytes (default: ``uncompressed_bound``)."""
     header = read_header(buf, pos)
-    body = _records_section(buf, pos, header)
+    body = records_section(buf, pos, header, uncompressed_bound(header) if limit is None else limit)
     records, p = [], 0
     try:
         for _ in range(header.records_count):
@@ -375,7 +388,7 @@ def validate_produce(buf, *, max_uncompressed_bytes: int, keys_required: bool = 
         if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
             raise InvalidRecordError(f"records count {header.records_count} does not match last offset delta "
                                      f"{header.last_offset_delta}")
-        body = _records_section(buf, pos, header, max_uncompressed_bytes)
+        body = records_section(buf, pos, header, max_uncompressed_bytes)
         max_delta = _checked_records(buf, pos, body, header.records_count, keys_required)
         if not header.attributes & ATTR_LOG_APPEND_TIME and header.base_timestamp + max_delta != header.max_timestamp:
             raise InvalidRecordError(f"max timestamp {header.max_timestamp} is not the latest record timestamp "
@@ -430,14 +443,9 @@ def _read_compiled(body, count: int, keys_required: bool) -> int | None:
     sizes of the records add up to the body's length, Kafka's parse and the walk's are the
     reader's. Left to check is a null's length byte (-2 .. -64 are one byte, like -1). Null
     header values are rare: the walk takes those batches."""
-    batch = bytearray(HEADER.pack(0, MIN_BATCH_LENGTH + len(body), -1, MAGIC, 0, 0, count - 1, 0, 0,
-                                  NO_PRODUCER_ID, -1, NO_SEQUENCE, count))  # uncompressed, offsets and times 0
-    batch += body
-    end = len(batch)
-    batch += _READER_PAD
     size, max_delta, sizes = 0, _BELOW_ANY_DELTA, _VARINT_SIZES
     try:
-        for index, record in enumerate(DefaultRecordBatch(memoryview(batch)[:end])):
+        for index, record in enumerate(DefaultRecordBatch(_reader_buffer(body, count, count - 1, 0))):
             delta, key, value, headers = record.timestamp, record.key, record.value, record.headers
             if record.offset != index or (key is None and keys_required):
                 return None
@@ -457,6 +465,37 @@ def _read_compiled(body, count: int, keys_required: bool) -> int | None:
         # on which aiokafka's bounds check overflows.
         return None
     return max_delta if size == len(body) else None
+
+
+def _reader_buffer(body, count: int, last_offset_delta: int, base_timestamp: int) -> memoryview:
+    """``body`` (uncompressed records) behind a header for aiokafka's compiled reader: base offset 0,
+    so its records' offsets are offset deltas, and CreateTime from ``base_timestamp``."""
+    batch = bytearray(HEADER.pack(0, MIN_BATCH_LENGTH + len(body), -1, MAGIC, 0, 0, last_offset_delta, base_timestamp,
+                                  0, NO_PRODUCER_ID, -1, NO_SEQUENCE, count))
+    batch += body
+    end = len(batch)
+    batch += _READER_PAD
+    return memoryview(batch)[:end]
+
+
+def record_boundaries(body, count: int) -> list[int]:
+    """Where each of the ``count`` records in an uncompressed records section starts, and
+    where the last ends: record i is ``body[b[i]:b[i + 1]]``."""
+    starts, p = [0], 0
+    for _ in range(count):
+        length, p = _read_varint(body, p, VARINT_MAX_BYTES)
+        p += length
+        starts.append(p)
+    return starts
+
+
+def compiled_records(body, header: BatchHeader) -> DefaultRecordBatch:
+    """The records of a stored batch through aiokafka's compiled reader, from its uncompressed
+    ``body`` (``records_section``): each with ``offset`` (the delta from the base offset),
+    ``timestamp`` (CreateTime), ``key``, ``value``. Iterating raises CorruptRecordException,
+    IndexError or UnicodeDecodeError on what it cannot parse; ``decode_records`` says why."""
+    return DefaultRecordBatch(_reader_buffer(body, header.records_count, header.last_offset_delta,
+                                             header.base_timestamp))
 
 
 def _headers_size(headers: list[tuple[str, bytes | None]]) -> int:
@@ -538,12 +577,24 @@ def recompressed(buf, pos: int, header: BatchHeader, codec: Compression) -> byte
     """The batch at ``pos`` with its records section compressed with ``codec`` instead: the
     broker's side of a topic's ``compression.type``. Every other header field is kept
     (producer id, epoch, sequence, timestamps), so idempotence and offsets are unchanged."""
-    payload = compress(codec, bytes(_records_section(buf, pos, header)))
+    payload = compress(codec, bytes(records_section(buf, pos, header)))
     attrs = (header.attributes & ~ATTR_COMPRESSION_MASK) | int(codec)
+    return _sealed(header, attrs, payload, header.records_count, header.max_timestamp)
+
+
+def with_records(header: BatchHeader, body: bytes, count: int, max_timestamp: int) -> bytes:
+    """The batch of ``header`` holding only ``count`` of its records, whose uncompressed bytes
+    are ``body``: compressed with its codec, every other header field kept (the offset range,
+    base timestamp, producer fields), so the records' offset and timestamp deltas still hold.
+    The log cleaner's rewrite of a batch that lost records."""
+    return _sealed(header, header.attributes, compress(header.compression, body), count, max_timestamp)
+
+
+def _sealed(header: BatchHeader, attributes: int, payload: bytes, count: int, max_timestamp: int) -> bytes:
     out = bytearray(HEADER.pack(header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload),
-                                header.partition_leader_epoch, MAGIC, 0, attrs, header.last_offset_delta,
-                                header.base_timestamp, header.max_timestamp, header.producer_id,
-                                header.producer_epoch, header.base_sequence, header.records_count))
+                                header.partition_leader_epoch, MAGIC, 0, attributes, header.last_offset_delta,
+                                header.base_timestamp, max_timestamp, header.producer_id,
+                                header.producer_epoch, header.base_sequence, count))
     out += payload
     reseal_crc(out)
     return bytes(out)

@@ -29,17 +29,14 @@ from headwater.broker.txn.store import TransactionStore
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
-from headwater.records import (NO_PRODUCER_ID, CorruptRecordError, InvalidRecordError, encode_batch, is_compressed,
-                               iter_batches, validate_produce)
+from headwater.records import (DECOMPRESSION_RATIO, NO_PRODUCER_ID, CorruptRecordError, InvalidRecordError, encode_batch,
+                               is_compressed, iter_batches, validate_produce)
 
 if TYPE_CHECKING:
     from headwater.broker.http.metrics import BrokerMetrics
 
 log = logging.getLogger("headwater.broker")
 
-# A batch may decompress to this multiple of message.max.bytes and no more: the bound that
-# keeps a small compressed bomb from taking the broker's memory.
-DECOMPRESSION_RATIO = 32
 # Uncompressed records at least this large are validated off the event loop too (measured:
 # about 1.3 us per record, so this is a few milliseconds of work).
 OFF_LOOP_BYTES = 256 << 10

@@ -70,7 +70,7 @@ class Segment:
 
     @classmethod
     def open(cls, directory: Path, base_offset: int, index_interval_bytes: int,
-             recovery_point: int | None) -> tuple[Segment, int]:
+             recovery_point: int | None, suffix: str = "") -> tuple[Segment, int]:
         """Open an existing segment; returns it and how many bytes recovery truncated.
 
         ``recovery_point`` None (a clean shutdown): the stored indexes are trusted and only
@@ -79,8 +79,9 @@ class Segment:
         validated (CRC, lengths, offsets), the file is truncated at the first bad one and
         the indexes are rebuilt from there; what lies below was fsynced, indexes included,
         and is trusted. Missing or corrupt indexes make the whole segment validated.
+        ``suffix``: the log cleaner's rewrite (``.cleaned``) rather than the segment.
         """
-        segment = cls(directory, base_offset, index_interval_bytes)
+        segment = cls(directory, base_offset, index_interval_bytes, suffix)
         offset_index = OffsetIndex.load(segment.index_path, base_offset, segment.size)
         time_index = TimeIndex.load(segment.time_index_path, base_offset, segment.size)
         truncated = None
