@@ -3,7 +3,9 @@
 Two periodic tasks, as in Kafka: retention every ``log.retention.check.interval.ms`` and a
 cleaner pass every ``log.cleaner.backoff.ms``. Each pass runs on a worker thread, so a long
 compaction never stalls produce or fetch; the logs' locks keep the two passes and the
-appends from stepping on each other (see headwater.log.partition).
+appends from stepping on each other (see headwater.log.partition). The compaction itself
+runs in the cleaner's worker process (headwater.log.cleaner_worker), on another core, at
+most ``log.cleaner.io.max.bytes.per.second``.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from headwater.log import LogManager
+from headwater.log.cleaner_worker import CleanerWorker
 
 if TYPE_CHECKING:
     from headwater.broker.http.metrics import BrokerMetrics
@@ -21,8 +24,11 @@ log = logging.getLogger("headwater.broker")
 
 
 class LogMaintenance:
-    def __init__(self, logs: LogManager, retention_check_interval_ms: int, cleaner_interval_ms: int):
+    def __init__(self, logs: LogManager, retention_check_interval_ms: int, cleaner_interval_ms: int,
+                 cleaner_io_max_bytes_per_second: float | None = None):
         self.logs = logs
+        self.cleaner_worker = CleanerWorker(cleaner_io_max_bytes_per_second)
+        logs.cleaner.run = self.cleaner_worker.run
         self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
         self._schedule = ((retention_check_interval_ms, self._retention), (cleaner_interval_ms, self._clean))
         self._tasks: list[asyncio.Task] = []
@@ -31,8 +37,10 @@ class LogMaintenance:
         self._tasks = [asyncio.create_task(self._every(interval, work)) for interval, work in self._schedule]
 
     async def stop(self) -> None:
-        """Stop scheduling passes. A pass already on its thread finishes the log it holds;
-        closing the logs waits for it, and it skips every log closed after that."""
+        """Stop scheduling passes and the cleaner's worker. A pass already on its thread finishes
+        the log it holds (a compaction in the worker is dropped); closing the logs waits for it,
+        and it skips every log closed after that."""
+        self.cleaner_worker.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

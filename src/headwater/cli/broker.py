@@ -57,6 +57,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_rate(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise ValueError(text)
+    return value
+
+
 def _topic_config(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep:
@@ -123,6 +130,9 @@ def add_parser(subparsers) -> None:
                    help="how often retention deletes old segments (default %(default)s)")
     p.add_argument("--cleaner-interval-ms", default=15000, type=_positive,
                    help="pause between log cleaner passes over compacted topics (default %(default)s)")
+    p.add_argument("--cleaner-io-max-bytes-per-second", type=_positive_rate, metavar="BYTES",
+                   help="log.cleaner.io.max.bytes.per.second: the cleaner's reads and writes, at most (default: "
+                        "unthrottled)")
     p.add_argument("--http-listener", type=_address, metavar="HOST:PORT",
                    help="serve Prometheus /metrics and the web console here (port 0: any free one); off by default")
     p.add_argument("--console-allow-writes", action="store_true",
@@ -183,7 +193,9 @@ def _config(args) -> BrokerConfig:
                         auto_create_topics=not args.no_auto_create, flush=args.flush,
                         message_max_bytes=args.message_max_bytes, topic_defaults=dict(args.log_config),
                         retention_check_interval_ms=args.retention_check_interval_ms,
-                        cleaner_interval_ms=args.cleaner_interval_ms, http_listener=args.http_listener,
+                        cleaner_interval_ms=args.cleaner_interval_ms,
+                        cleaner_io_max_bytes_per_second=args.cleaner_io_max_bytes_per_second,
+                        http_listener=args.http_listener,
                         console_allow_writes=args.console_allow_writes, listeners=args.listener,
                         tls=_tls(args), sasl_mechanisms=args.sasl_mechanisms,
                         failed_authentication_delay_ms=args.failed_authentication_delay_ms,

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from headwater.records import CorruptRecordError
 
 from .compaction import (NOTHING_ABORTED, Aborted, BatchReader, CleanerStats, CleanJob, CleanResult, Markers,
-                         OffsetMap, SegmentToClean, compact, write_cleaned)
+                         OffsetMap, SegmentToClean, WorkerDied, compact, write_cleaned)
 from .layout import CLEANED, SWAP, fsync_directory
 from .partition import Log
 from .segment import Segment
@@ -58,6 +58,9 @@ class LogCleaner:
             except CorruptRecordError as exc:
                 self.uncleanable[log] = str(exc)
                 logger.error("log cleaner: %s is uncleanable, skipped from now on: %s", log.directory.name, exc)
+                continue
+            except WorkerDied as exc:
+                logger.warning("log cleaner: %s; the next pass cleans it again", exc)
                 continue
             if result:
                 stats.add(result)

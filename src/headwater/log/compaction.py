@@ -70,6 +70,11 @@ class CleanJob:
     max_message_bytes: int             # bounds what a batch may decompress to
 
 
+class WorkerDied(Exception):
+    """The process cleaning a log ended before answering (killed, or stopped with the broker):
+    the pass is dropped, and a later one starts over."""
+
+
 @dataclass
 class CleanResult:
     stats: CleanerStats

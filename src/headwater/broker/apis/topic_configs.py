@@ -38,6 +38,7 @@ CONFIG_TYPES = {"segment.bytes": INT, "index.interval.bytes": INT, "max.message.
                 "share.delivery.count.limit": INT, "share.heartbeat.interval.ms": INT, "share.session.timeout.ms": INT,
                 "errors.deadletterqueue.topic.name": STRING, "errors.deadletterqueue.copy.record.enable": BOOLEAN}
 LIST_CONFIGS = {name for name, kind in CONFIG_TYPES.items() if kind == LIST}
+KAFKA_UNTHROTTLED = "1.7976931348623157E308"  # log.cleaner.io.max.bytes.per.second by default: Java's Double.MAX_VALUE
 
 
 class ConfigError(Exception):
@@ -79,7 +80,9 @@ def _broker_entries(broker) -> list[tuple[str, str | None, int, bool]]:
     settings = {"broker.id": cfg.node_id, "message.max.bytes": cfg.message_max_bytes,
                 "auto.create.topics.enable": str(cfg.auto_create_topics).lower(), "num.partitions": cfg.num_partitions,
                 "log.retention.check.interval.ms": cfg.retention_check_interval_ms,
-                "log.cleaner.backoff.ms": cfg.cleaner_interval_ms}
+                "log.cleaner.backoff.ms": cfg.cleaner_interval_ms,
+                "log.cleaner.io.max.bytes.per.second": (KAFKA_UNTHROTTLED if cfg.cleaner_io_max_bytes_per_second is None
+                                                        else cfg.cleaner_io_max_bytes_per_second)}
     return [(name, str(value), STATIC_BROKER_CONFIG, True) for name, value in settings.items()]
 
 
