@@ -110,6 +110,9 @@ def clean_log(log: Log, now_ms: int, run: Runner = compact) -> CleanerStats | No
             commit(rewrite)
             log.replace_segment(by_base[cleaned.base_offset], rewrite)
             result.stats.segments_rewritten += 1
+        for base in result.emptied:
+            log.drop_segment(by_base[base])
+            result.stats.segments_rewritten += 1
         if result.markers_removed:
             with log.lock:  # the broker appends to the index under the same lock
                 log.aborted_txns.forget_markers(result.markers_removed)

@@ -8,7 +8,8 @@ worker reads only closed segments, which the log's maintenance lock keeps in pla
 works, and writes only ``.cleaned`` files, which nobody else touches until it answers. If it
 dies mid-job the broker deletes them and a later pass starts over. It dies with the broker
 (PR_SET_PDEATHSIG), so an orphan never writes into the data directory of the next one. Its
-throttle (``log.cleaner.io.max.bytes.per.second``) lives as long as it does.
+throttle (``log.cleaner.io.max.bytes.per.second``) lives as long as it does. It runs at a
+lower CPU priority than the broker (nice 10), so produce and fetch elsewhere keep their pace.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from .throttle import throttle_for
 logger = logging.getLogger("headwater.log")
 
 PR_SET_PDEATHSIG = 1
+WORKER_NICENESS = 10  # when the cores are busy, the broker's requests go first: compaction can wait
 
 
 class CleanerWorker:
@@ -119,6 +121,7 @@ def main() -> None:
     broker_pid, rate = sys.argv[1:3]
     _die_with(int(broker_pid))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the broker decides
+    os.nice(WORKER_NICENESS)
     jobs, answers = Connection(os.dup(0), writable=False), Connection(os.dup(1), readable=False)
     os.dup2(2, 1)  # whatever else writes to stdout must not garble the answers
     serve(jobs, answers, float(rate) if rate else None)

@@ -79,6 +79,7 @@ class WorkerDied(Exception):
 class CleanResult:
     stats: CleanerStats
     cleaned: list[SegmentToClean] = field(default_factory=list)  # segments with a .cleaned rewrite
+    emptied: list[int] = field(default_factory=list)             # base offsets of segments with no record left
     markers_removed: set[int] = field(default_factory=set)       # offsets of removed transaction markers
 
 
@@ -96,9 +97,13 @@ def compact(job: CleanJob, throttle: Throttle | Unthrottled = Unthrottled()) -> 
                                        aborted, reader)
         result = CleanResult(CleanerStats(logs_cleaned=1))
         markers = Markers()
-        for segment in segments:
-            rewrite = write_cleaned(segment, offset_map, job.tombstone_horizon, result.stats, aborted, markers, reader)
-            if rewrite is not None:
+        for i, segment in enumerate(segments):
+            # The log's first segment stays, even empty: it holds the log's start.
+            rewrite = write_cleaned(segment, offset_map, job.tombstone_horizon, result.stats, aborted, markers, reader,
+                                    keep_empty=i == 0)
+            if rewrite is EMPTIED:
+                result.emptied.append(segment.base_offset)
+            elif rewrite is not None:
                 rewrite.release()
                 result.cleaned.append(SegmentToClean(segment.base_offset, segment.next_offset))
         result.markers_removed = markers.removed
@@ -215,10 +220,18 @@ class OffsetMap:
         return bisect_right(self._kept, header.last_offset) - bisect_left(self._kept, header.base_offset)
 
 
+class Emptied:
+    """A segment with no record left: it goes, no rewrite needed."""
+
+
+EMPTIED = Emptied()
+
+
 def write_cleaned(segment: Segment, offset_map: OffsetMap, tombstone_horizon: int, stats: CleanerStats,
                   aborted: Aborted = NOTHING_ABORTED, markers: Markers | None = None,
-                  reader: BatchReader | None = None) -> Segment | None:
-    """Write the cleaned copy of ``segment`` as ``.cleaned`` files, fsynced; None if nothing in it changes."""
+                  reader: BatchReader | None = None, keep_empty: bool = True) -> Segment | Emptied | None:
+    """Write the cleaned copy of ``segment`` as ``.cleaned`` files, fsynced; None if nothing in it
+    changes; EMPTIED, and nothing written, if no record is left and not ``keep_empty``."""
     reader = reader or BatchReader()
     output: Segment | None = None
     pending, infos, removed_before = bytearray(), [], stats.records_removed
@@ -256,6 +269,8 @@ def write_cleaned(segment: Segment, offset_map: OffsetMap, tombstone_horizon: in
         if output is not None:
             output.delete()
         return None
+    if output is None and not pending and not keep_empty:
+        return EMPTIED
     output = output or Segment.create(segment.directory, segment.base_offset, segment.index_interval_bytes,
                                       CLEANED)
     if pending:

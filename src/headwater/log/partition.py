@@ -299,6 +299,14 @@ class Log:
             else:
                 self._segments[i] = new
 
+    def drop_segment(self, old: Segment) -> None:
+        """Delete a closed segment the cleaner left without a record (never the first: it holds the
+        log's start). Its offsets stay taken: the next segment's base is past them."""
+        with self.lock:
+            i = self._segments.index(old)
+            del self._segments[i], self._bases[i]
+            old.delete()
+
     def set_cleaner_checkpoint(self, offset: int) -> None:
         write_offset_file(self.directory / CLEANER_CHECKPOINT, offset)
         self.cleaner_checkpoint = offset
