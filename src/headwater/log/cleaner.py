@@ -16,8 +16,9 @@ least ``min.cleanable.dirty.ratio`` of the cleanable section (or kept tombstones
 
 If the runner fails (the worker was killed, say) the pass is dropped, its ``.cleaned`` files
 deleted, and the next pass starts over. A log holding a batch that cannot be decoded is
-marked uncleanable, as Kafka does: logged once, counted in every pass's stats, skipped until
-the broker restarts; the other logs are still cleaned.
+marked uncleanable, as Kafka does (Kafka forgets it at a restart): logged once, counted in every pass's stats, skipped until
+its ``cleaner-uncleanable`` file is deleted (it survives restarts: the data that failed is
+still there); the other logs are still cleaned.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from headwater.records import CorruptRecordError
 
 from .compaction import (NOTHING_ABORTED, Aborted, BatchReader, CleanerStats, CleanJob, CleanResult, Markers,
                          OffsetMap, SegmentToClean, WorkerDied, compact, write_cleaned)
-from .layout import CLEANED, SWAP, fsync_directory
+from .layout import CLEANED, SWAP, UNCLEANABLE, fsync_directory, replace_atomically
 from .partition import Log
 from .segment import Segment
 
@@ -51,12 +52,13 @@ class LogCleaner:
     def clean(self, logs: list[Log], now_ms: int) -> CleanerStats:
         stats = CleanerStats()
         for log in logs:
-            if not log.config.compact or log in self.uncleanable:
+            if not log.config.compact or self._set_aside(log):
                 continue
             try:
                 result = clean_log(log, now_ms, self.run)
             except CorruptRecordError as exc:
                 self.uncleanable[log] = str(exc)
+                replace_atomically(log.directory / UNCLEANABLE, str(exc), durable=False)
                 logger.error("log cleaner: %s is uncleanable, skipped from now on: %s", log.directory.name, exc)
                 continue
             except WorkerDied as exc:
@@ -66,6 +68,18 @@ class LogCleaner:
                 stats.add(result)
         stats.uncleanable_logs = len(self.uncleanable)
         return stats
+
+    def _set_aside(self, log: Log) -> bool:
+        """Whether ``log`` is uncleanable: marked in this run, or in an earlier one (its file)."""
+        if log not in self.uncleanable:
+            marked = log.directory / UNCLEANABLE
+            try:
+                self.uncleanable[log] = marked.read_text()
+            except FileNotFoundError:
+                return False
+            logger.error("log cleaner: %s was set aside as uncleanable before, skipped: %s (delete %s to retry)",
+                         log.directory.name, self.uncleanable[log], marked)
+        return True
 
 
 def cleanable_segments(log: Log, now_ms: int) -> list[Segment]:

@@ -201,7 +201,8 @@ class OffsetMap:
                     continue
                 if header.last_offset < first_dirty or header in aborted:
                     continue
-                base, first, plain = header.base_offset, first_dirty - header.base_offset, first_dirty <= header.base_offset
+                base = header.base_offset
+                first, plain = first_dirty - base, first_dirty <= base  # plain: only if the map reads it whole
                 for record in reader.records(header, raw, reader.body(header, raw)):
                     key = record.key
                     if key is None or record.value is None:

@@ -10,6 +10,7 @@ Every file name the storage engine writes is spelled here, and nowhere else::
         <20-digit base offset>.timeindex     its time index
         ... + .cleaned / .swap               a log cleaner rewrite before / after its commit (recovery.py)
         recovery-point, log-start-offset, cleaner-checkpoint
+        cleaner-uncleanable                  why the cleaner set this log aside (delete it to retry)
         aborted-transactions                 the aborted-transaction index (txn_index.py)
         producer-snapshot                    idempotent producers' sequences (broker/producer_state.py)
         .clean-shutdown
@@ -38,6 +39,7 @@ CLEAN_SHUTDOWN = ".clean-shutdown"
 RECOVERY_POINT = "recovery-point"
 LOG_START_OFFSET = "log-start-offset"
 CLEANER_CHECKPOINT = "cleaner-checkpoint"
+UNCLEANABLE = "cleaner-uncleanable"
 ABORTED_TRANSACTIONS = "aborted-transactions"
 PRODUCER_SNAPSHOT = "producer-snapshot"
 

@@ -1,5 +1,6 @@
-"""The log cleaner's I/O throttle (log.cleaner.io.max.bytes.per.second), by bytes counted on a
-hand-driven clock, and the bound on what a stored batch may decompress to."""
+"""The log cleaner's bounds: its I/O throttle (log.cleaner.io.max.bytes.per.second), by bytes
+counted on a hand-driven clock; what a stored batch may decompress to; and the logs it sets
+aside as uncleanable, across restarts."""
 import random
 
 import pytest
@@ -72,3 +73,27 @@ def test_a_decompression_bomb_on_disk_makes_the_log_uncleanable_not_the_broker_r
     cleaner = LogCleaner()
     assert cleaner.clean([log], T0 + 1000).uncleanable_logs == 1
     assert log in cleaner.uncleanable
+
+
+def test_an_uncleanable_log_stays_set_aside_across_a_restart_until_its_mark_is_deleted(tmp_path):
+    log = Log.open(tmp_path / "c-0", compacted_config())
+    appended = produce_updates(log, random.Random(8))
+    log.roll()
+    segment = log.segments[0].path
+    log.close()
+    intact = segment.read_bytes()
+    with open(segment, "r+b") as f:  # the first batch's codec: zstd, which its records section is not
+        f.seek(22)
+        f.write(b"\x04")
+    log = Log.open(tmp_path / "c-0", compacted_config())
+    assert LogCleaner().clean([log], T0 + 1000).uncleanable_logs == 1
+    log.close()
+
+    segment.write_bytes(intact)  # repaired; after a restart the log is still set aside
+    log = Log.open(tmp_path / "c-0", compacted_config())
+    stats = LogCleaner().clean([log], T0 + 1000)
+    assert (stats.uncleanable_logs, stats.logs_cleaned) == (1, 0)
+    (tmp_path / "c-0" / "cleaner-uncleanable").unlink()  # the operator's word: try again
+    stats = LogCleaner().clean([log], T0 + 1000)
+    assert (stats.uncleanable_logs, stats.logs_cleaned) == (0, 1)
+    assert read_all(log) == latest_per_key(appended, drop_tombstones=False)
