@@ -86,6 +86,11 @@ class BrokerProcess:
                 return int(line.split()[1]) * 1024
         raise RuntimeError(f"no VmRSS for process {self.proc.pid}")
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the broker process itself has used so far, from /proc (Linux)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+
     def restart(self) -> "BrokerProcess":
         return self.start()
 
