@@ -116,16 +116,23 @@ def clean_log(log: Log, now_ms: int, run: Runner = compact) -> CleanerStats | No
         except BaseException:
             _discard_cleaned(log)
             raise
-        by_base = {s.base_offset: s for s in segments}
-        for cleaned in result.cleaned:
-            rewrite, _ = Segment.open(log.directory, cleaned.base_offset, log.config.index_interval_bytes, None,
-                                      CLEANED)
-            rewrite.next_offset = cleaned.next_offset  # offsets past the last kept record stay taken
-            commit(rewrite)
-            log.replace_segment(by_base[cleaned.base_offset], rewrite)
-            result.stats.segments_rewritten += 1
-        for base in result.emptied:
-            log.drop_segment(by_base[base])
+        # In offset order, durably: the old values a removed tombstone deleted go before it does.
+        cleaned, emptied, dropped = set(result.cleaned), set(result.emptied), False
+        for segment in segments:
+            if segment.base_offset in emptied:
+                log.drop_segment(segment)
+                dropped = True
+            elif segment.base_offset in cleaned:
+                if dropped:
+                    fsync_directory(log.directory)
+                    dropped = False
+                rewrite, _ = Segment.open(log.directory, segment.base_offset, log.config.index_interval_bytes, None,
+                                          CLEANED)
+                rewrite.next_offset = segment.next_offset  # offsets past the last kept record stay taken
+                commit(rewrite)
+                log.replace_segment(segment, rewrite)
+            else:
+                continue
             result.stats.segments_rewritten += 1
         if result.markers_removed:
             with log.lock:  # the broker appends to the index under the same lock

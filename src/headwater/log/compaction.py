@@ -78,8 +78,8 @@ class WorkerDied(Exception):
 @dataclass
 class CleanResult:
     stats: CleanerStats
-    cleaned: list[SegmentToClean] = field(default_factory=list)  # segments with a .cleaned rewrite
-    emptied: list[int] = field(default_factory=list)             # base offsets of segments with no record left
+    cleaned: list[int] = field(default_factory=list)   # base offsets of the segments with a .cleaned rewrite
+    emptied: list[int] = field(default_factory=list)   # base offsets of the segments with no record left
     markers_removed: set[int] = field(default_factory=set)       # offsets of removed transaction markers
 
 
@@ -105,7 +105,7 @@ def compact(job: CleanJob, throttle: Throttle | Unthrottled = Unthrottled()) -> 
                 result.emptied.append(segment.base_offset)
             elif rewrite is not None:
                 rewrite.release()
-                result.cleaned.append(SegmentToClean(segment.base_offset, segment.next_offset))
+                result.cleaned.append(segment.base_offset)
         result.markers_removed = markers.removed
         return result
     finally:
