@@ -62,10 +62,12 @@ class LogMaintenance:
             log.info("retention deleted %d segment(s)", deleted)
 
     def _clean(self, now_ms: int) -> None:
+        start = time.monotonic()
         stats = self.logs.clean(now_ms)
         if self.metrics is not None:
             self.metrics.cleaned(stats)
         if stats.logs_cleaned:
             log.info("log cleaner: %d log(s), %d segment(s) rewritten, %d record(s) removed, %d -> %d bytes, "
-                     "%d uncleanable log(s)", stats.logs_cleaned, stats.segments_rewritten, stats.records_removed,
-                     stats.bytes_read, stats.bytes_written, stats.uncleanable_logs)
+                     "%d uncleanable log(s) in %.2f s", stats.logs_cleaned, stats.segments_rewritten,
+                     stats.records_removed, stats.bytes_read, stats.bytes_written, stats.uncleanable_logs,
+                     time.monotonic() - start)
