@@ -64,8 +64,10 @@ class CleanerWorker:
             if self._process is None or self._process.poll() is not None:
                 self._reap_locked()
                 rate = "" if self.io_max_bytes_per_second is None else str(self.io_max_bytes_per_second)
+                # The broker's own import path, however it was set up, finds this module again.
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
                 self._process = subprocess.Popen([sys.executable, "-m", __name__, str(os.getpid()), rate],
-                                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
                 self._jobs = Connection(os.dup(self._process.stdin.fileno()), readable=False)
                 self._answers = Connection(os.dup(self._process.stdout.fileno()), writable=False)
                 self._process.stdin.close()
