@@ -54,6 +54,9 @@ def alive(pid: int) -> bool:
 
 def test_sigkill_of_the_worker_mid_clean_and_a_later_pass_cleans_the_log(start_broker):
     proc = start_broker(*THROTTLED)
+    admin, broker = AdminClient({"bootstrap.servers": proc.bootstrap}), ConfigResource("broker", "0")
+    configs = admin.describe_configs([broker])[broker].result(30)
+    assert configs["log.cleaner.io.max.bytes.per.second"].value == "100000.0"
     sent = fill(proc.bootstrap, "accounts")
     wait_until(lambda: cleaned_files(proc.data_dir / "accounts-0"), what="a .cleaned rewrite", interval=0.005)
     worker = workers_started(proc)[-1]
