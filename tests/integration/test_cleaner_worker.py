@@ -22,11 +22,12 @@ WORKER_STARTED = re.compile(r"log cleaner worker started \(pid (\d+)\)")
 
 
 def fill(bootstrap: str, topic: str) -> list:
-    """About 90 KB of updates to 40 keys over 8 KB segments, the last segment closed; then the
-    whole backlog made cleanable at once (min.compaction.lag.ms to 0), so one throttled pass
-    takes it all."""
+    """About 90 KB of updates to 40 keys, and two keys written once, in each 8 KB segment (so
+    every rewrite keeps records), the last segment closed; then the whole backlog made
+    cleanable at once (min.compaction.lag.ms to 0), so one throttled pass takes it all."""
     create_topic(bootstrap, topic, **{**COMPACTED, "segment.bytes": "8192", "min.compaction.lag.ms": "3600000"})
-    rounds = [[(b"key-%d" % k, b"round %d of key %d " % (r, k) * 6) for k in range(40)] for r in range(20)]
+    rounds = [[(b"key-%d" % k, b"round %d of key %d " % (r, k) * 6) for k in range(40)]
+              + [(b"once-%d-%d" % (r, k), b"only value") for k in range(2)] for r in range(20)]
     sent = produce_rounds(bootstrap, topic, rounds)
     sent += roll_with_marker(bootstrap, topic, "marker")
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -29,7 +29,7 @@ from headwater.records import (ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACT
                                compiled_records, decode_records, record_boundaries, records_section,
                                uncompressed_bound, with_records)
 
-from .layout import CLEANED
+from .layout import CLEANED, SEGMENT_SUFFIXES, segment_file
 from .segment import BatchInfo, Segment
 from .throttle import Throttle, Unthrottled
 from .txn_index import AbortedTxn
@@ -257,8 +257,7 @@ def write_cleaned(segment: Segment, offset_map: OffsetMap, tombstone_horizon: in
                                        len(batch)))
                 pending += batch
             if len(pending) >= WRITE_CHUNK:
-                output = output or Segment.create(segment.directory, segment.base_offset,
-                                                  segment.index_interval_bytes, CLEANED)
+                output = output or _fresh_rewrite(segment)
                 output.append(pending, infos)
                 reader.throttle.observe(len(pending))
                 pending, infos = bytearray(), []
@@ -272,8 +271,7 @@ def write_cleaned(segment: Segment, offset_map: OffsetMap, tombstone_horizon: in
         return None
     if output is None and not pending and not keep_empty:
         return EMPTIED
-    output = output or Segment.create(segment.directory, segment.base_offset, segment.index_interval_bytes,
-                                      CLEANED)
+    output = output or _fresh_rewrite(segment)
     if pending:
         output.append(pending, infos)
         reader.throttle.observe(len(pending))
@@ -282,6 +280,13 @@ def write_cleaned(segment: Segment, offset_map: OffsetMap, tombstone_horizon: in
     output.flush()
     stats.bytes_written += output.size
     return output
+
+
+def _fresh_rewrite(segment: Segment) -> Segment:
+    """An empty ``.cleaned`` rewrite of ``segment``: what a killed pass left there goes first."""
+    for suffix in SEGMENT_SUFFIXES:
+        segment_file(segment.directory, segment.base_offset, suffix + CLEANED).unlink(missing_ok=True)
+    return Segment.create(segment.directory, segment.base_offset, segment.index_interval_bytes, CLEANED)
 
 
 def _cleaned_batch(header: BatchHeader, raw: bytes, offset_map: OffsetMap, tombstone_horizon: int,
