@@ -206,8 +206,9 @@ def test_cleaning_while_appending_from_another_thread(tmp_path):
 
 def test_a_rewrite_left_by_a_killed_cleaner_is_not_built_upon(tmp_path):
     log, appended = prepared_log(tmp_path)
-    junk = tmp_path / "c-0" / ("%020d.log.cleaned" % log.segments[0].base_offset)
-    junk.write_bytes(log.segments[0].path.read_bytes()[:100])  # a killed pass's half-written rewrite
+    last_closed = log.segments[-2]  # it holds latest values: its rewrite keeps records
+    junk = tmp_path / "c-0" / ("%020d.log.cleaned" % last_closed.base_offset)
+    junk.write_bytes(last_closed.path.read_bytes()[:100])  # a killed pass's half-written rewrite
     clean_log(log, now_ms=T0 + 1000)
     assert read_all(log) == latest_per_key(appended, drop_tombstones=False)
     assert not junk.exists()
