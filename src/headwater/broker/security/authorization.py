@@ -184,8 +184,9 @@ def _group(operation: Op, then: Rule | None = None) -> Rule:
     return _needs(lambda a, r: a.group(operation, r.group_id), GROUP_DENIED, then)
 
 
-def _group_check(operation: Op, name_of=lambda entry: entry) -> Check:
-    return lambda access, entry: None if access.group(operation, name_of(entry)) else GROUP_DENIED
+def _group_check(operation: Op) -> Check:
+    """For the APIs whose request lists group ids."""
+    return lambda access, group_id: None if access.group(operation, group_id) else GROUP_DENIED
 
 
 def _committed(topic_result: str, partition_result: str, group_denied: Callable[[Access, object], "ErrorCode | None"],
@@ -195,13 +196,7 @@ def _committed(topic_result: str, partition_result: str, group_denied: Callable[
     async def rule(access, header, request, handle):
         whole = group_denied(access, request)
         check = (lambda a, t: whole) if whole is not None else topic_check(operation)
-
-        def denial(R, t, code):
-            Topic = getattr(R, topic_result)
-            return Topic(name=t.name, partitions=_partitions(getattr(Topic, partition_result), "partition_index",
-                                                             (p.partition_index for p in t.partitions),
-                                                             error_code=code))
-        return await per_resource("topics", check, "topics", denial)(access, header, request, handle)
+        return await _partition_results(check, topic_result, partition_result)(access, header, request, handle)
     return rule
 
 
@@ -209,10 +204,12 @@ def _group_read(access, request) -> ErrorCode | None:
     return None if access.group(Op.READ, request.group_id) else GROUP_DENIED
 
 
+def _transaction_check(access, request) -> ErrorCode | None:
+    return None if _transaction_writer(access, request.transactional_id) else TRANSACTIONAL_ID_DENIED
+
+
 def _transactional_group(access, request) -> ErrorCode | None:
-    if not _transaction_writer(access, request.transactional_id):
-        return TRANSACTIONAL_ID_DENIED
-    return _group_read(access, request)
+    return _transaction_check(access, request) or _group_read(access, request)
 
 
 async def _offset_fetch(access, header, request, handle):
@@ -253,12 +250,10 @@ async def _add_partitions_to_txn(access, header, request, handle):
     return response
 
 
-def _transaction(group: bool = False) -> Rule:
+def _transaction(check: Check = _transaction_check) -> Rule:
     """AddOffsetsToTxn, EndTxn: WRITE on the transactional id (and READ on the group whose offsets it adds)."""
     async def rule(access, header, request, handle):
-        code = (_transactional_group if group else
-                lambda a, r: None if _transaction_writer(a, r.transactional_id) else TRANSACTIONAL_ID_DENIED)(
-            access, request)
+        code = check(access, request)
         return await handle(request) if code is None else _response(header, error_code=code)
     return rule
 
@@ -295,13 +290,13 @@ def _configs(operation: Op, answers: str, result: str, **empty) -> Rule:
                            resource_name=r.resource_name, **empty)))
 
 
-def _topic_results(operation: Op, field: str, answers: str, result: str, name_of=lambda t: t.name) -> Rule:
+def _topic_results(check: Check, field: str, answers: str, result: str, name_of=lambda t: t.name) -> Rule:
     """APIs with one result per topic (name, error code, message)."""
-    return per_resource(field, topic_check(operation, name_of), answers, lambda R, t, code: getattr(R, result)(
+    return per_resource(field, check, answers, lambda R, t, code: getattr(R, result)(
         name=name_of(t), error_code=code, error_message=NOT_AUTHORIZED))
 
 
-def _partition_results(operation: Op, topic_result: str, partition_result: str, answers: str = "topics",
+def _partition_results(check: Check, topic_result: str, partition_result: str, answers: str = "topics",
                        name: str = "name", index: str = "partition_index",
                        indexes_of=lambda t: [p.partition_index for p in t.partitions], **fields) -> Rule:
     """APIs with one result per partition of each topic, each with its error code."""
@@ -309,7 +304,7 @@ def _partition_results(operation: Op, topic_result: str, partition_result: str, 
         Topic = getattr(R, topic_result)
         return Topic(**{name: getattr(t, name)}, partitions=_partitions(getattr(Topic, partition_result), index,
                                                                         indexes_of(t), error_code=code, **fields))
-    return per_resource("topics", topic_check(operation, lambda t: getattr(t, name)), answers, denial)
+    return per_resource("topics", check, answers, denial)
 
 
 def _share(topic_result: str, **fields) -> Rule:
@@ -338,33 +333,42 @@ async def _share_group_heartbeat(access, header, request, handle):
     return await handle(request)
 
 
+def _create_topic(access, topic) -> ErrorCode | None:
+    """CREATE on the cluster, or else on the topic (as Kafka)."""
+    return None if access.cluster(Op.CREATE) or access.topic(Op.CREATE, topic.name) else TOPIC_DENIED
+
+
+def _topic(entry) -> str:  # Fetch and OffsetForLeaderEpoch name their topics and partitions so
+    return entry.topic
+
+
+def _partition(entry) -> list[int]:
+    return [p.partition for p in entry.partitions]
+
+
 RULES: dict[int, Rule] = {
     ApiKey.API_VERSIONS: _open, ApiKey.SASL_HANDSHAKE: _open, ApiKey.SASL_AUTHENTICATE: _open,
     ApiKey.DESCRIBE_CLUSTER: _open,  # as Kafka: the brokers are no secret (Metadata lists them too)
     ApiKey.PRODUCE: _produce,
-    ApiKey.FETCH: _partition_results(Op.READ, "FetchableTopicResponse", "PartitionData", "responses", name="topic",
-                                     indexes_of=lambda t: [p.partition for p in t.partitions], high_watermark=-1,
+    ApiKey.FETCH: _partition_results(topic_check(Op.READ, _topic), "FetchableTopicResponse", "PartitionData",
+                                     "responses", name="topic", indexes_of=_partition, high_watermark=-1,
                                      records=None),
     ApiKey.METADATA: _metadata,
-    ApiKey.LIST_OFFSETS: _partition_results(Op.DESCRIBE, "ListOffsetsTopicResponse", "ListOffsetsPartitionResponse"),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: _partition_results(Op.DESCRIBE, "OffsetForLeaderTopicResult", "EpochEndOffset",
-                                                       name="topic", index="partition",
-                                                       indexes_of=lambda t: [p.partition for p in t.partitions],
-                                                       leader_epoch=-1,
-                                                       end_offset=-1),
-    ApiKey.DELETE_RECORDS: _partition_results(Op.DELETE, "DeleteRecordsTopicResult", "DeleteRecordsPartitionResult",
-                                              low_watermark=-1),
-    ApiKey.DESCRIBE_PRODUCERS: _partition_results(Op.READ, "TopicResponse", "PartitionResponse",
+    ApiKey.LIST_OFFSETS: _partition_results(topic_check(Op.DESCRIBE), "ListOffsetsTopicResponse",
+                                            "ListOffsetsPartitionResponse"),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _partition_results(topic_check(Op.DESCRIBE, _topic), "OffsetForLeaderTopicResult",
+                                                       "EpochEndOffset", name="topic", index="partition",
+                                                       indexes_of=_partition, leader_epoch=-1, end_offset=-1),
+    ApiKey.DELETE_RECORDS: _partition_results(topic_check(Op.DELETE), "DeleteRecordsTopicResult",
+                                              "DeleteRecordsPartitionResult", low_watermark=-1),
+    ApiKey.DESCRIBE_PRODUCERS: _partition_results(topic_check(Op.READ), "TopicResponse", "PartitionResponse",
                                                   indexes_of=lambda t: t.partition_indexes,
                                                   error_message=NOT_AUTHORIZED, active_producers=[]),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
-    ApiKey.CREATE_TOPICS: per_resource("topics", lambda a, t: None if a.cluster(Op.CREATE) or a.topic(Op.CREATE, t.name)
-                                       else TOPIC_DENIED, "topics",
-                                       lambda R, t, code: R.CreatableTopicResult(name=t.name, error_code=code,
-                                                                                 error_message=NOT_AUTHORIZED)),
-    ApiKey.DELETE_TOPICS: _topic_results(Op.DELETE, "topic_names", "responses", "DeletableTopicResult",
-                                         name_of=lambda name: name),
-    ApiKey.CREATE_PARTITIONS: _topic_results(Op.ALTER, "topics", "results", "CreatePartitionsTopicResult"),
+    ApiKey.CREATE_TOPICS: _topic_results(_create_topic, "topics", "topics", "CreatableTopicResult"),
+    ApiKey.DELETE_TOPICS: _topic_results(topic_check(Op.DELETE, lambda name: name), "topic_names", "responses",
+                                         "DeletableTopicResult", name_of=lambda name: name),
+    ApiKey.CREATE_PARTITIONS: _topic_results(topic_check(Op.ALTER), "topics", "results", "CreatePartitionsTopicResult"),
     ApiKey.DESCRIBE_CONFIGS: _configs(Op.DESCRIBE_CONFIGS, "results", "DescribeConfigsResult", configs=[]),
     ApiKey.ALTER_CONFIGS: _configs(Op.ALTER_CONFIGS, "responses", "AlterConfigsResourceResponse"),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _configs(Op.ALTER_CONFIGS, "responses", "AlterConfigsResourceResponse"),
@@ -391,7 +395,7 @@ RULES: dict[int, Rule] = {
     ApiKey.SHARE_ACKNOWLEDGE: _share("ShareAcknowledgeTopicResponse"),
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
-    ApiKey.ADD_OFFSETS_TO_TXN: _transaction(group=True),
+    ApiKey.ADD_OFFSETS_TO_TXN: _transaction(_transactional_group),
     ApiKey.END_TXN: _transaction(),
     ApiKey.TXN_OFFSET_COMMIT: _committed("TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition",
                                          _transactional_group),
