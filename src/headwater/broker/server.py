@@ -144,7 +144,7 @@ class Server:
                 await self._refuse(conn, peer)
             elif conn.authenticated and not was_authenticated:
                 self.failed_logins.succeeded(conn.peer)
-                log.info("%s authenticated %s with %s", peer, conn.principal, conn.sasl.mechanism)
+                log.info("%s authenticated %r with %s", peer, conn.principal, conn.sasl.mechanism)
             throttle = 0.0
             if response is not None:
                 encoded = encode_response(header, endpoint.api, response)

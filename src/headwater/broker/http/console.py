@@ -293,7 +293,7 @@ class Console:
                                           {(topic.name, r["partition"]): CommittedOffset(r["new"]) for r in rows})
         if error:
             raise HTTPException(409, f"could not commit the offsets of {group.group_id!r}: {ErrorCode(error).name}")
-        log.info("console reset offsets of group %s on %s to %s", group.group_id, topic.name, reset_to)
+        log.info("console reset offsets of group %r on %s to %r", group.group_id, topic.name, reset_to)
         return RedirectResponse(request.url_for("group", group=group.group_id), status_code=303)
 
     async def transactions(self, request: Request) -> Response:
@@ -307,7 +307,7 @@ class Console:
         return self.page("error.html", status=exc.status_code, status_code=exc.status_code, message=exc.detail)
 
     async def failure(self, request: Request, exc: Exception) -> Response:
-        log.error("console: %s %s failed", request.method, request.url.path, exc_info=exc)
+        log.error("console: %s %r failed", request.method, request.url.path, exc_info=exc)
         return self.page("error.html", status=500, status_code=500,
                          message="the console failed to build this page; the broker's log has the details")
 
