@@ -647,3 +647,62 @@ def test_sqlite_connector_ships_changes_over_sasl_ssl(secured, tmp_path):
         connector.terminate()
         connector.wait(30)
     assert sorted(names) == ["ink", "pen"], connector.stderr.read()
+
+
+def test_share_group_commands_over_sasl_ssl(secured, tmp_path):
+    """`groups describe` and `groups list` of a share group: the one-shot client (protocol/request.py)
+    logs in with SCRAM over TLS from --command-config; a wrong password and a property it cannot use
+    are refused with an error that says so."""
+    from headwater.protocol.request import AuthenticationFailed, UnsupportedSecurity, request
+    from headwater.protocol.share_messages import ShareGroupHeartbeatRequest
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    alice = _logged_in(secured, "alice")
+    joined = alice.request(ShareGroupHeartbeatRequest(group_id=group, member_id="m1", member_epoch=0, rack_id=None,
+                                                      subscribed_topic_names=["acl-read"]), 1)
+    assert joined.error_code == 0
+    properties = _command_config(secured, tmp_path)
+    described = _cli(secured, properties, "groups", "describe", group)
+    assert described.returncode == 0, described.stderr
+    shown = json.loads(described.stdout)
+    assert (shown["type"], [m["member"] for m in shown["members"]]) == ("share", ["m1"])
+    listed = _cli(secured, properties, "groups", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert {"group": group, "state": "stable", "type": "share"} in json.loads(listed.stdout)
+
+    bootstrap = f"127.0.0.1:{_port(secured, 'SASL_SSL')}"
+    config = {k: v for k, v in librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-256").items()
+              if k != "bootstrap.servers"}
+    assert request(bootstrap, ApiVersionsRequest(), 3, security=config).error_code == 0
+    with pytest.raises(AuthenticationFailed, match="Authentication failed"):
+        request(bootstrap, ApiVersionsRequest(), 3, security={**config, "sasl.password": "wrong"})
+    with pytest.raises(UnsupportedSecurity, match="sasl.jaas.config"):
+        request(bootstrap, ApiVersionsRequest(), 3, security={**config, "sasl.jaas.config": "x"})
+
+
+def test_events_relay_over_sasl_ssl(secured, tmp_path):
+    """`headwater events relay --command-config`: the store's events reach the topic over SASL_SSL."""
+    from headwater.eventsourcing import NewEvent, open_store
+    from headwater.eventsourcing.subscription import decode_value
+    db, topic = str(tmp_path / "events.db"), f"relayed-{uuid.uuid4().hex[:8]}"
+    store = open_store(db)
+    for i in range(5):
+        store.append(f"cart-{i % 2}", [NewEvent("ItemAdded", {"item": i})])
+    store.close()
+    relay = subprocess.Popen([sys.executable, "-m", "headwater", "events", "relay", "--store", db, "--topic", topic,
+                              "--partitions", "1", "--bootstrap-server", f"127.0.0.1:{_port(secured, 'SASL_SSL')}",
+                              "--command-config", _command_config(secured, tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        consumer = Consumer({**librdkafka_config(secured, "SASL_SSL", "PLAIN", user="bob"),
+                             "group.id": topic, "auto.offset.reset": "earliest"})
+        consumer.subscribe([topic])
+        positions, deadline = [], time.monotonic() + 60
+        while len(positions) < 5 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                positions.append(decode_value(msg.value())[0])
+        consumer.close()
+    finally:
+        relay.terminate()
+        relay.wait(30)
+    assert positions == [1, 2, 3, 4, 5], relay.stderr.read()
