@@ -81,7 +81,7 @@ def _response(header, **fields):
     return cls(**{**empty, **{name: value for name, value in fields.items() if name in known}})
 
 
-Check = Callable[[Access, object], "ErrorCode | None"]  # None: allowed; else the error that says no
+Check = Callable[[Access, object], ErrorCode | None]  # None: allowed; else the error that says no
 
 
 def per_resource(field: str, check: Check, answers: str, denial: Callable[[type, object, ErrorCode], object]) -> Rule:
@@ -189,13 +189,12 @@ def _group_check(operation: Op) -> Check:
     return lambda access, group_id: None if access.group(operation, group_id) else GROUP_DENIED
 
 
-def _committed(topic_result: str, partition_result: str, group_denied: Callable[[Access, object], "ErrorCode | None"],
-               operation: Op = Op.READ) -> Rule:
-    """Offset commits (OffsetCommit, TxnOffsetCommit, OffsetDelete's topics): each topic needs ``operation``;
-    if ``group_denied`` says no, every topic is answered with its error."""
+def _committed(topic_result: str, partition_result: str, whole: Callable[[Access, object], ErrorCode | None]) -> Rule:
+    """Offsets (OffsetCommit, TxnOffsetCommit, OffsetDelete): each topic needs READ; if ``whole`` says
+    no to the request (its group, its transactional id), every partition is answered with that error."""
     async def rule(access, header, request, handle):
-        whole = group_denied(access, request)
-        check = (lambda a, t: whole) if whole is not None else topic_check(operation)
+        denied = whole(access, request)
+        check = (lambda a, t: denied) if denied is not None else topic_check(Op.READ)
         return await _partition_results(check, topic_result, partition_result)(access, header, request, handle)
     return rule
 
