@@ -216,7 +216,13 @@ async def _offset_fetch(access, header, request, handle):
         response = await handle(request)
         response.topics = [t for t in response.topics if access.topic(Op.DESCRIBE, t.name)]
         return response
-    return _response(header, error_code=GROUP_DENIED)
+    # v0-1 have no error code of their own: each partition asked for carries it, as Kafka answers
+    response = _response(header, error_code=GROUP_DENIED)
+    Topic = type(response).OffsetFetchResponseTopic
+    response.topics = [Topic(name=t.name, partitions=_partitions(
+        Topic.OffsetFetchResponsePartition, "partition_index", t.partition_indexes, committed_offset=-1,
+        metadata="", error_code=GROUP_DENIED)) for t in request.topics or ()]
+    return response
 
 
 async def _init_producer_id(access, header, request, handle):
