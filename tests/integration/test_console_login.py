@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Producer
 from selenium.webdriver.common.by import By
 
-from headwater.testing import BrokerProcess
+from headwater.testing import BrokerProcess, wait_until
 
 from .test_console_browser import browser, open_page, wait_for  # noqa: F401 (the browser fixture)
 
@@ -24,13 +24,13 @@ VALUES = [f"entry-{i}" for i in range(5)]
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
-    """alice is a super user; dave has a password but no ACL on the cluster."""
+    """alice and erin are super users; dave has a password but no ACL on the cluster."""
     data = tmp_path_factory.mktemp("console-login") / "data"
-    for user in ("alice", "dave"):
+    for user in ("alice", "dave", "erin"):
         subprocess.run([sys.executable, "-m", "headwater", "users", "create", "--data-dir", str(data), user,
                         "--password", PASSWORD, "--iterations", "4096"], check=True, capture_output=True)
     with BrokerProcess(data, "--listener", "SASL_PLAINTEXT://127.0.0.1:0", "--http-listener", "127.0.0.1:0",
-                       "--super-user", "User:alice", "--failed-authentication-delay-ms", "1") as proc:
+                       "--super-user", "User:alice", "--super-user", "User:erin", "--failed-authentication-delay-ms", "1") as proc:
         producer = Producer({"bootstrap.servers": proc.bootstrap, "security.protocol": "SASL_PLAINTEXT",
                              "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": PASSWORD})
         for value in VALUES:
@@ -88,6 +88,16 @@ def test_login_form_gives_a_session(secured):
     assert status == 303
     forgotten = headers["Set-Cookie"].split(";")[0]
     assert fetch(secured, f"/topics/{TOPIC}", headers={"Cookie": forgotten})[0] == 303
+
+
+def test_deleting_the_user_ends_its_session(secured):
+    headers = fetch(secured, "/login", {"user": "erin", "password": PASSWORD, "next": "/"})[1]
+    cookie = {"Cookie": headers["Set-Cookie"].split(";")[0]}
+    assert fetch(secured, "/", headers=cookie)[0] == 200
+    subprocess.run([sys.executable, "-m", "headwater", "users", "delete", "--data-dir", str(secured.data_dir), "erin"],
+                   check=True, capture_output=True)
+    wait_until(lambda: fetch(secured, "/", headers=cookie)[0] == 303, timeout=30, what="erin's session to end")
+    assert fetch(secured, "/metrics", headers=cookie)[0] == 401
 
 
 def test_basic_credentials_for_scripts(secured):

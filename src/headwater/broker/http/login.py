@@ -36,6 +36,14 @@ OPEN_PATHS = ("/login", "/static/")
 REALM = 'Basic realm="headwater console", charset="UTF-8"'
 
 
+class Refused(Exception):
+    """A login the console refuses: HTTP ``status`` (401 wrong credentials, 403 not allowed) and why."""
+
+    def __init__(self, status: int, reason: str):
+        super().__init__(reason)
+        self.status = status
+
+
 class ConsoleLogin:
     def __init__(self, broker, failed_logins: FailedLogins):
         self.broker, self.failed_logins = broker, failed_logins
@@ -46,32 +54,50 @@ class ConsoleLogin:
                            max_age=SESSION_S, same_site="strict"),
                 Middleware(_Gate, login=self)]
 
-    async def check(self, user: str, password: str, peer: str) -> str | None:
-        """None if ``user`` may use the console, else why not (after the failure delay, if the password is wrong)."""
+    async def check(self, user: str, password: str, peer: str) -> None:
+        """Raise Refused unless ``user`` has that password and may use the console (a wrong password
+        is answered after the failure delay)."""
         if not await asyncio.to_thread(self.broker.credentials.check_password, user, password):
             delay = self.failed_logins.failed(peer)
             log.warning("console login failed from %s as %r (answered in %.1f s)", peer, user, delay)
             await asyncio.sleep(delay)
-            return "wrong user name or password"
+            raise Refused(401, "wrong user name or password")
         self.failed_logins.succeeded(peer)
-        principal = f"User:{user}"
-        if not self.broker.authorizer.authorize(principal, peer, AclOperation.DESCRIBE, ResourceType.CLUSTER,
+        self.allowed(user, peer)
+
+    def allowed(self, user: str, peer: str) -> None:
+        """Raise Refused unless ``user`` (still) exists and has DESCRIBE on the cluster: checked at login
+        and on every request of a session, so deleting the user or the ACL ends its sessions."""
+        if user not in self.broker.credentials.users():
+            raise Refused(401, f"user {user!r} no longer exists")
+        if not self.broker.authorizer.authorize(f"User:{user}", peer, AclOperation.DESCRIBE, ResourceType.CLUSTER,
                                                 CLUSTER_NAME, False):
             log.warning("console login from %s as %r refused: no DESCRIBE on the cluster", peer, user)
-            return f"{principal} may not use the console: it needs DESCRIBE on the cluster"
-        return None
+            raise Refused(403, f"User:{user} may not use the console: it needs DESCRIBE on the cluster")
 
-    async def basic(self, request: Request) -> tuple[str | None, str | None]:
-        """(user, None) for valid HTTP Basic credentials; (None, why not) otherwise; (None, None) if none sent."""
+    async def user(self, request: Request) -> str | None:
+        """The user of the request's session or of its HTTP Basic credentials; None if it has neither
+        (or its session's user may no longer use the console). Raises Refused for Basic credentials
+        that do not allow the console."""
+        peer = _peer(request)
+        if "user" in request.session:
+            try:
+                self.allowed(request.session["user"], peer)
+                return request.session["user"]
+            except Refused:  # the user or its ACL is gone: the session ends
+                request.session.clear()
+                return None
         scheme, _, encoded = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "basic":
-            return None, None
+            return None
         try:
             user, sep, password = base64.b64decode(encoded, validate=True).decode("utf-8").partition(":")
         except (binascii.Error, UnicodeDecodeError):
-            return None, "malformed Basic credentials"
-        refused = await self.check(user, password, _peer(request)) if sep else "malformed Basic credentials"
-        return (None, refused) if refused else (user, None)
+            raise Refused(401, "malformed Basic credentials") from None
+        if not sep:
+            raise Refused(401, "malformed Basic credentials")
+        await self.check(user, password, peer)
+        return user
 
     async def form(self, request: Request, render: Callable[..., Response]) -> Response:
         """GET: the login form; POST: log in and go on to the page asked for (``render``: the console's pages)."""
@@ -79,10 +105,10 @@ class ConsoleLogin:
             return render("login.html", next=_local(request.query_params.get("next", "/")), user="", error=None)
         form = await request.form()
         user, target = str(form.get("user", "")), _local(str(form.get("next", "/")))
-        refused = await self.check(user, str(form.get("password", "")), _peer(request))
-        if refused:
-            return render("login.html", status=403 if "may not" in refused else 401, next=target, user=user,
-                          error=refused)
+        try:
+            await self.check(user, str(form.get("password", "")), _peer(request))
+        except Refused as refused:
+            return render("login.html", status=refused.status, next=target, user=user, error=str(refused))
         request.session["user"] = user
         return RedirectResponse(target, status_code=303)
 
@@ -107,7 +133,7 @@ def _wants_page(path: str) -> bool:
 
 class _Gate:
     """Lets a request through with a session or valid Basic credentials; otherwise a page goes to
-    the login form and anything else is answered 401 with a Basic challenge."""
+    the login form and anything else is answered 401 (403: not allowed) with a Basic challenge."""
 
     def __init__(self, app, login: ConsoleLogin):
         self.app, self.login = app, login
@@ -116,17 +142,18 @@ class _Gate:
         if scope["type"] != "http" or scope["path"].startswith(OPEN_PATHS):
             return await self.app(scope, receive, send)
         request = Request(scope)
-        user, refused = (request.session.get("user"), None)
-        if user is None:
-            user, refused = await self.login.basic(request)
-        if user is not None:
-            return await self.app(scope, receive, send)
-        path = scope["path"]
-        if _wants_page(path) and refused is None:
-            query = scope.get("query_string", b"").decode("latin-1")
-            response: Response = RedirectResponse("/login?next=" + quote(path + (f"?{query}" if query else "")),
-                                                  status_code=303)
+        try:
+            user = await self.login.user(request)
+        except Refused as refused:
+            response: Response = PlainTextResponse(str(refused), status_code=refused.status,
+                                                   headers={"WWW-Authenticate": REALM})
         else:
-            response = PlainTextResponse(refused or "log in first", status_code=403 if refused and "may not"
-                                         in refused else 401, headers={"WWW-Authenticate": REALM})
+            if user is not None:
+                return await self.app(scope, receive, send)
+            path, query = scope["path"], scope.get("query_string", b"").decode("latin-1")
+            if _wants_page(path):
+                response = RedirectResponse("/login?next=" + quote(path + (f"?{query}" if query else "")),
+                                            status_code=303)
+            else:
+                response = PlainTextResponse("log in first", status_code=401, headers={"WWW-Authenticate": REALM})
         await response(scope, receive, send)
