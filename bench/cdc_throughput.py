@@ -46,6 +46,12 @@ def topic_size(consumer, table):
     return sum(consumer.get_watermark_offsets(TopicPartition(topic(table), p), timeout=10)[1] for p in range(PARTITIONS))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def write(pg, table, payload, rows, one_per_txn):
     """`rows` inserts: in one statement, or each in its own transaction (a DO loop that commits)."""
     if one_per_txn:
@@ -109,13 +115,14 @@ def main():
                 write(pg, table, payload, rows, one_per_txn)
             finally:
                 connector.send_signal(signal.SIGCONT)
-            resumed = time.perf_counter()
+            resumed, cpu = time.perf_counter(), [cpu_seconds(p.pid) for p in (connector, broker.proc)]
             wait_until(lambda: topic_size(consumer, table) >= rows + 1, 300, 0.02)
             connector_s = time.perf_counter() - resumed
+            cpu = [(cpu_seconds(p.pid) - before) * 1e6 / rows for p, before in zip((connector, broker.proc), cpu)]
             postgres_s = postgres_decoding(pg)
             pg.execute("SELECT pg_drop_replication_slot('raw')")
             shape = "single-row transactions" if one_per_txn else "one transaction"
-            results.append((f"~{size:,} B rows, {shape}", rows, rows / postgres_s, rows / connector_s))
+            results.append((f"~{size:,} B rows, {shape}", rows, rows / postgres_s, rows / connector_s, *cpu))
 
         latency = measure_latency(pg, broker.bootstrap, args.rows, args.rate, args.seconds)
         consumer.close()
@@ -128,12 +135,13 @@ def main():
 
     print(f"CDC bench: {PARTITIONS} partitions, acks=all, idempotent producer, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
-    head = ("workload", "events", "PostgreSQL decoding (peer)", "headwater cdc: acked in topic", "ratio")
+    head = ("workload", "events", "PostgreSQL decoding (peer)", "headwater cdc: acked in topic", "ratio",
+            "CPU/event: connector", "broker")
     width = max(len(head[0]), *(len(r[0]) for r in results))
-    print(f"{head[0]:<{width}}  {head[1]:>7}  {head[2]:>26}  {head[3]:>29}  {head[4]:>5}")
-    for name, rows, postgres_rate, connector_rate in results:
+    print(f"{head[0]:<{width}}  {head[1]:>7}  {head[2]:>26}  {head[3]:>29}  {head[4]:>5}  {head[5]:>20}  {head[6]:>7}")
+    for name, rows, postgres_rate, connector_rate, connector_cpu, broker_cpu in results:
         print(f"{name:<{width}}  {rows:>7}  {postgres_rate:>22,.0f} ev/s  {connector_rate:>25,.0f} ev/s  "
-              f"{connector_rate / postgres_rate:>5.2f}")
+              f"{connector_rate / postgres_rate:>5.2f}  {connector_cpu:>17.1f} µs  {broker_cpu:>4.1f} µs")
     print(f"commit-to-topic latency at {args.rate} single-row commits/s: p50 {latency[0]:.1f} ms, "
           f"p99 {latency[1]:.1f} ms ({latency[2]} samples)")
 

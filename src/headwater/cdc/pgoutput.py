@@ -114,6 +114,7 @@ def _layout(fmt: str) -> struct.Struct:
 
 
 _INT16, _INT32, _UINT32 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!I")
+_BEGIN, _COMMIT = struct.Struct("!qqI"), struct.Struct("!bqqq")
 
 
 class _Reader:
@@ -179,8 +180,14 @@ def _tuple_data(data: bytes, pos: int) -> tuple[list, int]:
 def decode(payload: bytes) -> Message:
     """Decode one pgoutput message."""
     try:
-        if payload[:1] == b"I" and payload[5:6] == b"N":  # most of a stream: inserts, decoded inline
+        # Most of a stream, decoded inline: inserts, and the begin and commit around each transaction.
+        tag = payload[0]
+        if tag == 0x49 and payload[5] == 0x4E:  # 'I', then 'N' (new tuple)
             return Insert(_UINT32.unpack_from(payload, 1)[0], _tuple_data(payload, 6)[0])
+        if tag == 0x42:  # 'B'
+            return Begin(*_BEGIN.unpack_from(payload, 1))
+        if tag == 0x43:  # 'C'
+            return Commit(*_COMMIT.unpack_from(payload, 1))
         return _decode(_Reader(payload))
     except (struct.error, IndexError):
         raise DecodeError("message truncated") from None
@@ -188,10 +195,6 @@ def decode(payload: bytes) -> Message:
 
 def _decode(r: _Reader) -> Message:
     tag = chr(r.take("!B"))
-    if tag == "B":
-        return Begin(*r.take("!qqI"))
-    if tag == "C":
-        return Commit(*r.take("!bqqq"))
     if tag == "O":
         return Origin(r.take("!q"), r.cstring())
     if tag == "R":

@@ -33,6 +33,7 @@ class Table:
     name: str
     columns: list[tuple[str, int]]  # [(name, type_oid)] in column order
     key: list[str]  # primary key column names
+    topic: str = ""  # where the stream sends the table's events
     # [(name, text -> JSON or None)]: each column's type looked up once, not per value
     converters: list[tuple[str, Callable[[str], Any] | None]] = field(init=False, repr=False)
 
@@ -124,6 +125,7 @@ class _Transaction:
         self.ts_ms = begin.commit_ts_us // 1000 + _PG_EPOCH_MS
         self.batch = batch
         self.skip = skip  # already delivered before a crash: PostgreSQL may send it again
+        self.sources: dict[int, dict] = {}  # relid -> the source block of its events, but the LSN
 
 
 class PostgresConnector(Connector):
@@ -266,7 +268,7 @@ class PostgresConnector(Connector):
                    marker: str) -> None:
         source = Source("postgresql", db, table.schema, table.name, lsn, xid, ts_ms, marker)
         topic = topic_name(self.prefix, table.schema, table.name)
-        for event in row_events(topic, table.key, "r", None, _row(table, values), source):
+        for event in row_events(topic, table.key, "r", None, _row(table, values), source.as_json()):
             self._shipper.send(event, batch)
         self.progress.snapshotted += 1
         if self.progress.snapshotted % 1000 == 0:
@@ -373,7 +375,7 @@ class _Stream:
         if outbox:
             self.shipper.send_many(outbox, self.txn.batch)
             outbox.clear()
-        self.progress.lsn = max(self.progress.lsn, *(lsn for lsn, _ in received))
+        self.progress.lsn = max(self.progress.lsn, received[-1][0])
 
     def store(self, lsn: int) -> None:
         self.to_store = None
@@ -408,15 +410,24 @@ class _Stream:
             with self.conn.cursor() as cur:
                 key = _primary_key(cur, msg.relid)
             # Sent before the first change to a table and again after each schema change.
-            self.relations[msg.relid] = Table(msg.schema, msg.table, [(c.name, c.type_oid) for c in msg.columns], key)
+            self.relations[msg.relid] = Table(msg.schema, msg.table, [(c.name, c.type_oid) for c in msg.columns],
+                                              key, topic_name(self.prefix, msg.schema, msg.table))
         elif kind is pgoutput.Truncate and not self.txn.skip:
             for relid in msg.relids:
                 table = self.relations[relid]
-                self.outbox.append(truncate_event(topic_name(self.prefix, table.schema, table.name),
-                                                  self.source(table, lsn)))
+                self.outbox.append(truncate_event(table.topic, self.source(relid, lsn)))
 
-    def source(self, table: Table, lsn: int) -> Source:
-        return Source("postgresql", self.db, table.schema, table.name, lsn, self.txn.xid, self.txn.ts_ms)
+    def source(self, relid: int, lsn: int) -> dict:
+        """The envelope's source block: built once per table and transaction, then copied."""
+        source = self.txn.sources.get(relid)
+        if source is None:
+            table = self.relations[relid]
+            source = Source("postgresql", self.db, table.schema, table.name, lsn, self.txn.xid,
+                            self.txn.ts_ms).as_json()
+            self.txn.sources[relid] = source
+        source = source.copy()
+        source["lsn"] = lsn
+        return source
 
     def row_change(self, lsn: int, msg: pgoutput.Insert | pgoutput.Update | pgoutput.Delete) -> None:
         table = self.relations[msg.relid]
@@ -427,5 +438,4 @@ class _Stream:
             before = _row(table, msg.old) if msg.old is not None else None
         else:
             op, before, after = "d", _row(table, msg.old), None
-        topic = topic_name(self.prefix, table.schema, table.name)
-        self.outbox.extend(row_events(topic, table.key, op, before, after, self.source(table, lsn)))
+        self.outbox.extend(row_events(table.topic, table.key, op, before, after, self.source(msg.relid, lsn)))
