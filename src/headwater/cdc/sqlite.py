@@ -163,7 +163,7 @@ class SqliteConnector(Connector):
                         shipper.send(event, batch)
                 shipper.tracker.close(batch, rows[-1][0])
                 self.position = rows[-1][0]
-            self._store(shipper.poll(0))
+            self._store(shipper.settle())
             self.ticker.tick()
             if len(rows) < self.batch_rows:
                 time.sleep(self.poll_interval)
