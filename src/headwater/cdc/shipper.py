@@ -173,10 +173,11 @@ class Shipper:
         return self._acknowledged()
 
     def settle(self, after: float = 0.5) -> int | None:
-        """`poll(0)`, and `flush` (at most `after` s) if a closed batch has waited `after` s for
-        the queue to empty on its own: under steady load it would not."""
+        """`poll(0)`, and `flush` (at most `after` s) if a closed batch or a stored position has
+        waited `after` s for the queue to empty on its own: under steady load it would not."""
         durable = self.poll(0)
-        if self.tracker.awaiting() and time.monotonic() - self._emptied >= after:
+        waiting = self.tracker.awaiting() or self._on_empty
+        if waiting and time.monotonic() - self._emptied >= after:
             moved = self.flush(after)
             durable = durable if moved is None else moved
         return durable
