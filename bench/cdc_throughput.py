@@ -1,14 +1,19 @@
-"""CDC speed: change events/s into the topic next to PostgreSQL's own logical decoding rate,
-and commit-to-topic latency at a moderate write rate.
+"""CDC speed: change events/s into the topic next to PostgreSQL's own logical decoding rate
+for the same changes, for rows of several sizes in one large transaction and in many
+single-row transactions; and commit-to-topic latency at a moderate write rate.
 
     .venv/bin/python bench/cdc_throughput.py [--rows 50000] [--rate 200] [--seconds 5] [--smoke]
 
 Starts a throw-away PostgreSQL cluster (`headwater.testing.PostgresServer`), a Headwater broker, and
-`headwater cdc postgres` as a child process, all on loopback.
+`headwater cdc postgres` as a child process, all on loopback. For each workload the connector is
+paused (SIGSTOP) while PostgreSQL writes it, then resumed: the time from resuming to the last
+event acknowledged in the topic is set against `pg_logical_slot_get_binary_changes` decoding
+the very same changes from a second slot, so both sides read the same backlog.
 """
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -19,75 +24,106 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from headwater.cdc import pgoutput
-from headwater.cdc.shipper import new_producer
 from headwater.testing import PostgresServer, bench_arguments, start_broker, wait_until
 
-TOPIC = "bench.public.item"
+# (table, approximate row size, payload expression, single-row transactions?)
+WORKLOADS = [
+    ("small_one_txn", 100, "md5(g::text)", False),
+    ("small_many_txn", 100, "md5(g::text)", True),
+    ("medium_one_txn", 1_000, "repeat(md5(g::text), 30)", False),
+    ("medium_many_txn", 1_000, "repeat(md5(g::text), 30)", True),
+    ("large_one_txn", 10_000, "repeat(md5(g::text), 300)", False),
+]
+LATENCY_TABLE = "small_one_txn"
+PARTITIONS = 3
 
 
-def topic_size(consumer):
-    parts = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
-    return sum(consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in parts)
+def topic(table: str) -> str:
+    return f"bench.public.{table}"
+
+
+def topic_size(consumer, table):
+    return sum(consumer.get_watermark_offsets(TopicPartition(topic(table), p), timeout=10)[1] for p in range(PARTITIONS))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, all its threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def write(pg, table, payload, rows, one_per_txn):
+    """`rows` inserts: in one statement, or each in its own transaction (a DO loop that commits)."""
+    if one_per_txn:
+        pg.execute(f"DO $$ BEGIN FOR g IN 1..{rows} LOOP INSERT INTO {table} VALUES (g, {payload}); "
+                   "COMMIT; END LOOP; END $$")
+    else:
+        pg.execute(f"INSERT INTO {table} SELECT g, {payload} FROM generate_series(1, {rows}) g")
+
+
+def postgres_decoding(pg) -> float:
+    """Seconds PostgreSQL takes to decode the `raw` slot's backlog and hand over its pgoutput messages."""
+    conn = pg.connect()
+    try:
+        cur = conn.cursor()
+        started = time.perf_counter()
+        cur.execute("SELECT data FROM pg_logical_slot_get_binary_changes('raw', NULL, NULL, "
+                    "'proto_version', '1', 'publication_names', 'raw')")
+        cur.fetchall()  # the pgoutput messages, in the client as the connector gets them
+        return time.perf_counter() - started
+    finally:
+        conn.close()
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=50_000, help="rows in the bulk write")
+    parser.add_argument("--rows", type=int, default=50_000,
+                        help="rows of ~100 B per workload (of the larger rows: as many as make 4x their bytes)")
     parser.add_argument("--rate", type=int, default=200, help="commits/s for the latency run")
     parser.add_argument("--seconds", type=float, default=5, help="length of the latency run")
     args = bench_arguments(parser, {"rows": 500, "rate": 20, "seconds": 1})
 
     pg = PostgresServer()
     tmp = Path(tempfile.mkdtemp(prefix="headwater-bench-"))
-    broker = start_broker(tmp / "data", "--num-partitions", "3")
+    broker = start_broker(tmp / "data", "--num-partitions", str(PARTITIONS))
     connector = None
+    results = []
     try:
-        pg.execute("CREATE TABLE item (id int PRIMARY KEY, payload text)")
-        pg.execute("CREATE PUBLICATION raw FOR TABLE item")
-        pg.execute("SELECT pg_create_logical_replication_slot('raw', 'pgoutput')")
+        tables = [w[0] for w in WORKLOADS]
+        for table in tables:
+            pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, payload text)")
+        pg.execute(f"CREATE PUBLICATION raw FOR TABLE {', '.join(tables)}")
         connector = subprocess.Popen(
-            [sys.executable, "-m", "headwater", "cdc", "postgres", "--dsn", pg.dsn, "--tables", "item",
+            [sys.executable, "-m", "headwater", "cdc", "postgres", "--dsn", pg.dsn, "--tables", ",".join(tables),
              "--topic-prefix", "bench", "--bootstrap-server", broker.bootstrap, "--status-interval", "3600"],
             stderr=open(tmp / "connector.log", "ab"))
         wait_until(lambda: pg.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'headwater' "
                                       "AND active")[0][0] == 1)
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench"})
+        # Warm up: every topic exists and the producer knows its partitions before any timing.
+        for table in tables:
+            pg.execute(f"INSERT INTO {table} VALUES (0, 'warm-up')")
+        for table in tables:
+            wait_until(lambda: topic(table) in consumer.list_topics(timeout=10).topics, 60, 0.05)
+            wait_until(lambda: topic_size(consumer, table) >= 1, 60, 0.05)
 
-        # 1. bulk write: one transaction of --rows inserts
-        pg.execute("INSERT INTO item SELECT g, md5(g::text) FROM generate_series(1, %s) g", (args.rows,))
-        committed = time.perf_counter()
-        wait_until(lambda: topic_size(consumer) >= args.rows, 300, 0.02)
-        connector_s = time.perf_counter() - committed
+        for table, size, payload, one_per_txn in WORKLOADS:
+            rows = max(10, args.rows * 400 // size) if size > 100 else args.rows
+            pg.execute("SELECT pg_create_logical_replication_slot('raw', 'pgoutput')")
+            connector.send_signal(signal.SIGSTOP)
+            try:
+                write(pg, table, payload, rows, one_per_txn)
+            finally:
+                connector.send_signal(signal.SIGCONT)
+            resumed, cpu = time.perf_counter(), [cpu_seconds(p.pid) for p in (connector, broker.proc)]
+            wait_until(lambda: topic_size(consumer, table) >= rows + 1, 300, 0.02)
+            connector_s = time.perf_counter() - resumed
+            cpu = [(cpu_seconds(p.pid) - before) * 1e6 / rows for p, before in zip((connector, broker.proc), cpu)]
+            postgres_s = postgres_decoding(pg)
+            pg.execute("SELECT pg_drop_replication_slot('raw')")
+            shape = "single-row transactions" if one_per_txn else "one transaction"
+            results.append((f"~{size:,} B rows, {shape}", rows, rows / postgres_s, rows / connector_s, *cpu))
 
-        conn = pg.connect()
-        cur = conn.cursor()
-        started = time.perf_counter()
-        cur.execute("SELECT data FROM pg_logical_slot_get_binary_changes('raw', NULL, NULL, "
-                    "'proto_version', '1', 'publication_names', 'raw')")
-        payloads = [bytes(d) for (d,) in cur.fetchall()]
-        raw_s = time.perf_counter() - started
-        conn.close()
-        started = time.perf_counter()
-        for payload in payloads:
-            pgoutput.decode(payload)
-        decode_s = time.perf_counter() - started
-
-        # the same events produced straight from memory: what the broker and client take alone
-        events = [(m.key(), m.value()) for m in sample_events(broker.bootstrap, args.rows)]
-        producer = new_producer(broker.bootstrap)
-        started = time.perf_counter()
-        for key, value in events:
-            while True:
-                try:
-                    producer.produce("bench.replay", value=value, key=key)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-        producer.flush()
-        produce_s = time.perf_counter() - started
-
-        # 2. latency: --rate single-row commits per second; receive time minus commit time
         latency = measure_latency(pg, broker.bootstrap, args.rows, args.rate, args.seconds)
         consumer.close()
     finally:
@@ -97,38 +133,24 @@ def main():
         broker.stop()
         pg.stop()
 
-    rows = [
-        ("PostgreSQL pg_logical_slot_get_binary_changes (peer)", f"{args.rows / raw_s:,.0f} changes/s", f"{raw_s:.2f} s"),
-        ("headwater pgoutput decoder alone (same bytes)", f"{len(payloads) / decode_s:,.0f} msgs/s", f"{decode_s:.2f} s"),
-        ("confluent-kafka producer alone, same events (peer)", f"{args.rows / produce_s:,.0f} events/s", f"{produce_s:.2f} s"),
-        ("headwater cdc postgres: commit -> acked in topic", f"{args.rows / connector_s:,.0f} events/s", f"{connector_s:.2f} s"),
-        (f"commit-to-topic latency at {args.rate} commits/s, p50", f"{latency[0]:.1f} ms", f"{latency[2]} samples"),
-        (f"commit-to-topic latency at {args.rate} commits/s, p99", f"{latency[1]:.1f} ms", ""),
-    ]
-    width = max(len(r[0]) for r in rows)
-    print(f"CDC bench: {args.rows} inserts in one transaction, 3 partitions, acks=all, idempotent producer, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    print(f"{'measure':<{width}}  {'rate':>18}  {'time':>12}")
-    for name, rate, took in rows:
-        print(f"{name:<{width}}  {rate:>18}  {took:>12}")
-
-
-def sample_events(bootstrap, count):
-    """The connector's own events, read back from the topic."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-sample"})
-    parts = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in parts])
-    events = []
-    while len(events) < count:
-        events += [m for m in consumer.consume(min(1000, count - len(events)), 1.0) if not m.error()]
-    consumer.close()
-    return events[:count]
+    print(f"CDC bench: {PARTITIONS} partitions, acks=all, idempotent producer, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    head = ("workload", "events", "PostgreSQL decoding (peer)", "headwater cdc: acked in topic", "ratio",
+            "CPU/event: connector", "broker")
+    width = max(len(head[0]), *(len(r[0]) for r in results))
+    print(f"{head[0]:<{width}}  {head[1]:>7}  {head[2]:>26}  {head[3]:>29}  {head[4]:>5}  {head[5]:>20}  {head[6]:>7}")
+    for name, rows, postgres_rate, connector_rate, connector_cpu, broker_cpu in results:
+        print(f"{name:<{width}}  {rows:>7}  {postgres_rate:>22,.0f} ev/s  {connector_rate:>25,.0f} ev/s  "
+              f"{connector_rate / postgres_rate:>5.2f}  {connector_cpu:>17.1f} µs  {broker_cpu:>4.1f} µs")
+    print(f"commit-to-topic latency at {args.rate} single-row commits/s: p50 {latency[0]:.1f} ms, "
+          f"p99 {latency[1]:.1f} ms ({latency[2]} samples)")
 
 
 def measure_latency(pg, bootstrap, first_id, rate, seconds):
+    name = topic(LATENCY_TABLE)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency", "fetch.wait.max.ms": 10})
-    parts = consumer.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
-    consumer.assign([TopicPartition(TOPIC, p, consumer.get_watermark_offsets(TopicPartition(TOPIC, p))[1])
+    parts = consumer.list_topics(name, timeout=10).topics[name].partitions
+    consumer.assign([TopicPartition(name, p, consumer.get_watermark_offsets(TopicPartition(name, p))[1])
                      for p in parts])
     commit_times, receive_times = {}, {}
     done = threading.Event()
@@ -146,7 +168,7 @@ def measure_latency(pg, bootstrap, first_id, rate, seconds):
     interval, next_at = 1 / rate, time.perf_counter()
     for i in range(int(rate * seconds)):
         key = first_id + 1 + i
-        cur.execute("INSERT INTO item VALUES (%s, 'x')", (key,))
+        cur.execute(f"INSERT INTO {LATENCY_TABLE} VALUES (%s, 'x')", (key,))
         commit_times[key] = time.perf_counter()
         next_at += interval
         time.sleep(max(0, next_at - time.perf_counter()))

@@ -20,14 +20,14 @@ class UnchangedToast:
 UNCHANGED = UnchangedToast()
 
 
-@dataclass
+@dataclass(slots=True)
 class Begin:
     final_lsn: int
     commit_ts_us: int  # microseconds since 2000-01-01 UTC (PostgreSQL epoch)
     xid: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Commit:
     flags: int
     commit_lsn: int
@@ -35,13 +35,13 @@ class Commit:
     commit_ts_us: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Origin:
     lsn: int
     name: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Column:
     name: str
     type_oid: int
@@ -49,7 +49,7 @@ class Column:
     is_key: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class Relation:
     relid: int
     schema: str
@@ -58,20 +58,20 @@ class Relation:
     columns: list
 
 
-@dataclass
+@dataclass(slots=True)
 class Type:
     oid: int
     schema: str
     name: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Insert:
     relid: int
     new: list  # one value per column: None, UNCHANGED, str (text) or bytes (binary)
 
 
-@dataclass
+@dataclass(slots=True)
 class Update:
     relid: int
     old: list | None  # the old key ('K') or, with REPLICA IDENTITY FULL, the old row ('O')
@@ -79,21 +79,21 @@ class Update:
     new: list
 
 
-@dataclass
+@dataclass(slots=True)
 class Delete:
     relid: int
     old: list
     old_kind: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Truncate:
     relids: list
     cascade: bool
     restart_identity: bool
 
 
-@dataclass
+@dataclass(slots=True)
 class LogicalMessage:
     transactional: bool
     lsn: int
@@ -113,7 +113,8 @@ def _layout(fmt: str) -> struct.Struct:
     return struct.Struct(fmt)
 
 
-_INT16, _INT32 = struct.Struct("!h"), struct.Struct("!i")
+_INT16, _INT32, _UINT32 = struct.Struct("!h"), struct.Struct("!i"), struct.Struct("!I")
+_BEGIN, _COMMIT = struct.Struct("!qqI"), struct.Struct("!bqqq")
 
 
 class _Reader:
@@ -145,35 +146,48 @@ class _Reader:
         return text
 
     def tuple_data(self) -> list:
-        # The hot loop of the stream: one pass with local variables, no helper calls.
-        data, pos = self.data, self.pos
-        (count,) = _INT16.unpack_from(data, pos)
-        pos += 2
-        values = []
-        for _ in range(count):
-            kind = data[pos]
-            pos += 1
-            if kind == 0x74 or kind == 0x62:  # 't' text, 'b' binary: Int32 length, then bytes
-                (length,) = _INT32.unpack_from(data, pos)
-                pos += 4
-                end = pos + length
-                if length < 0 or end > len(data):
-                    raise DecodeError("message truncated")
-                values.append(data[pos:end].decode() if kind == 0x74 else data[pos:end])
-                pos = end
-            elif kind == 0x6E:  # 'n'
-                values.append(None)
-            elif kind == 0x75:  # 'u'
-                values.append(UNCHANGED)
-            else:
-                raise DecodeError(f"unknown tuple data kind {chr(kind)!r}")
-        self.pos = pos
+        values, self.pos = _tuple_data(self.data, self.pos)
         return values
+
+
+def _tuple_data(data: bytes, pos: int) -> tuple[list, int]:
+    """TupleData at `pos`: (one value per column, the position after it).
+
+    The hot loop of the stream: one pass with local variables, no helper calls."""
+    (count,) = _INT16.unpack_from(data, pos)
+    pos += 2
+    values = []
+    for _ in range(count):
+        kind = data[pos]
+        pos += 1
+        if kind == 0x74 or kind == 0x62:  # 't' text, 'b' binary: Int32 length, then bytes
+            (length,) = _INT32.unpack_from(data, pos)
+            pos += 4
+            end = pos + length
+            if length < 0 or end > len(data):
+                raise DecodeError("message truncated")
+            values.append(data[pos:end].decode() if kind == 0x74 else data[pos:end])
+            pos = end
+        elif kind == 0x6E:  # 'n'
+            values.append(None)
+        elif kind == 0x75:  # 'u'
+            values.append(UNCHANGED)
+        else:
+            raise DecodeError(f"unknown tuple data kind {chr(kind)!r}")
+    return values, pos
 
 
 def decode(payload: bytes) -> Message:
     """Decode one pgoutput message."""
     try:
+        # Most of a stream, decoded inline: inserts, and the begin and commit around each transaction.
+        tag = payload[0]
+        if tag == 0x49 and payload[5] == 0x4E:  # 'I', then 'N' (new tuple)
+            return Insert(_UINT32.unpack_from(payload, 1)[0], _tuple_data(payload, 6)[0])
+        if tag == 0x42:  # 'B'
+            return Begin(*_BEGIN.unpack_from(payload, 1))
+        if tag == 0x43:  # 'C'
+            return Commit(*_COMMIT.unpack_from(payload, 1))
         return _decode(_Reader(payload))
     except (struct.error, IndexError):
         raise DecodeError("message truncated") from None
@@ -181,10 +195,6 @@ def decode(payload: bytes) -> Message:
 
 def _decode(r: _Reader) -> Message:
     tag = chr(r.take("!B"))
-    if tag == "B":
-        return Begin(*r.take("!qqI"))
-    if tag == "C":
-        return Commit(*r.take("!bqqq"))
     if tag == "O":
         return Origin(r.take("!q"), r.cstring())
     if tag == "R":

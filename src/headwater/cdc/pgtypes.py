@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any
+from typing import Any, Callable
 
 SESSION_OPTIONS = "-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=iso_8601 -c bytea_output=hex"
 
@@ -27,21 +27,32 @@ def _iso_timestamp(text: str) -> str:
     return text + ":00" if _HOUR_ONLY_OFFSET.search(text) else text
 
 
+def _float(text: str) -> float | str:
+    value = float(text)
+    return value if value - value == 0 else text  # NaN and infinities are not JSON numbers
+
+
+def _timetz(text: str) -> str:
+    return text + ":00" if _HOUR_ONLY_OFFSET.search(text) else text
+
+
+def _bytea(text: str) -> str:
+    return base64.b64encode(bytes.fromhex(text[2:])).decode()
+
+
+_CONVERTERS: dict[int, Callable[[str], Any]] = {
+    **dict.fromkeys(_INTEGERS, int), BOOL: "t".__eq__, FLOAT4: _float, FLOAT8: _float,
+    TIMESTAMP: _iso_timestamp, TIMESTAMPTZ: _iso_timestamp, TIMETZ: _timetz, BYTEA: _bytea,
+}
+
+
+def converter(type_oid: int) -> Callable[[str], Any] | None:
+    """How a type's (non-null) text becomes JSON, or None where the text is its JSON value:
+    looked up once per column, not per value."""
+    return _CONVERTERS.get(type_oid)
+
+
 def to_json(type_oid: int, text: str | None) -> Any:
     """One column value as JSON: numbers, booleans, strings (numeric stays a string: no loss)."""
-    if text is None:
-        return None
-    if type_oid in _INTEGERS:
-        return int(text)
-    if type_oid == BOOL:
-        return text == "t"
-    if type_oid in (FLOAT4, FLOAT8):
-        value = float(text)
-        return value if value - value == 0 else text  # NaN and infinities are not JSON numbers
-    if type_oid in (TIMESTAMP, TIMESTAMPTZ):
-        return _iso_timestamp(text)
-    if type_oid == TIMETZ:
-        return text + ":00" if _HOUR_ONLY_OFFSET.search(text) else text
-    if type_oid == BYTEA:
-        return base64.b64encode(bytes.fromhex(text[2:])).decode()
-    return text
+    convert = converter(type_oid)
+    return text if text is None or convert is None else convert(text)

@@ -6,7 +6,7 @@ stream then delivers every transaction committed after that point.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import re
 import select
 import time
@@ -19,11 +19,12 @@ from psycopg2 import sql
 
 from . import CdcError, SourceUnavailable, pgoutput, pgtypes
 from .connector import Connector, StatusTicker
-from .envelope import UNAVAILABLE, Source, row_events, topic_name, truncate_event
+from .envelope import UNAVAILABLE, ChangeEvent, Source, row_events, topic_name, truncate_event
 from .shipper import Batch, PositionStore, Shipper, new_producer
 
 SNAPSHOT_MODES = ("initial", "never", "when_needed")
 _PG_EPOCH_MS = 946_684_800_000  # 2000-01-01 in Unix milliseconds
+_READ_BATCH = 2000  # replication messages decoded and produced per loop turn
 
 
 @dataclass
@@ -32,6 +33,12 @@ class Table:
     name: str
     columns: list[tuple[str, int]]  # [(name, type_oid)] in column order
     key: list[str]  # primary key column names
+    topic: str = ""  # where the stream sends the table's events
+    # [(name, text -> JSON or None)]: each column's type looked up once, not per value
+    converters: list[tuple[str, Callable[[str], Any] | None]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.converters = [(name, pgtypes.converter(oid)) for name, oid in self.columns]
 
 
 @dataclass
@@ -98,15 +105,17 @@ def _primary_key(cur, relid: int) -> list[str]:
     return [name for (name,) in cur.fetchall()]
 
 
-def _row(columns: list[tuple[str, int]], values: list) -> dict[str, Any]:
+def _row(table: Table, values: list) -> dict[str, Any]:
     row = {}
-    for (name, oid), value in zip(columns, values):
-        if value is pgoutput.UNCHANGED:
+    for (name, convert), value in zip(table.converters, values):
+        if value is None or (convert is None and value.__class__ is str):  # the common cases first
+            row[name] = value
+        elif value is pgoutput.UNCHANGED:
             row[name] = UNAVAILABLE
         elif isinstance(value, bytes):  # binary tuple data: we never ask for it, keep it lossless
             row[name] = pgtypes.to_json(pgtypes.BYTEA, "\\x" + value.hex())
         else:
-            row[name] = pgtypes.to_json(oid, value)
+            row[name] = convert(value)
     return row
 
 
@@ -116,6 +125,7 @@ class _Transaction:
         self.ts_ms = begin.commit_ts_us // 1000 + _PG_EPOCH_MS
         self.batch = batch
         self.skip = skip  # already delivered before a crash: PostgreSQL may send it again
+        self.sources: dict[int, dict] = {}  # relid -> the source block of its events, but the LSN
 
 
 class PostgresConnector(Connector):
@@ -258,7 +268,7 @@ class PostgresConnector(Connector):
                    marker: str) -> None:
         source = Source("postgresql", db, table.schema, table.name, lsn, xid, ts_ms, marker)
         topic = topic_name(self.prefix, table.schema, table.name)
-        for event in row_events(topic, table.key, "r", None, _row(table.columns, values), source):
+        for event in row_events(topic, table.key, "r", None, _row(table, values), source.as_json()):
             self._shipper.send(event, batch)
         self.progress.snapshotted += 1
         if self.progress.snapshotted % 1000 == 0:
@@ -316,25 +326,19 @@ class _Stream:
         self.relations: dict[int, Table] = {}
         self.txn: _Transaction | None = None
         self.to_store: int | None = None
+        self.outbox: list[ChangeEvent] = []  # events of the current transaction not yet produced
 
     def loop(self, stopping: Callable[[], bool]) -> None:
         last_save = last_heartbeat = time.monotonic()
-        received = 0
         while not stopping():
-            try:
-                msg = self.cur.read_message()
-            except psycopg2.DatabaseError as exc:  # libpq reports a dropped stream this way
-                raise psycopg2.OperationalError(f"replication stream lost: {exc}") from exc
-            if msg is not None:
-                self.handle(msg.data_start, pgoutput.decode(msg.payload))
-                received += 1
-                if received % 500:
-                    continue
+            received = self.receive()
+            if received:
+                self.handle_all(received)
             else:
                 select.select([self.cur.connection], [], [], 0.05)
             now = time.monotonic()
             self.progress.server_lsn = max(self.progress.server_lsn, self.cur.wal_end)
-            durable = self.shipper.poll(0)
+            durable = self.shipper.settle()
             if durable is not None:
                 self.to_store = durable
             if self.to_store is not None and now - last_save >= 0.1:
@@ -348,6 +352,30 @@ class _Stream:
         if self.shipper.tracker.durable is not None:
             self.store(self.shipper.tracker.durable)
         self.shipper.flush(30)
+
+    def receive(self) -> list[tuple[int, bytes]]:
+        """The (LSN, pgoutput bytes) of the messages already here, up to `_READ_BATCH`."""
+        read, received = self.cur.read_message, []
+        try:
+            while len(received) < _READ_BATCH:
+                msg = read()
+                if msg is None:
+                    break
+                received.append((msg.data_start, msg.payload))
+        except psycopg2.DatabaseError as exc:  # libpq reports a dropped stream this way
+            raise psycopg2.OperationalError(f"replication stream lost: {exc}") from exc
+        return received
+
+    def handle_all(self, received: list[tuple[int, bytes]]) -> None:
+        """Decode a run of messages and hand their events to the producer as one batch per
+        transaction (or per run, within a large transaction)."""
+        decode, handle, outbox = pgoutput.decode, self.handle, self.outbox
+        for lsn, payload in received:
+            handle(lsn, decode(payload))
+        if outbox:
+            self.shipper.send_many(outbox, self.txn.batch)
+            outbox.clear()
+        self.progress.lsn = max(self.progress.lsn, received[-1][0])
 
     def store(self, lsn: int) -> None:
         self.to_store = None
@@ -366,37 +394,48 @@ class _Stream:
             self.shipper.tracker.mark(wal_end)
 
     def handle(self, lsn: int, msg: pgoutput.Message) -> None:
-        self.progress.lsn = max(self.progress.lsn, lsn)
-        if isinstance(msg, pgoutput.Begin):
+        kind = msg.__class__
+        if kind is pgoutput.Insert or kind is pgoutput.Update or kind is pgoutput.Delete:
+            if not self.txn.skip:
+                self.row_change(lsn, msg)
+        elif kind is pgoutput.Begin:
             self.txn = _Transaction(msg, self.shipper.tracker.open(), msg.final_lsn < self.resume_lsn)
-        elif isinstance(msg, pgoutput.Commit):
+        elif kind is pgoutput.Commit:
+            if self.outbox:  # sent before the batch gets its position: an empty queue then covers them
+                self.shipper.send_many(self.outbox, self.txn.batch)
+                self.outbox.clear()
             self.shipper.tracker.close(self.txn.batch, msg.end_lsn)
             self.txn = None
-        elif isinstance(msg, pgoutput.Relation):
+        elif kind is pgoutput.Relation:
             with self.conn.cursor() as cur:
                 key = _primary_key(cur, msg.relid)
             # Sent before the first change to a table and again after each schema change.
-            self.relations[msg.relid] = Table(msg.schema, msg.table, [(c.name, c.type_oid) for c in msg.columns], key)
-        elif isinstance(msg, (pgoutput.Insert, pgoutput.Update, pgoutput.Delete)) and not self.txn.skip:
-            self.row_change(lsn, msg)
-        elif isinstance(msg, pgoutput.Truncate) and not self.txn.skip:
+            self.relations[msg.relid] = Table(msg.schema, msg.table, [(c.name, c.type_oid) for c in msg.columns],
+                                              key, topic_name(self.prefix, msg.schema, msg.table))
+        elif kind is pgoutput.Truncate and not self.txn.skip:
             for relid in msg.relids:
                 table = self.relations[relid]
-                event = truncate_event(topic_name(self.prefix, table.schema, table.name), self.source(table, lsn))
-                self.shipper.send(event, self.txn.batch)
+                self.outbox.append(truncate_event(table.topic, self.source(relid, lsn)))
 
-    def source(self, table: Table, lsn: int) -> Source:
-        return Source("postgresql", self.db, table.schema, table.name, lsn, self.txn.xid, self.txn.ts_ms)
+    def source(self, relid: int, lsn: int) -> dict:
+        """The envelope's source block: built once per table and transaction, then copied."""
+        source = self.txn.sources.get(relid)
+        if source is None:
+            table = self.relations[relid]
+            source = Source("postgresql", self.db, table.schema, table.name, lsn, self.txn.xid,
+                            self.txn.ts_ms).as_json()
+            self.txn.sources[relid] = source
+        source = source.copy()
+        source["lsn"] = lsn
+        return source
 
     def row_change(self, lsn: int, msg: pgoutput.Insert | pgoutput.Update | pgoutput.Delete) -> None:
         table = self.relations[msg.relid]
-        if isinstance(msg, pgoutput.Insert):
-            op, before, after = "c", None, _row(table.columns, msg.new)
-        elif isinstance(msg, pgoutput.Update):
-            op, after = "u", _row(table.columns, msg.new)
-            before = _row(table.columns, msg.old) if msg.old is not None else None
+        if msg.__class__ is pgoutput.Insert:
+            op, before, after = "c", None, _row(table, msg.new)
+        elif msg.__class__ is pgoutput.Update:
+            op, after = "u", _row(table, msg.new)
+            before = _row(table, msg.old) if msg.old is not None else None
         else:
-            op, before, after = "d", _row(table.columns, msg.old), None
-        topic = topic_name(self.prefix, table.schema, table.name)
-        for event in row_events(topic, table.key, op, before, after, self.source(table, lsn)):
-            self.shipper.send(event, self.txn.batch)
+            op, before, after = "d", _row(table, msg.old), None
+        self.outbox.extend(row_events(table.topic, table.key, op, before, after, self.source(msg.relid, lsn)))

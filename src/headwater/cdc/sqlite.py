@@ -159,11 +159,11 @@ class SqliteConnector(Connector):
                 for row_id, table, op, before, after, ts_ms in rows:
                     source = Source("sqlite", db, "main", table, row_id, None, ts_ms, "true" if op == "r" else "false")
                     for event in row_events(topic_name(self.prefix, "main", table), self._keys.get(table, []),
-                                            op, _unwrap(before), _unwrap(after), source):
+                                            op, _unwrap(before), _unwrap(after), source.as_json()):
                         shipper.send(event, batch)
                 shipper.tracker.close(batch, rows[-1][0])
                 self.position = rows[-1][0]
-            self._store(shipper.poll(0))
+            self._store(shipper.settle())
             self.ticker.tick()
             if len(rows) < self.batch_rows:
                 time.sleep(self.poll_interval)
