@@ -22,15 +22,16 @@ def test_restart_keeps_everything(broker):
     assert more[0][1] == last_before + 1
 
 
-def _produce_until_killed(bootstrap, topic, acked, stop):
+def _produce_until_killed(bootstrap, topic, acked, stop, name="p", idempotent=False):
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2,
-                         "message.timeout.ms": 5000, "retries": 0, "enable.idempotence": False})
+                         "message.timeout.ms": 5000, "enable.idempotence": idempotent,
+                         **({} if idempotent else {"retries": 0})})
     i = 0
     def report(err, msg):
         if err is None:
             acked.append((msg.partition(), msg.offset(), msg.value()))
     while not stop.is_set():
-        producer.produce(topic, key=str(i % 7).encode(), value=f"payment-{i}".encode(), on_delivery=report)
+        producer.produce(topic, key=str(i % 7).encode(), value=f"{name}-payment-{i}".encode(), on_delivery=report)
         producer.poll(0)
         i += 1
         if i % 200 == 0:
@@ -39,18 +40,24 @@ def _produce_until_killed(bootstrap, topic, acked, stop):
 
 
 def test_sigkill_during_acks_all_produce_loses_nothing_acknowledged(tmp_path):
+    """Several producers at once (idempotent and not), so the group commit answers many requests per
+    fsync: every record a delivery report acknowledged is in the log after each SIGKILL."""
     with BrokerProcess(tmp_path / "data", "--num-partitions", "2", "--flush", "always") as proc:
         all_acked = []
         for _ in range(4):
             acked, stop = [], threading.Event()
-            thread = threading.Thread(target=_produce_until_killed, args=(proc.bootstrap, "payments", acked, stop))
-            thread.start()
+            threads = [threading.Thread(target=_produce_until_killed,
+                                        args=(proc.bootstrap, "payments", acked, stop, f"p{n}", n % 2 == 0))
+                       for n in range(4)]
+            for thread in threads:
+                thread.start()
             deadline = time.monotonic() + 30
-            while len(acked) < 1500 and time.monotonic() < deadline:
+            while len(acked) < 3000 and time.monotonic() < deadline:
                 time.sleep(0.05)
             proc.kill()  # mid-produce: requests are in flight
             stop.set()
-            thread.join()
+            for thread in threads:
+                thread.join()
             assert acked, "nothing was acknowledged before the kill"
             all_acked += acked
             proc.restart()

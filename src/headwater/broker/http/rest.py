@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from headwater.broker.broker import Broker
+from headwater.broker.broker import Broker, ProduceResult
 from headwater.broker.http.state import records_from
 from headwater.broker.partitioner import partition_for
 from headwater.broker.quotas import PRODUCER_BYTE_RATE
@@ -64,7 +64,7 @@ class RestApi:
 
     async def produce_one(self, request: Request) -> Response:
         entry = await self._body(request)
-        result = self._produce(request, [entry])[0]
+        result = (await self._produce(request, [entry]))[0]
         if "error_code" in result:
             raise HTTPException(result["error_code"], result["message"])
         return JSONResponse(result)
@@ -74,7 +74,7 @@ class RestApi:
         entries = body.get("entries")
         if not isinstance(entries, list) or not entries:
             raise HTTPException(400, 'a batch is {"entries": [record, ...]} with at least one record')
-        results = self._produce(request, entries)
+        results = await self._produce(request, entries)
         return JSONResponse({"successes": [r for r in results if "error_code" not in r],
                              "failures": [r for r in results if "error_code" in r]}, status_code=207 if any(
                                  "error_code" in r for r in results) else 200)
@@ -97,7 +97,7 @@ class RestApi:
 
     # --- produce ---------------------------------------------------------------------------
 
-    def _produce(self, request: Request, entries: list) -> list[dict]:
+    async def _produce(self, request: Request, entries: list) -> list[dict]:
         topic = self._topic(request)
         client_id = request.headers.get("Headwater-Client-Id", DEFAULT_CLIENT_ID)
         size = int(request.headers.get("content-length") or 0)
@@ -118,7 +118,7 @@ class RestApi:
         for partition, placed in by_partition.items():
             batch = encode_batch([Record(n, r.timestamp, r.key, r.value, r.headers)
                                   for n, (_, r) in enumerate(placed)])
-            answer = self.broker.append(topic.name, partition, batch)
+            answer = await self._append_durably(topic.name, partition, batch)
             for n, (i, record) in enumerate(placed):
                 if answer.error != ErrorCode.NONE:
                     results[i] = _failure(entries[i], 400 if answer.error == ErrorCode.MESSAGE_TOO_LARGE else 500,
@@ -128,6 +128,18 @@ class RestApi:
                               "partition_id": partition, "offset": answer.base_offset + n,
                               "timestamp": record.timestamp}
         return results
+
+    async def _append_durably(self, topic: str, partition: int, batch: bytes) -> ProduceResult:
+        """Append as an acks=all producer would (REST Proxy's producer default): with ``--flush
+        always``, answered after the group commit's fsync."""
+        answer = self.broker.append(topic, partition, batch, flush_policy=False)
+        plog = self.broker.log_manager.get_log(topic, partition)
+        if answer.error == ErrorCode.NONE and self.broker.must_be_durable(plog, acks_all=True):
+            failed = await self.broker.group_commit.durable([plog])
+            if plog in failed:
+                return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot fsync {plog.directory}: "
+                                     f"{failed[plog]}")
+        return answer
 
     async def _body(self, request: Request) -> dict:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
