@@ -115,10 +115,12 @@ class RestApi:
                 results[i] = _failure(entry, exc.status_code, exc.detail)
                 continue
             by_partition.setdefault(partition, []).append((i, record))
+        answers = {partition: self.broker.append(topic.name, partition, encode_batch(
+            [Record(n, r.timestamp, r.key, r.value, r.headers) for n, (_, r) in enumerate(placed)]), flush_policy=False)
+            for partition, placed in by_partition.items()}
+        await self._make_durable(topic, answers)
         for partition, placed in by_partition.items():
-            batch = encode_batch([Record(n, r.timestamp, r.key, r.value, r.headers)
-                                  for n, (_, r) in enumerate(placed)])
-            answer = await self._append_durably(topic.name, partition, batch)
+            answer = answers[partition]
             for n, (i, record) in enumerate(placed):
                 if answer.error != ErrorCode.NONE:
                     results[i] = _failure(entries[i], 400 if answer.error == ErrorCode.MESSAGE_TOO_LARGE else 500,
@@ -129,17 +131,16 @@ class RestApi:
                               "timestamp": record.timestamp}
         return results
 
-    async def _append_durably(self, topic: str, partition: int, batch: bytes) -> ProduceResult:
-        """Append as an acks=all producer would (REST Proxy's producer default): with ``--flush
-        always``, answered after the group commit's fsync."""
-        answer = self.broker.append(topic, partition, batch, flush_policy=False)
-        plog = self.broker.log_manager.get_log(topic, partition)
-        if answer.error == ErrorCode.NONE and self.broker.must_be_durable(plog, acks_all=True):
-            failed = await self.broker.group_commit.durable([plog])
+    async def _make_durable(self, topic, answers: dict[int, ProduceResult]) -> None:
+        """Answer as an acks=all producer is (REST Proxy's producer default): with ``--flush always``,
+        after the group commit's fsync of every partition appended to (one wait for them all)."""
+        logs = {partition: topic.partitions[partition] for partition, answer in answers.items()
+                if answer.error == ErrorCode.NONE and self.broker.must_be_durable(topic.partitions[partition], True)}
+        failed = await self.broker.group_commit.durable(logs.values())
+        for partition, plog in logs.items():
             if plog in failed:
-                return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot fsync {plog.directory}: "
-                                     f"{failed[plog]}")
-        return answer
+                answers[partition] = ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,
+                                                   message=f"cannot fsync {plog.directory}: {failed[plog]}")
 
     async def _body(self, request: Request) -> dict:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
