@@ -248,7 +248,8 @@ def main() -> int:
         AXES.update(partitions=[1, 10], connections=[1, 10], groups=[1, 3])
 
     points = []
-    with BrokerProcess(workdir / "data", "--flush", "never") as broker:
+    with BrokerProcess(workdir / "data", "--flush", "never", "--max-partitions-per-request",
+                       str(max(AXES["partitions"]))) as broker:
         points += measure("Headwater", broker.bootstrap, broker.proc.pid, args)
     mock = subprocess.Popen([sys.executable, "-c", MOCK_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
