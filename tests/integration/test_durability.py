@@ -4,6 +4,7 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.testing import BrokerProcess
 
@@ -99,3 +100,13 @@ def test_corrupted_last_batch_is_dropped_on_recovery(tmp_path):
         consumed = confluent_consume(proc.bootstrap, "flipped", [0], 1, timeout=5)
         assert consumed == first
         assert second[0][1] == 1
+
+
+def test_flush_messages_one_answers_even_acks_1_after_its_fsync(broker):
+    """A topic's flush.messages=1 goes through the group commit too: an acks=1 produce is answered
+    after the fsync, which moves the partition's recovery point (written after each fsync)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("audit", 1, 1, config={"flush.messages": "1"})])["audit"].result(30)
+    for i in range(3):
+        [(_, offset, *_)] = confluent_produce(broker.bootstrap, "audit", [(None, b"entry %d" % i, [])], acks=1)
+        assert int((broker.data_dir / "audit-0" / "recovery-point").read_text()) == offset + 1
