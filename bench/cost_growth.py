@@ -225,6 +225,7 @@ def plot(points: list[Point], path: Path, args) -> None:
         for row, label in enumerate(("broker CPU µs per delivered message", "produce → consume latency, ms")):
             cell = cells[row][column]
             cell.set_xscale("log")
+            cell.set_yscale("log")
             cell.set_xlabel(axis)
             cell.set_ylabel(label)
             cell.grid(True, alpha=0.3)
