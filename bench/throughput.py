@@ -1,11 +1,19 @@
 """Broker throughput and latency, Headwater next to librdkafka's in-process mock broker (C).
 
-    .venv/bin/python bench/throughput.py [--messages N] [--rate R] [--seconds S] [--smoke]
+    .venv/bin/python bench/throughput.py [--messages N] [--rate R] [--seconds S]
+                                         [--durable-seconds S] [--before REV] [--smoke]
 
 One confluent-kafka producer (100-byte values, acks=1) and one consumer, per broker:
 produce and consume messages/s and MB/s; the same with kcat, whose C loop shows what the
 broker takes when the client's Python is out of the way; then end-to-end latency p50/p99
 at a fixed rate.
+
+Durable produce (a second table): 3 idempotent producers, acks=all, against the broker with
+``--flush always`` (fsync before acknowledging): acknowledged msg/s and the p50/p99 of
+produce → delivery report, for this tree (group commit: one fsync per round of requests)
+and for the broker before group commit (git revision REV, default the parent of the commit
+that brought it, run from a ``git archive`` of its src/; one fsync per request), side by
+side in the same run, with the mock broker (which never fsyncs) as the peer.
 No real Kafka broker can be installed here (no JVM distribution on the reachable
 registries), so the peer is librdkafka's mock cluster, a Kafka-protocol broker in C. It
 keeps only a bounded tail of each partition in memory, so it is read back for as many
@@ -30,6 +38,10 @@ from rich.table import Table
 from headwater.testing import BrokerProcess, bench_arguments
 
 VALUE = b"x" * 100
+GROUP_COMMIT_SUBJECT = "Group commit for flush=always"  # the commit the "before" broker precedes
+# Durable produce runs saturated: each producer keeps this many messages queued, so its latency is
+# mostly that queue drained at the acked rate (the same depth on every broker).
+QUEUED = 10_000
 console = Console(stderr=True)
 
 
@@ -125,6 +137,85 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float
     return samples
 
 
+def durable_produce(bootstrap: str, topic: str, seconds: float, producers: int = 3) -> dict:
+    """``producers`` idempotent acks=all producers, each on its own thread, for ``seconds``."""
+    latencies: list[float] = []   # produce() → delivery report, acknowledged messages only
+
+    def delivered(err, msg):
+        if err is None:
+            latencies.append(msg.latency())
+
+    def run(producer: Producer, deadline: float) -> None:
+        i = 0
+        while time.perf_counter() < deadline:
+            try:
+                producer.produce(topic, VALUE, on_delivery=delivered)
+            except BufferError:
+                producer.poll(0.005)
+            i += 1
+            if i % 1000 == 0:
+                producer.poll(0)
+        producer.flush(60)
+
+    clients = [Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "queue.buffering.max.messages": QUEUED}) for _ in range(producers)]
+    for client in clients:   # each has its producer id and the topic's metadata before the clock starts
+        client.produce(topic, VALUE)
+        client.flush(30)
+    latencies.clear()
+    start = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(client, start + seconds)) for client in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    latencies.sort()
+    return {"acked msg/s": len(latencies) / elapsed, "p50 ms": statistics.median(latencies) * 1000,
+            "p99 ms": latencies[int(len(latencies) * 0.99) - 1] * 1000, "acked": len(latencies)}
+
+
+def source_before_group_commit(revision: str | None, workdir: Path) -> Path | None:
+    """The src/ of ``revision`` (default: the broker before group commit), extracted from git; None without git."""
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        if revision is None:
+            commit = subprocess.run(["git", "log", "-1", "--format=%H", "--grep", GROUP_COMMIT_SUBJECT],
+                                    cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+            if not commit:
+                return None
+            revision = commit + "^"
+        tree = workdir / "before"
+        tree.mkdir()
+        archive = subprocess.run(["git", "archive", revision, "src"], cwd=repo, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+        return tree / "src"
+    except (OSError, subprocess.CalledProcessError) as exc:
+        console.print(f"[yellow]no 'before' broker: {exc}[/]")
+        return None
+
+
+def durable_table(args, workdir: Path, mock_bootstrap: str) -> Table:
+    rows = {}
+    before = source_before_group_commit(args.before, workdir)
+    for name, source in (("Headwater, group commit", None), ("Headwater before (fsync per request)", before)):
+        if name.endswith("request)") and source is None:
+            continue
+        console.print(f"[bold]{name}[/]: 3 idempotent acks=all producers, --flush always, {args.durable_seconds}s")
+        with BrokerProcess(workdir / f"durable-{len(rows)}", "--flush", "always", "--num-partitions", "3",
+                           source=source) as broker:
+            rows[name] = durable_produce(broker.bootstrap, "durable", args.durable_seconds)
+    console.print("[bold]librdkafka mock[/]: the same (no fsync at all)")
+    rows["librdkafka mock broker (C), no fsync"] = durable_produce(mock_bootstrap, "durable", args.durable_seconds)
+    table = Table(title="Durable produce: 3 idempotent producers, acks=all, 100-byte values, --flush always")
+    table.add_column("broker")
+    for metric in next(iter(rows.values())):
+        table.add_column(metric, justify="right")
+    for name, row in rows.items():
+        table.add_row(name, *(f"{value:,.1f}" for value in row.values()))
+    return table
+
+
 def measure(name: str, bootstrap: str, args, workdir: Path) -> dict:
     console.print(f"[bold]{name}[/]: producing {args.messages:,} messages")
     t_produce = produce_throughput(bootstrap, "bench", args.messages)
@@ -149,7 +240,10 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=2_000_000)
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=5.0)
-    args = bench_arguments(parser, {"messages": 2000, "rate": 200, "seconds": 1})
+    parser.add_argument("--durable-seconds", type=float, default=10.0)
+    parser.add_argument("--before", metavar="REV", help="git revision of the broker to compare durable produce "
+                        "with (default: the one before group commit)")
+    args = bench_arguments(parser, {"messages": 2000, "rate": 200, "seconds": 1, "durable_seconds": 1})
 
     results = {}
     workdir = Path(tempfile.mkdtemp(prefix="headwater-bench-"))
@@ -159,6 +253,7 @@ def main() -> int:
     mock = Producer({"test.mock.num.brokers": 1, "bootstrap.servers": ""})
     mock_bootstrap = ",".join(f"{b.host}:{b.port}" for b in mock.list_topics(timeout=10).brokers.values())
     results["librdkafka mock broker (C)"] = measure("librdkafka mock", mock_bootstrap, args, workdir)
+    durable = durable_table(args, workdir, mock_bootstrap)
     shutil.rmtree(workdir)
 
     table = Table(title=f"Broker throughput: {args.messages:,} x 100-byte messages, acks=1")
@@ -168,6 +263,7 @@ def main() -> int:
     for metric in results["Headwater"]:
         table.add_row(metric, *(f"{r[metric]:,.1f}" for r in results.values()))
     Console().print(table)
+    Console().print(durable)
     return 0
 
 

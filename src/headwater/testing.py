@@ -31,8 +31,9 @@ class BrokerProcess:
     """A `headwater broker` child process on an ephemeral loopback port."""
 
     def __init__(self, data_dir: Path, *extra_args: str, port: int = 0, log_file: Path | None = None,
-                 open_files: int | None = None):
+                 open_files: int | None = None, source: Path | None = None):
         self.data_dir = Path(data_dir)
+        self.source = source   # another tree's src/ to run the broker from (a bench's "before")
         self.extra_args = extra_args
         self.port = port
         self.open_files = open_files   # the broker's RLIMIT_NOFILE, when a test lowers it
@@ -49,7 +50,8 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "headwater", "broker", "--data-dir", str(self.data_dir),
                "--port", str(self.port), *self.extra_args]
         log = open(self.log_file, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
+        env = None if self.source is None else {**os.environ, "PYTHONPATH": str(self.source)}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env,
                                      preexec_fn=self._limit if self.open_files else None)
         log.close()
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)

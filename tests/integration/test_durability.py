@@ -4,6 +4,7 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.testing import BrokerProcess
 
@@ -22,15 +23,16 @@ def test_restart_keeps_everything(broker):
     assert more[0][1] == last_before + 1
 
 
-def _produce_until_killed(bootstrap, topic, acked, stop):
+def _produce_until_killed(bootstrap, topic, acked, stop, name="p", idempotent=False):
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2,
-                         "message.timeout.ms": 5000, "retries": 0, "enable.idempotence": False})
+                         "message.timeout.ms": 5000, "enable.idempotence": idempotent,
+                         **({} if idempotent else {"retries": 0})})
     i = 0
     def report(err, msg):
         if err is None:
             acked.append((msg.partition(), msg.offset(), msg.value()))
     while not stop.is_set():
-        producer.produce(topic, key=str(i % 7).encode(), value=f"payment-{i}".encode(), on_delivery=report)
+        producer.produce(topic, key=str(i % 7).encode(), value=f"{name}-payment-{i}".encode(), on_delivery=report)
         producer.poll(0)
         i += 1
         if i % 200 == 0:
@@ -39,18 +41,24 @@ def _produce_until_killed(bootstrap, topic, acked, stop):
 
 
 def test_sigkill_during_acks_all_produce_loses_nothing_acknowledged(tmp_path):
+    """Several producers at once (idempotent and not), so the group commit answers many requests per
+    fsync: every record a delivery report acknowledged is in the log after each SIGKILL."""
     with BrokerProcess(tmp_path / "data", "--num-partitions", "2", "--flush", "always") as proc:
         all_acked = []
         for _ in range(4):
             acked, stop = [], threading.Event()
-            thread = threading.Thread(target=_produce_until_killed, args=(proc.bootstrap, "payments", acked, stop))
-            thread.start()
+            threads = [threading.Thread(target=_produce_until_killed,
+                                        args=(proc.bootstrap, "payments", acked, stop, f"p{n}", n % 2 == 0))
+                       for n in range(4)]
+            for thread in threads:
+                thread.start()
             deadline = time.monotonic() + 30
-            while len(acked) < 1500 and time.monotonic() < deadline:
+            while len(acked) < 3000 and time.monotonic() < deadline:
                 time.sleep(0.05)
             proc.kill()  # mid-produce: requests are in flight
             stop.set()
-            thread.join()
+            for thread in threads:
+                thread.join()
             assert acked, "nothing was acknowledged before the kill"
             all_acked += acked
             proc.restart()
@@ -92,3 +100,13 @@ def test_corrupted_last_batch_is_dropped_on_recovery(tmp_path):
         consumed = confluent_consume(proc.bootstrap, "flipped", [0], 1, timeout=5)
         assert consumed == first
         assert second[0][1] == 1
+
+
+def test_flush_messages_one_answers_even_acks_1_after_its_fsync(broker):
+    """A topic's flush.messages=1 goes through the group commit too: an acks=1 produce is answered
+    after the fsync, which moves the partition's recovery point (written after each fsync)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("audit", 1, 1, config={"flush.messages": "1"})])["audit"].result(30)
+    for i in range(3):
+        [(_, offset, *_)] = confluent_produce(broker.bootstrap, "audit", [(None, b"entry %d" % i, [])], acks=1)
+        assert int((broker.data_dir / "audit-0" / "recovery-point").read_text()) == offset + 1

@@ -100,3 +100,15 @@ def test_over_quota_answers_429_with_retry_after(api):
     refused = [a for a in answers if a[0] == 429]
     assert refused and all(int(h["retry-after"]) >= 1 and "quota" in a["message"] for _, a, h in refused)
     assert call(f"{base}/topics/events/records", body)[0] == 200  # other clients are not held back
+
+
+def test_an_http_produce_is_answered_after_its_fsync(api):
+    """REST Proxy's producer acks=all: with --flush always (the default) the answer comes after the
+    group commit's fsync, which moves the partition's recovery point (written after each fsync)."""
+    proc, base = api
+    confluent_produce(proc.bootstrap, "durable-http", sample_messages(1))
+    for _ in range(3):
+        status, one, _ = call(f"{base}/topics/durable-http/records", {"partition_id": 1, "value": {"data": "x"}})
+        assert status == 200
+        recovery_point = int((proc.data_dir / "durable-http-1" / "recovery-point").read_text())
+        assert recovery_point == one["offset"] + 1

@@ -14,6 +14,7 @@ from headwater.broker.clock import Clock, LoopClock
 from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
+from headwater.broker.group_commit import GroupCommit
 from headwater.broker.growth import GrowthSignals
 from headwater.broker.append_policy import recompress, timestamp_errors
 from headwater.broker.share import dead_letters
@@ -97,6 +98,7 @@ class Broker:
         # One thread, not asyncio's pool: each thread that decompresses keeps a malloc arena of its
         # own sized by the largest batch it opened, so a pool of them multiplies resident memory.
         self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
+        self.group_commit = GroupCommit(Log.flush)  # fsyncs before acks=all answers, off the event loop
         self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
         self.quotas = ClientQuotas(config.data_dir / "client-quotas.json")
         # Replays __consumer_offsets: groups and offsets are back.
@@ -177,14 +179,19 @@ class Broker:
                 return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         else:
             validated = self._validate(target, records)
-        return self._append_valid(target, partition, validated, admit)
+        return self._append_valid(target, partition, validated, admit, flush_policy=False)
 
-    def append(self, topic_name: str, partition: int, records: bytes | None) -> ProduceResult:
+    def must_be_durable(self, plog: Log, acks_all: bool) -> bool:
+        """Whether a produce to ``plog`` waits for its fsync (group commit) before it is answered:
+        acks=all with ``--flush always``, or the topic's flush.messages / flush.ms due."""
+        return (acks_all and self.config.flush == "always") or plog.flush_due()
+
+    def append(self, topic_name: str, partition: int, records: bytes | None, flush_policy: bool = True) -> ProduceResult:
         """Validate and append one partition's batches (on the caller's thread)."""
         target = self._target(topic_name, partition, records)
         if isinstance(target, ProduceResult):
             return target
-        return self._append_valid(target, partition, self._validate(target, records))
+        return self._append_valid(target, partition, self._validate(target, records), flush_policy=flush_policy)
 
     def _target(self, topic_name: str, partition: int, records: bytes | None) -> Topic | ProduceResult:
         """The topic to append ``records`` to, or the ProduceResult refusing them."""
@@ -224,8 +231,9 @@ class Broker:
         return buf, batches
 
     def _append_valid(self, topic: Topic, partition: int, validated: tuple[bytearray, list] | ProduceResult,
-                      admit: Callable[[], ErrorCode] | None = None) -> ProduceResult:
-        """Append batches that passed validation: ``admit``, producer sequence checks, then the log."""
+                      admit: Callable[[], ErrorCode] | None = None, flush_policy: bool = True) -> ProduceResult:
+        """Append batches that passed validation: ``admit``, producer sequence checks, then the log
+        (which applies its flush policy itself unless ``flush_policy`` is off: group commit does)."""
         if isinstance(validated, ProduceResult):
             return validated
         refused = admit() if admit is not None else ErrorCode.NONE
@@ -245,7 +253,7 @@ class Broker:
                 return ProduceResult(ErrorCode.NONE, dup.base_offset)
         now_ms = int(time.time() * 1000)
         try:
-            first, last = plog.append(buf, now_ms)
+            first, last = plog.append(buf, now_ms, flush_policy)
         except OSError as exc:  # the log is left as it was: the producer may retry once there is room
             return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot write to {plog.directory}: {exc}")
         if idempotent:
@@ -315,6 +323,7 @@ class Broker:
 
     def close(self) -> None:
         self._validator.shutdown()
+        self.group_commit.close()
         for (topic, partition), producers in self._producers.items():
             plog = self.log_manager.get_log(topic, partition)
             if plog is not None:

@@ -92,18 +92,38 @@ class SparseIndex:
 
     def flush(self) -> None:
         """Write the entries appended since the last flush, and fsync them."""
-        if self._stored == len(self):
-            return
-        new = zip(self._keys[self._stored:], self._values[self._stored:])
+        written = self.write_pending()
+        if written is not None:
+            fd, _ = written
+            try:
+                os.fsync(fd)
+            except OSError:
+                self.unwrite(written)
+                raise
+            finally:
+                os.close(fd)
+
+    def write_pending(self) -> tuple[int, int] | None:
+        """Write the entries appended since the last flush to the page cache; returns (an open
+        descriptor for the caller to fsync and close, the stored count before), or None if none."""
+        stored = self._stored
+        if stored == len(self):
+            return None
+        new = zip(self._keys[stored:], self._values[stored:])
         pending = b"".join(self.ENTRY.pack(key, value) for key, value in new)
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             # At the stored length, not appended: whatever a failed flush left past it is overwritten.
-            write_fully(fd, pending, self._stored * self.ENTRY.size)
-            os.fsync(fd)
-        finally:
+            write_fully(fd, pending, stored * self.ENTRY.size)
+        except OSError:
             os.close(fd)
+            raise
         self._stored = len(self)
+        return fd, stored
+
+    def unwrite(self, written: tuple[int, int]) -> None:
+        """Its fsync failed: the entries ``write_pending`` wrote are written again next time."""
+        self._stored = min(self._stored, written[1])
 
 
 class OffsetIndex(SparseIndex):

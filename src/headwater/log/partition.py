@@ -10,9 +10,11 @@ Files in the directory besides the segments:
                        validated one by one and the log truncated at the first bad one.
 
 Threads: the broker calls everything from its event loop; the log cleaner and retention
-may run on another thread. ``lock`` guards the segment list and every file operation
-(held briefly: one append, one read, one swap); ``maintenance_lock`` is held by whoever
-deletes or rewrites closed segments (cleaner, retention) so they never overlap.
+may run on another thread, fsyncs on the broker's flusher thread (group commit). ``lock``
+guards the segment list and every file operation (held briefly: one append, one read, one
+swap; never across an fsync, so appends go on while the log is flushed); ``maintenance_lock``
+is held by whoever deletes or rewrites closed segments (cleaner, retention) so they never
+overlap; ``flush_lock`` makes flushes one at a time (taken before the other two).
 """
 from __future__ import annotations
 
@@ -72,6 +74,7 @@ class Log:
         self.first_unstable_offset: int | None = None
         self.lock = threading.RLock()
         self.maintenance_lock = threading.Lock()
+        self.flush_lock = threading.Lock()
         self._unflushed_messages = 0
         self._last_flush = time.monotonic()
 
@@ -135,10 +138,19 @@ class Log:
 
     # --- appending -------------------------------------------------------------------------
 
-    def append(self, batches: bytearray, now_ms: int | None = None) -> tuple[int, int]:
-        """Stamp offsets (and LogAppendTime) into ``batches`` and write them; returns (first, last) offset."""
+    def append(self, batches: bytearray, now_ms: int | None = None, flush_policy: bool = True) -> tuple[int, int]:
+        """Stamp offsets (and LogAppendTime) into ``batches`` and write them; returns (first, last) offset.
+
+        With ``flush_policy`` the log is flushed here when flush.messages / flush.ms say so;
+        without it the caller asks ``flush_due()`` (the broker's produce path, to group commit)."""
         with self.lock:
-            return self._append(batches, now_ms)
+            appended = self._append(batches, now_ms)
+        if flush_policy and self.flush_due():
+            try:
+                self.flush()
+            except OSError as exc:  # the append itself stands; the next one tries the flush again
+                logger.warning("cannot flush %s: %s", self.directory, exc)
+        return appended
 
     def _append(self, batches: bytearray, now_ms: int | None) -> tuple[int, int]:
         now = int(time.time() * 1000) if now_ms is None else now_ms
@@ -164,7 +176,6 @@ class Log:
             self.roll()
         self.active_segment.append(batches, infos, now)
         self._unflushed_messages += offset - first
-        self._apply_flush_policy()
         return first, offset - 1
 
     def _should_roll(self, size: int, last_offset: int, now: int) -> bool:
@@ -186,30 +197,47 @@ class Log:
         self._bases.append(segment.base_offset)
         return segment
 
-    def _apply_flush_policy(self) -> None:
+    def flush_due(self) -> bool:
+        """Whether flush.messages / flush.ms ask for a flush now."""
         cfg = self.config
-        if ((cfg.flush_messages is not None and self._unflushed_messages >= cfg.flush_messages)
-                or (cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms)):
-            try:
-                self._flush()
-            except OSError as exc:  # the append itself stands; the next one tries the flush again
-                logger.warning("cannot flush %s: %s", self.directory, exc)
+        return ((cfg.flush_messages is not None and self._unflushed_messages >= cfg.flush_messages)
+                or (cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms))
 
     def flush(self) -> None:
-        """fsync everything appended so far and move the recovery point to the log end."""
-        with self.lock:
+        """fsync everything appended so far and move the recovery point to the log end.
+        Safe from any thread; appends go on during the fsyncs and wait for the next flush."""
+        with self.flush_lock:
             self._flush()
 
     def _flush(self) -> None:
-        end = self.log_end_offset
-        first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
-        for segment in self._segments[first:]:
-            segment.flush()
-        if end != self.recovery_point or not (self.directory / RECOVERY_POINT).exists():
-            write_offset_file(self.directory / RECOVERY_POINT, end)
-            self.recovery_point = end
-        self._unflushed_messages = 0
-        self._last_flush = time.monotonic()
+        with self.lock:
+            if self.closed:
+                return
+            end, unflushed, started = self.log_end_offset, self._unflushed_messages, time.monotonic()
+            first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
+            pending = []
+            try:
+                for segment in self._segments[first:]:
+                    pending.append(segment.prepare_flush())
+            except OSError:
+                for segment_flush in pending:
+                    segment_flush.undo()
+                raise
+        for i, segment_flush in enumerate(pending):
+            try:
+                segment_flush.sync()
+            except OSError:
+                for later in pending[i + 1:]:
+                    later.undo()
+                raise
+        with self.lock:
+            if self.closed:  # deleted meanwhile
+                return
+            if end != self.recovery_point or not (self.directory / RECOVERY_POINT).exists():
+                write_offset_file(self.directory / RECOVERY_POINT, end)
+                self.recovery_point = end
+            self._unflushed_messages -= unflushed
+            self._last_flush = started
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -319,7 +347,7 @@ class Log:
     # --- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        with self.maintenance_lock, self.lock:
+        with self.flush_lock, self.maintenance_lock, self.lock:
             if self.closed:
                 return
             self.active_segment.seal()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from headwater.records import (ATTR_LOG_APPEND_TIME, HEADER_SIZE, MAGIC, MIN_BAT
                                CorruptRecordError, decode_records, read_header, validate_batch)
 
 from .files import SEGMENT_FILES, write_fully
-from .index import OffsetIndex, TimeIndex
+from .index import OffsetIndex, SparseIndex, TimeIndex
 from .layout import INDEX, LOG, SEGMENT_SUFFIXES, TIME_INDEX, segment_file
 
 SCAN_CHUNK = 64 * 1024          # read-ahead when walking batch headers
@@ -239,12 +240,25 @@ class Segment:
         self._maybe_index_time()
 
     def flush(self) -> None:
-        if self._dirty:
-            with SEGMENT_FILES.use(self.path) as fd:
-                os.fsync(fd)
-            self._dirty = False
-        self.offset_index.flush()
-        self.time_index.flush()
+        pending = self.prepare_flush()
+        pending.sync()
+
+    def prepare_flush(self) -> SegmentFlush:
+        """The first half of a flush, under the log's lock: index entries written to the page cache,
+        the ``.log`` descriptor pinned. ``SegmentFlush.sync`` then fsyncs without the lock."""
+        pending = SegmentFlush(self)
+        try:
+            if self._dirty:
+                pending.log_fd = pending.pins.enter_context(SEGMENT_FILES.use(self.path))
+                self._dirty = False
+            for index in (self.offset_index, self.time_index):
+                written = index.write_pending()
+                if written is not None:
+                    pending.indexes.append((index, written))
+        except OSError:
+            pending.undo()
+            raise
+        return pending
 
     def close(self) -> None:
         """Write the index entries still pending (those of a rebuilt index, say) and let go of the file."""
@@ -330,6 +344,44 @@ class Segment:
             if found:
                 return found
         return None
+
+
+class SegmentFlush:
+    """One segment's fsyncs, prepared under the log's lock and run without it, so appends to the
+    same log go on meanwhile. The descriptors stay valid even if the segment is deleted or swapped
+    in between (pinned, or private): the fsync then reaches an unlinked file, harmlessly."""
+
+    def __init__(self, segment: Segment):
+        self.segment = segment
+        self.pins = ExitStack()
+        self.log_fd: int | None = None
+        self.indexes: list[tuple[SparseIndex, tuple[int, int]]] = []
+
+    def sync(self) -> None:
+        """fsync the files and let go of them; on failure the segment is left to be flushed again."""
+        try:
+            if self.log_fd is not None:
+                os.fsync(self.log_fd)
+            for _, (fd, _) in self.indexes:
+                os.fsync(fd)
+        except OSError:
+            self.undo()
+            raise
+        finally:
+            self.release()
+
+    def undo(self) -> None:
+        if self.log_fd is not None:
+            self.segment._dirty = True
+        for index, written in self.indexes:
+            index.unwrite(written)
+        self.release()
+
+    def release(self) -> None:
+        self.pins.close()
+        for _, (fd, _) in self.indexes:
+            os.close(fd)
+        self.indexes, self.log_fd = [], None
 
 
 def _first_record_at_or_after(header: BatchHeader, batch: bytes, timestamp: int, from_offset: int):

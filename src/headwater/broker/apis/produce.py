@@ -48,23 +48,24 @@ async def produce(broker, header, request):
             if error == ErrorCode.NONE:
                 appended.append((broker.log_manager.get_log(topic.name, part.index), partitions[-1]))
         responses.append(TopicResult(name=topic.name, partition_responses=partitions))
-    if request.acks == ACKS_ALL and broker.config.flush == "always":
-        for plog, response in appended:
-            _flush(plog, response)
+    durable = [(plog, response) for plog, response in appended
+               if broker.must_be_durable(plog, request.acks == ACKS_ALL)]
+    if durable:
+        failed = await broker.group_commit.durable(plog for plog, _ in durable)
+        for plog, response in durable:
+            if plog in failed:
+                _fsync_failed(plog, response, failed[plog])
     if request.acks == 0:
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
-def _flush(plog, response) -> None:
-    """fsync before acknowledging; if that fails the producer is told so (and retries: an idempotent
-    producer's retry is recognised as the batch already appended, and flushed again)."""
-    try:
-        plog.flush()
-    except OSError as exc:
-        response.error_code, response.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, -1
-        response.error_message = f"cannot fsync {plog.directory}: {exc}"
-        log.warning("produce to %s: %s", plog.directory.name, response.error_message)
+def _fsync_failed(plog, response, exc: OSError) -> None:
+    """Appended but not durable: the producer is told so (and retries: an idempotent producer's
+    retry is recognised as the batch already appended, and flushed again)."""
+    response.error_code, response.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, -1
+    response.error_message = f"cannot fsync {plog.directory}: {exc}"
+    log.warning("produce to %s: %s", plog.directory.name, response.error_message)
 
 
 def _log_start(broker, topic: str, partition: int) -> int:

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from headwater.broker.broker import Broker
+from headwater.broker.broker import Broker, ProduceResult
 from headwater.broker.http.state import records_from
 from headwater.broker.partitioner import partition_for
 from headwater.broker.quotas import PRODUCER_BYTE_RATE
@@ -64,7 +64,7 @@ class RestApi:
 
     async def produce_one(self, request: Request) -> Response:
         entry = await self._body(request)
-        result = self._produce(request, [entry])[0]
+        result = (await self._produce(request, [entry]))[0]
         if "error_code" in result:
             raise HTTPException(result["error_code"], result["message"])
         return JSONResponse(result)
@@ -74,7 +74,7 @@ class RestApi:
         entries = body.get("entries")
         if not isinstance(entries, list) or not entries:
             raise HTTPException(400, 'a batch is {"entries": [record, ...]} with at least one record')
-        results = self._produce(request, entries)
+        results = await self._produce(request, entries)
         return JSONResponse({"successes": [r for r in results if "error_code" not in r],
                              "failures": [r for r in results if "error_code" in r]}, status_code=207 if any(
                                  "error_code" in r for r in results) else 200)
@@ -97,7 +97,7 @@ class RestApi:
 
     # --- produce ---------------------------------------------------------------------------
 
-    def _produce(self, request: Request, entries: list) -> list[dict]:
+    async def _produce(self, request: Request, entries: list) -> list[dict]:
         topic = self._topic(request)
         client_id = request.headers.get("Headwater-Client-Id", DEFAULT_CLIENT_ID)
         size = int(request.headers.get("content-length") or 0)
@@ -115,10 +115,12 @@ class RestApi:
                 results[i] = _failure(entry, exc.status_code, exc.detail)
                 continue
             by_partition.setdefault(partition, []).append((i, record))
+        answers = {partition: self.broker.append(topic.name, partition, encode_batch(
+            [Record(n, r.timestamp, r.key, r.value, r.headers) for n, (_, r) in enumerate(placed)]), flush_policy=False)
+            for partition, placed in by_partition.items()}
+        await self._make_durable(topic, answers)
         for partition, placed in by_partition.items():
-            batch = encode_batch([Record(n, r.timestamp, r.key, r.value, r.headers)
-                                  for n, (_, r) in enumerate(placed)])
-            answer = self.broker.append(topic.name, partition, batch)
+            answer = answers[partition]
             for n, (i, record) in enumerate(placed):
                 if answer.error != ErrorCode.NONE:
                     results[i] = _failure(entries[i], 400 if answer.error == ErrorCode.MESSAGE_TOO_LARGE else 500,
@@ -128,6 +130,17 @@ class RestApi:
                               "partition_id": partition, "offset": answer.base_offset + n,
                               "timestamp": record.timestamp}
         return results
+
+    async def _make_durable(self, topic, answers: dict[int, ProduceResult]) -> None:
+        """Answer as an acks=all producer is (REST Proxy's producer default): with ``--flush always``,
+        after the group commit's fsync of every partition appended to (one wait for them all)."""
+        logs = {partition: topic.partitions[partition] for partition, answer in answers.items()
+                if answer.error == ErrorCode.NONE and self.broker.must_be_durable(topic.partitions[partition], True)}
+        failed = await self.broker.group_commit.durable(logs.values())
+        for partition, plog in logs.items():
+            if plog in failed:
+                answers[partition] = ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,
+                                                   message=f"cannot fsync {plog.directory}: {failed[plog]}")
 
     async def _body(self, request: Request) -> dict:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":

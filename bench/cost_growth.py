@@ -1,0 +1,275 @@
+"""How the broker's cost grows with partitions, connections and consumer groups, Headwater next
+to librdkafka's mock broker (C) running the same workload in a process of its own.
+
+    .venv/bin/python bench/cost_growth.py [--messages N] [--rate R] [--plot PNG] [--smoke]
+
+One point of the curve: a fresh topic of P partitions; C idle consumers (raw connections, each
+long-polling an empty topic every 500 ms, as an idle librdkafka consumer does); G consumer
+groups of one confluent-kafka consumer each, subscribed to the topic; one producer (acks=1,
+linger.ms=1) sending N 100-byte messages at R msg/s round-robin over the partitions. Figures:
+the broker process's CPU time (user + system, from /proc) over the run per message produced
+and per message delivered (each group reads every message), and the produce → consume
+latency p50/p99 seen by the first group. One dimension moves at a time from the base point
+(1 partition, 1 idle connection, 1 group): partitions 1, 100, 1,000, 5,000; connections
+1, 100, 1,000; groups 1, 10, 100. The curves are drawn to --plot (docs/cost_growth.png).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from rich.console import Console
+
+from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
+from headwater.testing import BrokerProcess, bench_arguments, wait_until
+
+from tables import table  # bench/tables.py
+
+console = Console(stderr=True)
+BASE = {"partitions": 1, "connections": 1, "groups": 1}
+AXES = {"partitions": [1, 100, 1_000, 5_000], "connections": [1, 100, 1_000], "groups": [1, 10, 100]}
+IDLE_TOPIC = "idle"
+IDLE_POLL_S = 0.5   # librdkafka's fetch.wait.max.ms
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# The mock cluster lives inside a client handle: this child process holds one, so its CPU is the mock's.
+MOCK_SCRIPT = """
+import sys
+from confluent_kafka import Producer
+mock = Producer({"test.mock.num.brokers": 1, "bootstrap.servers": ""})
+brokers = mock.list_topics(timeout=10).brokers.values()
+print(",".join(f"{b.host}:{b.port}" for b in brokers), flush=True)
+sys.stdin.read()
+"""
+
+
+@dataclass
+class Point:
+    broker: str
+    axis: str
+    value: int
+    cpu_us_per_message: float
+    cpu_us_per_delivery: float
+    p50_ms: float
+    p99_ms: float
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS   # utime, stime: fields 14 and 15 of stat(5)
+
+
+def idle_fetch_request() -> bytes:
+    """One Fetch v11 of the empty idle topic, framed: what an idle consumer sends every 500 ms."""
+    Fetch = MESSAGE_CLASSES[ApiKey.FETCH][0]
+    Topic = Fetch.FetchTopic
+    request = Fetch(replica_id=-1, max_wait_ms=int(IDLE_POLL_S * 1000), min_bytes=1, max_bytes=1 << 20,
+                    isolation_level=0, session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+                    topics=[Topic(topic=IDLE_TOPIC, partitions=[Topic.FetchPartition(
+                        partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                        partition_max_bytes=1 << 20)])])
+    request.API_VERSION = 11
+    request.with_header(correlation_id=1, client_id="idle-consumer")
+    return bytes(request.encode(header=True, framed=True))
+
+
+class IdleConsumers:
+    """``count`` connections on one asyncio loop (a thread), each long-polling the idle topic."""
+
+    def __init__(self, bootstrap: str, count: int):
+        self.host, port = bootstrap.split(",")[0].rsplit(":", 1)
+        self.port, self.count = int(port), count
+        self.request = idle_fetch_request()
+        self.loop = asyncio.new_event_loop()
+        self.connected = threading.Semaphore(0)
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def __enter__(self) -> IdleConsumers:
+        self.thread.start()
+        self.tasks = [asyncio.run_coroutine_threadsafe(self._consume(), self.loop) for _ in range(self.count)]
+        for _ in range(self.count):
+            self.connected.acquire()
+        return self
+
+    async def _consume(self) -> None:
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        self.connected.release()
+        try:
+            while True:
+                started = time.monotonic()
+                writer.write(self.request)
+                size = int.from_bytes(await reader.readexactly(4), "big")
+                await reader.readexactly(size)
+                # A broker that answers at once (the mock ignores max_wait) is polled at the same pace.
+                await asyncio.sleep(max(0.0, IDLE_POLL_S - (time.monotonic() - started)))
+        finally:
+            writer.close()
+
+    def __exit__(self, *exc) -> None:
+        for task in self.tasks:
+            task.cancel()
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0.1), self.loop).result(10)   # the cancellations run
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=60)[name].result(120)
+
+
+def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, rate: int,
+              mock: bool) -> tuple[float, float, list[float]]:
+    """(broker CPU s, deliveries, sorted latencies in s) of one point of the curve."""
+    topic, partitions, connections, groups = f"cost-{name}", shape["partitions"], shape["connections"], shape["groups"]
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1})
+    if not mock:   # the mock broker names no controller, so CreateTopics never leaves the client: it auto-creates
+        create_topic(bootstrap, topic, partitions)
+    producer.produce(topic, b"warm", partition=0)   # the consumers read it before the clock starts
+    producer.flush(30)
+    consumers = [Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-g{g}", "auto.offset.reset": "earliest",
+                           "enable.auto.commit": True, "fetch.wait.max.ms": 100}) for g in range(groups)]
+    for consumer in consumers:
+        consumer.subscribe([topic])
+    received = [0] * groups
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def poll(indexes: range) -> None:
+        while not done.is_set():
+            for g in indexes:
+                for msg in consumers[g].consume(1000, 0.05 if len(indexes) == 1 else 0):
+                    if msg.error():
+                        continue
+                    received[g] += 1
+                    if g == 0 and msg.value() != b"warm":
+                        latencies.append(time.perf_counter() - float(msg.value()))
+
+    pollers = [threading.Thread(target=poll, args=(range(0, 1),)), threading.Thread(target=poll, args=(range(1, groups),))]
+    for poller in pollers:
+        poller.start()
+    try:
+        with IdleConsumers(bootstrap, connections):
+            wait_until(lambda: all(received), timeout=180, what=f"{groups} groups to read the first message")
+            cpu_before = cpu_seconds(pid)
+            start = time.perf_counter()
+            for i in range(messages):
+                target = start + i / rate
+                while (now := time.perf_counter()) < target:
+                    time.sleep(min(target - now, 0.001))
+                producer.produce(topic, repr(time.perf_counter()).encode().ljust(100), partition=i % partitions)
+                producer.poll(0)
+            producer.flush(60)
+            wait_until(lambda: all(n >= messages + 1 for n in received), timeout=300,
+                       what="every group to read every message")
+            cpu = cpu_seconds(pid) - cpu_before
+    finally:
+        done.set()
+        for poller in pollers:
+            poller.join()
+        for consumer in consumers:
+            consumer.close()
+    return cpu, messages * groups, sorted(latencies)
+
+
+def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> list[Point]:
+    """The base point, then each axis grown from it (the mock broker only along the axes it can take)."""
+    if mock:
+        Producer({"bootstrap.servers": bootstrap}).list_topics(IDLE_TOPIC, timeout=10)   # auto-created
+    else:
+        create_topic(bootstrap, IDLE_TOPIC, 1)
+
+    def point(axis: str, value: int) -> Point:
+        shape = {**BASE, axis: value}
+        console.print(f"[bold]{broker}[/]: {shape}")
+        cpu, deliveries, latencies = run_point(bootstrap, pid, f"{axis}-{value}", shape, args.messages, args.rate,
+                                               mock)
+        return Point(broker, axis, value, cpu / args.messages * 1e6, cpu / deliveries * 1e6,
+                     statistics.median(latencies) * 1000, latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000)
+
+    base = point("partitions", BASE["partitions"])
+    points = []
+    for axis, values in AXES.items():
+        if mock and axis == "partitions":   # its auto-created topics have 4 partitions, no more
+            continue
+        points += [point(axis, value) if value != BASE[axis] else Point(broker, axis, value, *list(
+            vars(base).values())[3:]) for value in values]
+    return points
+
+
+def plot(points: list[Point], path: Path, args) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, cells = plt.subplots(2, len(AXES), figsize=(13, 7))
+    for column, axis in enumerate(AXES):
+        for broker in dict.fromkeys(p.broker for p in points):
+            mine = [p for p in points if p.broker == broker and p.axis == axis]
+            x = [p.value for p in mine]
+            cells[0][column].plot(x, [p.cpu_us_per_delivery for p in mine], marker="o", label=broker)
+            cells[1][column].plot(x, [p.p99_ms for p in mine], marker="o", label=f"{broker} p99")
+            cells[1][column].plot(x, [p.p50_ms for p in mine], marker=".", linestyle="--", label=f"{broker} p50")
+        for row, label in enumerate(("broker CPU µs per delivered message", "produce → consume latency, ms")):
+            cell = cells[row][column]
+            cell.set_xscale("log")
+            cell.set_yscale("log")
+            cell.set_xlabel(axis)
+            cell.set_ylabel(label)
+            cell.grid(True, alpha=0.3)
+        cells[0][column].legend(fontsize=7)
+        cells[1][column].legend(fontsize=7)
+    figure.suptitle(f"Cost growth: {args.messages:,} x 100-byte messages at {args.rate:,} msg/s per point "
+                    f"(base: 1 partition, 1 idle connection, 1 group)")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=90)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=20_000, help="messages per point")
+    parser.add_argument("--rate", type=int, default=2_000, help="messages per second")
+    parser.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "cost_growth.png")
+    workdir = Path(tempfile.mkdtemp(prefix="headwater-cost-"))
+    args = bench_arguments(parser, {"messages": 100, "rate": 500, "plot": workdir / "cost_growth.png"})
+    if args.smoke:
+        AXES.update(partitions=[1, 10], connections=[1, 10], groups=[1, 3])
+
+    points = []
+    broker = BrokerProcess(workdir / "data", "--flush", "never", "--max-partitions-per-request",
+                           str(max(AXES["partitions"]))).start()
+    try:
+        points += measure("Headwater", broker.bootstrap, broker.proc.pid, args)
+    finally:
+        broker.kill()   # a clean shutdown of thousands of partitions is no part of the measure
+    mock = subprocess.Popen([sys.executable, "-c", MOCK_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        points += measure("librdkafka mock (C)", mock.stdout.readline().strip(), mock.pid, args, mock=True)
+    finally:
+        mock.stdin.close()
+        mock.wait(30)
+    plot(points, args.plot, args)
+    console.print(f"plot: {args.plot}")
+    Console().print(table(f"Cost growth: {args.messages:,} messages at {args.rate:,} msg/s per point", [{
+        "broker": p.broker, "grows": p.axis, "to": f"{p.value:,}", "CPU µs/msg": f"{p.cpu_us_per_message:,.1f}",
+        "CPU µs/delivery": f"{p.cpu_us_per_delivery:,.1f}", "p50 ms": f"{p.p50_ms:,.2f}",
+        "p99 ms": f"{p.p99_ms:,.2f}"} for p in points]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
