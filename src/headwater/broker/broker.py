@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable
 
 from headwater.broker.clock import Clock, LoopClock
 from headwater.broker.config import BrokerConfig
+from headwater.broker.fetch_sessions import FetchSessionCache
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.growth import GrowthSignals
@@ -104,6 +105,7 @@ class Broker:
         self.quotas = ClientQuotas(config.data_dir / "client-quotas.json")
         # Replays __consumer_offsets: groups and offsets are back.
         clock = clock or LoopClock()
+        self.fetch_sessions = FetchSessionCache(clock, config.fetch_session_cache_slots)
         fsync_each_write = config.flush == "always"
         self.groups = GroupCoordinator(GroupStore(self.log_manager, self.append, fsync_each_write), clock)
         # Replays __transaction_state: decided transactions are finished, open ones aborted.

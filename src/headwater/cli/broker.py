@@ -6,6 +6,7 @@ import asyncio
 import logging
 import ssl
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from headwater.broker.broker import DataDirInUse
@@ -50,11 +51,18 @@ def _udp(address: str, topic: str, mode: str) -> UdpListenerConfig:
     return UdpListenerConfig(host, port, topic, mode)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
+def _integer_from(minimum: int, name: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise ValueError(text)
+        return value
+    parse.__name__ = name   # argparse names the type in its error: "invalid positive value: '0'"
+    return parse
+
+
+_positive = _integer_from(1, "positive")
+_non_negative = _integer_from(0, "non-negative")
 
 
 def _topic_config(text: str) -> tuple[str, str]:
@@ -123,6 +131,8 @@ def add_parser(subparsers) -> None:
                    help="how often retention deletes old segments (default %(default)s)")
     p.add_argument("--cleaner-interval-ms", default=15000, type=_positive,
                    help="pause between log cleaner passes over compacted topics (default %(default)s)")
+    p.add_argument("--max-incremental-fetch-session-cache-slots", default=1000, type=_non_negative, metavar="N",
+                   help="fetch sessions (KIP-227) kept; the least used give way, 0 turns them off (default %(default)s)")
     p.add_argument("--http-listener", type=_address, metavar="HOST:PORT",
                    help="serve Prometheus /metrics and the web console here (port 0: any free one); off by default")
     p.add_argument("--console-allow-writes", action="store_true",
@@ -184,6 +194,7 @@ def _config(args) -> BrokerConfig:
                         message_max_bytes=args.message_max_bytes, topic_defaults=dict(args.log_config),
                         retention_check_interval_ms=args.retention_check_interval_ms,
                         cleaner_interval_ms=args.cleaner_interval_ms, http_listener=args.http_listener,
+                        fetch_session_cache_slots=args.max_incremental_fetch_session_cache_slots,
                         console_allow_writes=args.console_allow_writes, listeners=args.listener,
                         tls=_tls(args), sasl_mechanisms=args.sasl_mechanisms,
                         failed_authentication_delay_ms=args.failed_authentication_delay_ms,
