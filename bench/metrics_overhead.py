@@ -15,7 +15,6 @@ The peer is the broker without the listener; the issue's budget is 5%.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from rich.console import Console
 from tables import table
 from throughput import produce_throughput
 
-from headwater.testing import BrokerProcess, bench_arguments
+from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds
 
 VALUE = b"x" * 100
 
@@ -43,12 +42,6 @@ def one_request_per_record(bootstrap: str, topic: str, n: int) -> float:
         producer.produce(topic, VALUE)
         producer.flush(30)
     return time.perf_counter() - start
-
-
-def cpu_seconds(broker: BrokerProcess) -> float:
-    """User + system CPU time the broker process has used so far."""
-    fields = Path(f"/proc/{broker.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
 
 
 def scrape_every_second(url: str, stop: threading.Event) -> None:
@@ -78,10 +71,10 @@ def main() -> int:
             for workload, (records, run) in workloads.items():
                 pair = (("off", off), ("on", on))
                 for name, broker in pair if round_ % 2 == 0 else pair[::-1]:  # neither always goes first
-                    used = cpu_seconds(broker)
+                    used = cpu_seconds(broker.proc.pid)
                     seconds = run(broker.bootstrap, f"bench-{round_}", records)
                     rates.setdefault((workload, name), []).append(records / seconds)
-                    cpu.setdefault((workload, name), []).append((cpu_seconds(broker) - used) / records * 1e6)
+                    cpu.setdefault((workload, name), []).append((cpu_seconds(broker.proc.pid) - used) / records * 1e6)
         stop.set()
         scraper.join()
     rows = []

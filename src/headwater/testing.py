@@ -191,6 +191,12 @@ def sql(dsn: str, statement: str, params=None) -> list[tuple] | None:
         conn.close()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time process ``pid`` has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+
+
 def bench_arguments(parser: argparse.ArgumentParser, smoke: dict) -> argparse.Namespace:
     """Parse a benchmark's command line. `--smoke` swaps in the tiny sizes of `smoke` (options
     given explicitly still win): a run of a few seconds that proves the bench works and

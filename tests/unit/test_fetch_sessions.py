@@ -1,12 +1,25 @@
 """The fetch-session cache (KIP-227) stepped in-process: sessions opened, continued, refused,
 closed and evicted, and what each response carries, against Kafka's rules."""
 import itertools
+from typing import NamedTuple
 
 import pytest
 
-from headwater.broker.fetch_sessions import (FINAL_EPOCH, INITIAL_EPOCH, MAX_EPOCH, NO_SESSION, FetchPosition,
-                                             FetchSessionCache, PartitionNews)
+from headwater.broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, MAX_EPOCH, NO_SESSION, FetchSessionCache
 from headwater.protocol.errors import ErrorCode
+
+
+class FetchPosition(NamedTuple):
+    fetch_offset: int
+    partition_max_bytes: int
+
+
+class PartitionNews(NamedTuple):
+    error: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: bytes
 
 A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
 
@@ -16,11 +29,11 @@ def wanted(*partitions, offset=0):
 
 
 def quiet(hw=10, error=ErrorCode.NONE):
-    return PartitionNews(error, hw, hw, 0, False)
+    return PartitionNews(error, hw, hw, 0, b"")
 
 
 def with_records(hw=10):
-    return PartitionNews(ErrorCode.NONE, hw, hw, 0, True)
+    return PartitionNews(ErrorCode.NONE, hw, hw, 0, b"batch")
 
 
 @pytest.fixture
@@ -50,7 +63,7 @@ def test_a_full_fetch_opens_a_session_and_quiet_partitions_are_then_left_out(cac
     # records, a moved high watermark, a moved log start, and an error are news; the rest is not
     now = {A0: quiet(), A1: with_records(), B0: quiet(hw=11)}
     assert incremental(cache, session_id, 2, now)[1] == [A1, B0]
-    now.update({A1: quiet(), A0: PartitionNews(ErrorCode.NONE, 10, 10, 4, False)})
+    now.update({A1: quiet(), A0: PartitionNews(ErrorCode.NONE, 10, 10, 4, b"")})
     assert incremental(cache, session_id, 3, now)[1] == [A0]
     now[A0] = quiet(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     assert incremental(cache, session_id, 4, now)[1] == [A0]

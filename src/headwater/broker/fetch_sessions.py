@@ -23,7 +23,7 @@ import secrets
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Protocol
 
 from headwater.broker.clock import Clock
 from headwater.protocol.errors import ErrorCode
@@ -36,27 +36,28 @@ MAX_EPOCH = 2**31 - 1
 Partition = tuple[str, int]
 
 
-class FetchPosition(NamedTuple):
-    """What a client asks of one partition."""
+class FetchPosition(Protocol):
+    """What a client asks of one partition: the request's own partition entry, kept as it came."""
     fetch_offset: int
-    max_bytes: int
+    partition_max_bytes: int
 
 
-class PartitionNews(NamedTuple):
+class PartitionNews(Protocol):
     """What one read of a partition found: enough to know whether the client must hear of it."""
     error: int
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    has_records: bool
+    records: bytes
 
-    @property
-    def offsets(self) -> tuple[int, int, int]:
-        return self.high_watermark, self.last_stable_offset, self.log_start_offset
 
-    def told(self) -> tuple[int, int, int] | None:
-        """What the session remembers once this is sent: an error is sent again until it clears."""
-        return None if self.error else self.offsets
+def _offsets(news: PartitionNews) -> tuple[int, int, int]:
+    return news.high_watermark, news.last_stable_offset, news.log_start_offset
+
+
+def _told(news: PartitionNews) -> tuple[int, int, int] | None:
+    """What the session remembers once ``news`` is sent: an error is sent again until it clears."""
+    return None if news.error else _offsets(news)
 
 
 @dataclass(slots=True)
@@ -148,7 +149,7 @@ class FetchSessionCache:
         """The partitions the response carries, in order; opens the session a full fetch asked for."""
         if context.session is None:
             if context.wants_session and news:
-                context.session_id = self._open({p: CachedPartition(pos, news[p].told())
+                context.session_id = self._open({p: CachedPartition(pos, _told(news[p]))
                                                  for p, pos in context.targets})
             return [p for p, _ in context.targets]
         answered = []
@@ -157,8 +158,8 @@ class FetchSessionCache:
             found, cached = news[partition], partitions.get(partition)
             if cached is None:   # forgotten by a later fetch of the session while this one waited
                 continue
-            if found.has_records or found.error or found.offsets != cached.told:
-                cached.told = found.told()
+            if found.records or found.error or _offsets(found) != cached.told:
+                cached.told = _told(found)
                 partitions.move_to_end(partition)   # the others go first next time: no partition starves
                 answered.append(partition)
         self.stats.partitions_answered_incrementally += len(answered)

@@ -28,21 +28,25 @@ class GrowthSignals:
     def watch(self, partitions: list[Partition]) -> Iterator[list[asyncio.Future]]:
         """The futures of ``partitions``, valid inside the block (take them before reading the
         log, so an append between the read and the wait still wakes the watcher)."""
-        self._watchers.update(partitions)
+        # One loop each way, no call per partition: an idle consumer's fetch watches thousands.
+        watchers, futures, loop = self._watchers, self._futures, asyncio.get_running_loop()
+        watchers.update(partitions)
+        mine = []
+        for p in partitions:
+            fut = futures.get(p)
+            if fut is None or fut.done():
+                fut = futures[p] = loop.create_future()
+            mine.append(fut)
         try:
-            yield [self._future(p) for p in partitions]
+            yield mine
         finally:
-            self._watchers.subtract(partitions)
             for p in partitions:
-                if self._watchers[p] <= 0:
-                    del self._watchers[p]
-                    self._futures.pop(p, None)
-
-    def _future(self, partition: Partition) -> asyncio.Future:
-        fut = self._futures.get(partition)
-        if fut is None or fut.done():
-            fut = self._futures[partition] = asyncio.get_running_loop().create_future()
-        return fut
+                left = watchers[p] - 1
+                if left > 0:
+                    watchers[p] = left
+                else:
+                    del watchers[p]
+                    futures.pop(p, None)
 
     def notify(self, topic: str, partition: int) -> None:
         fut = self._futures.pop((topic, partition), None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import NamedTuple
 
-from headwater.broker.fetch_sessions import NO_SESSION, FetchPosition, Partition, PartitionNews
+from headwater.broker.fetch_sessions import NO_SESSION, FetchPosition, Partition
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -34,14 +34,17 @@ def _below(records: bytes, stable: int) -> bytes:
 
 
 class PartitionRead(NamedTuple):
-    news: PartitionNews
+    """One partition read: its fetch_sessions.PartitionNews, and what the response carries of it."""
+    error: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
     records: bytes
     aborted: list | None
 
 
 def _wanted(request) -> list[tuple[Partition, FetchPosition]]:
-    return [((t.topic, p.partition), FetchPosition(p.fetch_offset, p.partition_max_bytes))
-            for t in request.topics for p in t.partitions]
+    return [((t.topic, p.partition), p) for t in request.topics for p in t.partitions]
 
 
 def _forgotten(request) -> list[Partition]:
@@ -64,9 +67,9 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
         stable = broker.txn_partitions.last_stable_offset(topic, partition, plog) if plog else -1
         if plog is None:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        else:
+        elif position.fetch_offset != end:   # a consumer that has caught up costs no read: the idle case
             try:
-                records = plog.read(position.fetch_offset, min(position.max_bytes, budget), min_one=total == 0)
+                records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget), min_one=total == 0)
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
         if committed and plog is not None and not error:
@@ -74,13 +77,12 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
             if stable < end:
                 records = _below(records, stable)
             aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                       for a in plog.aborted_txns.between(position.fetch_offset, stable)]
+                       for a in plog.aborted_txns.between(position.fetch_offset, stable)] if records else []
         total += len(records)
         budget -= len(records)
         errors = errors or error != ErrorCode.NONE
         start = plog.log_start_offset if plog else -1
-        reads[topic, partition] = PartitionRead(PartitionNews(error, end, stable, start, bool(records)),
-                                                records, aborted)
+        reads[topic, partition] = PartitionRead(error, end, stable, start, records, aborted)
     return reads, total, errors
 
 
@@ -89,10 +91,9 @@ def _topic_results(answered: list[Partition], reads: dict[Partition, PartitionRe
     by_topic: dict[str, list] = {}
     for topic, partition in answered:
         read = reads[topic, partition]
-        news = read.news
         by_topic.setdefault(topic, []).append(PartitionData(
-            partition_index=partition, error_code=news.error, high_watermark=news.high_watermark,
-            last_stable_offset=news.last_stable_offset, log_start_offset=news.log_start_offset,
+            partition_index=partition, error_code=read.error, high_watermark=read.high_watermark,
+            last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
             aborted_transactions=read.aborted, preferred_read_replica=-1, records=read.records))
     return [TopicResult(topic=topic, partitions=partitions) for topic, partitions in by_topic.items()]
 
@@ -112,8 +113,10 @@ async def fetch(broker, header, request):
             remaining = deadline - loop.time()
             if total >= request.min_bytes or errors or remaining <= 0 or not signals:
                 break
-            await asyncio.wait(signals, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-    answered = sessions.answer(context, {p: read.news for p, read in reads.items()})
+            grown, _ = await asyncio.wait(signals, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            if not grown:
+                break   # time is up and nothing grew: the reads above still stand
+    answered = sessions.answer(context, reads)
     responses = _topic_results(answered, reads)
     if broker.metrics is not None:
         for topic in responses:
