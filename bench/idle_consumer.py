@@ -19,11 +19,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import glob
+import math
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +33,7 @@ import confluent_kafka
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition as KafkaTopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from tables import table
 
@@ -86,20 +89,37 @@ def kafka_python_idle(bootstrap: str, partitions: int, stop: threading.Event) ->
     consumer.close()
 
 
-def broker_load(pid: int, client: Callable | None, bootstrap: str, partitions: int, seconds: float) -> float:
-    """The % of one core process ``pid`` used over ``seconds`` while ``client`` idled on it."""
+def fetches(console_url: str | None) -> float:
+    """Fetch requests the broker has answered so far (from its /metrics), or NaN for the mock."""
+    if console_url is None:
+        return math.nan
+    with urllib.request.urlopen(console_url + "metrics", timeout=30) as response:
+        text = response.read().decode()
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == "kafka_network_requestmetrics_request_seconds_count"
+               and sample.labels.get("request") == "Fetch")
+
+
+def broker_load(pid: int, console_url: str | None, client: Callable | None, bootstrap: str, partitions: int,
+                seconds: float) -> dict[str, str]:
+    """The broker's CPU (% of one core) and fetches per second over ``seconds`` while ``client`` idled on it."""
     stop = threading.Event()
     thread = threading.Thread(target=client, args=(bootstrap, partitions, stop)) if client else None
     if thread:
         thread.start()
     time.sleep(WARM_UP_SECONDS)
+    answered = fetches(console_url)   # scraped outside the measured window: /metrics costs CPU too
     used, start = cpu_seconds(pid), time.monotonic()
     time.sleep(seconds)
-    load = (cpu_seconds(pid) - used) / (time.monotonic() - start) * 100
+    cpu, elapsed = cpu_seconds(pid) - used, time.monotonic() - start
+    rate = (fetches(console_url) - answered) / elapsed
     stop.set()
     if thread:
         thread.join()
-    return load
+    per_fetch = cpu * 1000 / (rate * elapsed) if rate > 0 else math.nan
+    return {"% of one core": f"{cpu / elapsed * 100:.2f}%",
+            "fetches/s": "-" if math.isnan(rate) else f"{rate:.1f}",
+            "CPU ms per fetch": "-" if math.isnan(per_fetch) else f"{per_fetch:.2f}"}
 
 
 def main() -> int:
@@ -113,31 +133,28 @@ def main() -> int:
         return 0
 
     workdir = Path(tempfile.mkdtemp(prefix="headwater-bench-idle-"))
-    flags = ("--flush", "never", "--max-partitions-per-request", str(args.partitions))
-    clients = {"confluent-kafka": confluent_idle, "kafka-python": kafka_python_idle}
+    flags = ("--flush", "never", "--max-partitions-per-request", str(args.partitions), "--http-listener", "127.0.0.1:0")
+    clients = {"none": None, "confluent-kafka": confluent_idle, "kafka-python": kafka_python_idle}
     rows = []
     with BrokerProcess(workdir / "on", *flags) as on, \
             BrokerProcess(workdir / "off", *flags, "--max-incremental-fetch-session-cache-slots", "0") as off, \
             subprocess.Popen([sys.executable, __file__, "--serve-mock-broker", "--partitions", str(args.partitions)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as mock:
         mock_bootstrap = mock.stdout.readline().strip()
-        brokers = {"Headwater, sessions on": (on.proc.pid, on.bootstrap),
-                   "Headwater, sessions off": (off.proc.pid, off.bootstrap),
-                   "librdkafka mock broker (C)": (mock.pid, mock_bootstrap)}
+        brokers = {"Headwater, sessions on": (on.proc.pid, on.console_url, on.bootstrap),
+                   "Headwater, sessions off": (off.proc.pid, off.console_url, off.bootstrap),
+                   "librdkafka mock broker (C)": (mock.pid, None, mock_bootstrap)}
         for broker in (on, off):
             create_topic(broker.bootstrap, args.partitions)
-        for name, (pid, bootstrap) in brokers.items():
-            row = {"broker": name,
-                   "no consumer": f"{broker_load(pid, None, bootstrap, args.partitions, args.seconds):.2f}%"}
-            for client, idle in clients.items():
-                if client == "kafka-python" and "mock" in name:
-                    row[client] = "-"   # kafka-python 3 does not get past bootstrapping from the mock broker
-                else:
-                    row[client] = f"{broker_load(pid, idle, bootstrap, args.partitions, args.seconds):.2f}%"
-            rows.append(row)
+        for client, idle in clients.items():
+            for name, (pid, console_url, bootstrap) in brokers.items():
+                if client == "kafka-python" and console_url is None:
+                    continue   # kafka-python 3 does not get past bootstrapping from the mock broker
+                rows.append({"consumer": client, "broker": name,
+                             **broker_load(pid, console_url, idle, bootstrap, args.partitions, args.seconds)})
         mock.stdin.close()
-    Console(width=150).print(table(f"Broker CPU, % of one core, one idle consumer on {args.partitions:,} partitions "
-                                   f"(over {args.seconds:g} s each)", rows))
+    Console(width=150).print(table(f"Broker CPU with one idle consumer on {args.partitions:,} partitions, "
+                                   f"{args.seconds:g} s each", rows))
     return 0
 
 
