@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -19,7 +18,7 @@ class GrowthSignals:
 
     def __init__(self) -> None:
         self._futures: dict[Partition, asyncio.Future] = {}
-        self._watchers: Counter[Partition] = Counter()
+        self._watchers: dict[Partition, int] = {}   # how many fetches watch each partition
 
     def __len__(self) -> int:
         return len(self._futures)
@@ -30,9 +29,9 @@ class GrowthSignals:
         log, so an append between the read and the wait still wakes the watcher)."""
         # One loop each way, no call per partition: an idle consumer's fetch watches thousands.
         watchers, futures, loop = self._watchers, self._futures, asyncio.get_running_loop()
-        watchers.update(partitions)
         mine = []
         for p in partitions:
+            watchers[p] = watchers.get(p, 0) + 1
             fut = futures.get(p)
             if fut is None or fut.done():
                 fut = futures[p] = loop.create_future()

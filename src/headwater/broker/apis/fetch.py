@@ -60,19 +60,23 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
     budget = request.max_bytes
     committed = request.isolation_level == READ_COMMITTED
     total, errors, reads = 0, False, {}
-    for (topic, partition), position in targets:
-        plog = broker.log_manager.get_log(topic, partition)
-        error, records, aborted = ErrorCode.NONE, b"", None
-        end = plog.log_end_offset if plog is not None else -1
-        stable = broker.txn_partitions.last_stable_offset(topic, partition, plog) if plog else -1
+    # Looked up once: this loop runs over every partition of every fetch, idle consumers' included.
+    get_log, stable_offset, no_error = broker.log_manager.get_log, broker.txn_partitions.last_stable_offset, ErrorCode.NONE
+    for key, position in targets:
+        plog = get_log(*key)
         if plog is None:
-            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif position.fetch_offset != end:   # a consumer that has caught up costs no read: the idle case
+            reads[key] = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, b"", None)
+            errors = True
+            continue
+        error, records, aborted = no_error, b"", None
+        end, stable = plog.log_end_offset, stable_offset(*key, plog)
+        if position.fetch_offset != end:   # a consumer that has caught up costs no read: the idle case
             try:
                 records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget), min_one=total == 0)
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
-        if committed and plog is not None and not error:
+                errors = True
+        if committed and not error:
             # read_committed: nothing at or past the LSO, and which transactions in range were aborted
             if stable < end:
                 records = _below(records, stable)
@@ -80,9 +84,7 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
                        for a in plog.aborted_txns.between(position.fetch_offset, stable)] if records else []
         total += len(records)
         budget -= len(records)
-        errors = errors or error != ErrorCode.NONE
-        start = plog.log_start_offset if plog else -1
-        reads[topic, partition] = PartitionRead(error, end, stable, start, records, aborted)
+        reads[key] = PartitionRead(error, end, stable, plog.log_start_offset, records, aborted)
     return reads, total, errors
 
 
