@@ -109,12 +109,14 @@ def test_a_broker_restart_mid_session_loses_nothing(start_broker):
     got: dict[str, dict[int, list[bytes]]] = {"kp": {}}
     drain({"kp": consumer}, {"kp": sent}, got)
     assert sessions(broker) == 1
+    time.sleep(0.5)   # the last 100 ms long poll is answered: the client's next fetch continues its session
     broker.stop()
     broker.restart()
     assert sessions(broker) == 0                       # sessions live in memory: the client must start over
     later = produce(broker.bootstrap, "restarted", {p: 1 for p in range(0, 40, 3)}, tag="after-")
     drain({"kp": consumer}, {"kp": {p: sent[p] + later.get(p, []) for p in sent}}, got)
     wait_until(lambda: sessions(broker) == 1, what="the consumer opened a new session")
+    assert metric(broker, "headwater_fetch_session_errors_total", error="FETCH_SESSION_ID_NOT_FOUND") == 1
     consumer.close()
 
 

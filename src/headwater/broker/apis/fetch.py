@@ -11,6 +11,7 @@ import asyncio
 from typing import NamedTuple
 
 from headwater.broker.fetch_sessions import NO_SESSION, FetchPosition, Partition
+from headwater.broker.growth import any_grows
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -115,8 +116,7 @@ async def fetch(broker, header, request):
             remaining = deadline - loop.time()
             if total >= request.min_bytes or errors or remaining <= 0 or not signals:
                 break
-            grown, _ = await asyncio.wait(signals, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            if not grown:
+            if not await any_grows(signals, remaining):
                 break   # time is up and nothing grew: the reads above still stand
     answered = sessions.answer(context, reads)
     responses = _topic_results(answered, reads)
