@@ -71,7 +71,7 @@ def test_a_full_fetch_opens_a_session_and_quiet_partitions_are_then_left_out(cac
     now[A0] = quiet()
     assert incremental(cache, session_id, 6, now)[1] == [A0]          # and once more when it clears
     assert incremental(cache, session_id, 7, now)[1] == []
-    assert cache.stats.incremental_fetches == 7 and cache.stats.full_fetches == 1
+    assert cache.stats.fetches == {"incremental": 7, "full": 1}
 
 
 def test_answered_partitions_go_to_the_back_so_none_starves(cache):
@@ -143,3 +143,11 @@ def test_the_epoch_wraps_to_one(cache):
     cache._sessions[session_id].epoch = MAX_EPOCH
     incremental(cache, session_id, MAX_EPOCH, {})
     assert incremental(cache, session_id, 1, {})[1] == []
+
+
+def test_a_session_never_holds_more_partitions_than_the_broker_has_room_for(clock):
+    cache = FetchSessionCache(clock, max_size=2)
+    assert open_session(cache, A0, A1, B0) == NO_SESSION      # too many to keep: fetched without a session
+    session_id = open_session(cache, A0, A1)
+    context = cache.context(session_id, 1, wanted(("ghost", 0)))
+    assert context.error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and len(cache) == 0

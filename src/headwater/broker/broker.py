@@ -105,7 +105,6 @@ class Broker:
         self.quotas = ClientQuotas(config.data_dir / "client-quotas.json")
         # Replays __consumer_offsets: groups and offsets are back.
         clock = clock or LoopClock()
-        self.fetch_sessions = FetchSessionCache(clock, config.fetch_session_cache_slots)
         fsync_each_write = config.flush == "always"
         self.groups = GroupCoordinator(GroupStore(self.log_manager, self.append, fsync_each_write), clock)
         # Replays __transaction_state: decided transactions are finished, open ones aborted.
@@ -118,6 +117,8 @@ class Broker:
                                       wake=self.growth.notify,
                                       store=ShareStateStore(self.log_manager, self.append,
                                                             fsync_each_write=fsync_each_write))
+        self.fetch_sessions = FetchSessionCache(clock, config.fetch_session_cache_slots,  # KIP-227, in memory
+                                                max_size=config.max_partitions)
 
     def _dead_letter(self, group_id: str, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         """Write a record the share group gave up on to the group's dead-letter topic."""

@@ -86,12 +86,10 @@ class FetchContext:
 
 @dataclass
 class FetchSessionStats:
-    sessions_created: int = 0
+    fetches: Counter = field(default_factory=Counter)   # "full" / "incremental" -> fetches of that kind
+    errors: Counter = field(default_factory=Counter)    # ErrorCode name -> fetches refused with it
     evictions: int = 0
-    full_fetches: int = 0
-    incremental_fetches: int = 0
     partitions_answered_incrementally: int = 0
-    errors: Counter = field(default_factory=Counter)  # ErrorCode name -> fetches refused with it
 
 
 def next_epoch(epoch: int) -> int:
@@ -102,9 +100,12 @@ class FetchSessionCache:
     """The broker's fetch sessions, a state machine over a clock: ``context`` when a fetch
     arrives, ``answer`` with what its reads found when it is about to be answered."""
 
-    def __init__(self, clock: Clock, max_slots: int = 1000, eviction_ms: int = 120_000,
+    def __init__(self, clock: Clock, max_slots: int = 1000, eviction_ms: int = 120_000, max_size: int = 10_000,
                  new_id: Callable[[], int] = lambda: secrets.randbelow(MAX_EPOCH) + 1) -> None:
         self.clock, self.max_slots, self.eviction_ms, self._new_id = clock, max_slots, eviction_ms, new_id
+        # Partitions per session: the broker's own partition limit, so a real consumer always fits and
+        # a client naming made-up partitions epoch after epoch cannot grow a session without end.
+        self.max_size = max_size
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()   # least recently used first
         self.stats = FetchSessionStats()
 
@@ -118,7 +119,7 @@ class FetchSessionCache:
     def context(self, session_id: int, epoch: int, wanted: Iterable[tuple[Partition, FetchPosition]],
                 forgotten: Iterable[Partition] = ()) -> FetchContext:
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-            self.stats.full_fetches += 1
+            self.stats.fetches["full"] += 1
             self._sessions.pop(session_id, None)   # a full fetch closes the session it names
             return FetchContext(list(wanted), wants_session=epoch == INITIAL_EPOCH)
         session = self._sessions.get(session_id)
@@ -127,7 +128,7 @@ class FetchSessionCache:
         if error:
             self.stats.errors[error.name] += 1
             return FetchContext([], error=error)
-        self.stats.incremental_fetches += 1
+        self.stats.fetches["incremental"] += 1
         for partition, position in wanted:
             cached = session.partitions.get(partition)
             if cached is None:
@@ -136,6 +137,10 @@ class FetchSessionCache:
                 cached.position = position
         for partition in forgotten:
             session.partitions.pop(partition, None)
+        if len(session.partitions) > self.max_size:
+            del self._sessions[session.id]   # the client starts over, and its full fetch gets no session
+            self.stats.errors[ErrorCode.FETCH_SESSION_ID_NOT_FOUND.name] += 1
+            return FetchContext([], error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if not session.partitions:
             del self._sessions[session.id]
             return FetchContext([])
@@ -167,13 +172,14 @@ class FetchSessionCache:
 
     def _open(self, partitions: dict[Partition, CachedPartition]) -> int:
         now = self.clock.now_ms()
+        if len(partitions) > self.max_size:
+            return NO_SESSION
         if len(self._sessions) >= self.max_slots and not (self._sessions and self._evict_for(len(partitions), now)):
             return NO_SESSION   # the cache is full (or off): this client fetches without a session
         session_id = self._new_id()
         while session_id in self._sessions:
             session_id = self._new_id()
         self._sessions[session_id] = FetchSession(session_id, 1, OrderedDict(partitions), now)
-        self.stats.sessions_created += 1
         return session_id
 
     def _evict_for(self, size: int, now: int) -> bool:

@@ -128,8 +128,8 @@ class FetchSessionCollector(Collector):
                                   "Fetch sessions evicted to make room for larger ones", value=stats.evictions)
         requests = CounterMetricFamily("headwater_fetch_requests", "Fetch requests, full or within a session",
                                        labels=["kind"])
-        requests.add_metric(["full"], stats.full_fetches)
-        requests.add_metric(["incremental"], stats.incremental_fetches)
+        for kind in ("full", "incremental"):
+            requests.add_metric([kind], stats.fetches[kind])
         yield requests
         yield CounterMetricFamily("headwater_fetch_incremental_partitions_answered",
                                   "Partitions carried by responses to incremental fetches",
