@@ -8,6 +8,7 @@ its response carries is the fetch session's say (KIP-227, ``broker.fetch_session
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import NamedTuple
 
 from headwater.broker.fetch_sessions import NO_SESSION, FetchPosition, Partition
@@ -22,6 +23,7 @@ TopicResult = FetchResponse.FetchableTopicResponse
 PartitionData = TopicResult.PartitionData
 AbortedTransaction = PartitionData.AbortedTransaction
 READ_COMMITTED = 1
+QUIET_ENTRIES_KEPT = 20_000   # about 2 MB: twice the broker's default partition limit
 
 
 def _below(records: bytes, stable: int) -> bytes:
@@ -89,15 +91,31 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
     return reads, total, errors
 
 
+def _partition_data(partition: int, error: int, high_watermark: int, last_stable_offset: int,
+                    log_start_offset: int, aborted: list | None, records: bytes):
+    return PartitionData(partition_index=partition, error_code=error, high_watermark=high_watermark,
+                         last_stable_offset=last_stable_offset, log_start_offset=log_start_offset,
+                         aborted_transactions=aborted, preferred_read_replica=-1, records=records)
+
+
+@functools.lru_cache(maxsize=QUIET_ENTRIES_KEPT)
+def _quiet_partition_data(partition: int, error: int, high_watermark: int, last_stable_offset: int,
+                          log_start_offset: int, committed: bool):
+    """A partition's entry without records. Every fetch of an idle consumer that fetches without a
+    session (librdkafka) repeats thousands of these unchanged, so each is made once and shared
+    (nothing changes an entry once made): building them was the largest part of such a fetch."""
+    return _partition_data(partition, error, high_watermark, last_stable_offset, log_start_offset,
+                           [] if committed else None, b"")
+
+
 def _topic_results(answered: list[Partition], reads: dict[Partition, PartitionRead]) -> list:
     """The response's topics, each with its answered partitions, in the order first answered."""
     by_topic: dict[str, list] = {}
     for topic, partition in answered:
-        read = reads[topic, partition]
-        by_topic.setdefault(topic, []).append(PartitionData(
-            partition_index=partition, error_code=read.error, high_watermark=read.high_watermark,
-            last_stable_offset=read.last_stable_offset, log_start_offset=read.log_start_offset,
-            aborted_transactions=read.aborted, preferred_read_replica=-1, records=read.records))
+        error, high_watermark, stable, start, records, aborted = reads[topic, partition]
+        by_topic.setdefault(topic, []).append(
+            _partition_data(partition, error, high_watermark, stable, start, aborted, records) if records else
+            _quiet_partition_data(partition, error, high_watermark, stable, start, aborted is not None))
     return [TopicResult(topic=topic, partitions=partitions) for topic, partitions in by_topic.items()]
 
 
