@@ -24,3 +24,11 @@ def start_broker(tmp_path):
 def broker(start_broker):
     """A real Headwater broker on an ephemeral loopback port, with a fresh data directory."""
     return start_broker("--num-partitions", "3")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` runs two workers), every test of the one shared Spark
+    session runs on the same worker, so the suite starts one JVM for them, not one per worker."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))

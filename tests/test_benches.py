@@ -35,6 +35,13 @@ def prints_a_table(text: str) -> bool:
     return len(rows) >= 2 and any(re.search(r"\d", cell) for row in rows[1:] for cell in row)
 
 
+# What a bench's smoke must print beyond a table, where a bench's table alone would not show it worked
+SMOKE_OUTPUT = {
+    "fuzz": ["1,000", "tracebacks / internal errors in the log"],  # a clean campaign of 1,000 frames
+    "eventsourcing": ["sqlite", "postgres"],  # both libraries on both stores
+}
+
+
 def test_every_bench_is_found():
     assert {"cdc_throughput.py", "cleaner.py", "groups.py", "spark_source.py", "throughput.py"} <= {
         bench.name for bench in BENCHES}
@@ -46,6 +53,8 @@ def test_bench_smoke_prints_its_table(bench):
     result = run(bench, "--smoke", timeout=400)
     assert result.returncode == 0, f"{bench.name} --smoke failed:\n{result.stderr[-3000:]}"
     assert prints_a_table(result.stdout), f"{bench.name} --smoke printed no table:\n{result.stdout}"
+    for text in SMOKE_OUTPUT.get(bench.stem, []):
+        assert text in result.stdout, f"{bench.name} --smoke did not print {text!r}:\n{result.stdout}"
 
 
 @pytest.mark.parametrize("bench", BENCHES, ids=lambda bench: bench.stem)

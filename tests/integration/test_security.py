@@ -393,6 +393,152 @@ def test_list_and_describe_groups_only_describable(dave, secured):
     assert admin.describe_consumer_groups(["acl-group"])["acl-group"].result(30).group_id == "acl-group"
 
 
+TOPIC, GROUP, CLUSTER, TXN = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                               ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+HIDDEN, OPEN = "hidden", "open"  # answered without what the principal may not see; answered to everyone
+# What a principal without ACLs on the corpus's topic, group and transactional id gets from each API.
+# Every API the broker serves must be listed: a new API without an authorization rule fails here.
+DENIALS = {
+    ApiKey.PRODUCE: TOPIC, ApiKey.FETCH: TOPIC, ApiKey.LIST_OFFSETS: TOPIC, ApiKey.METADATA: TOPIC,
+    ApiKey.OFFSET_COMMIT: GROUP, ApiKey.OFFSET_FETCH: GROUP, ApiKey.FIND_COORDINATOR: GROUP,
+    ApiKey.JOIN_GROUP: GROUP, ApiKey.HEARTBEAT: GROUP, ApiKey.LEAVE_GROUP: GROUP, ApiKey.SYNC_GROUP: GROUP,
+    ApiKey.DESCRIBE_GROUPS: GROUP, ApiKey.LIST_GROUPS: HIDDEN, ApiKey.SASL_HANDSHAKE: OPEN,
+    ApiKey.API_VERSIONS: OPEN, ApiKey.CREATE_TOPICS: TOPIC, ApiKey.DELETE_TOPICS: TOPIC,
+    ApiKey.DELETE_RECORDS: TOPIC, ApiKey.INIT_PRODUCER_ID: TXN, ApiKey.OFFSET_FOR_LEADER_EPOCH: TOPIC,
+    ApiKey.DESCRIBE_ACLS: CLUSTER, ApiKey.CREATE_ACLS: CLUSTER, ApiKey.DELETE_ACLS: CLUSTER,
+    ApiKey.DESCRIBE_CONFIGS: TOPIC, ApiKey.ALTER_CONFIGS: TOPIC, ApiKey.DESCRIBE_LOG_DIRS: CLUSTER,
+    ApiKey.SASL_AUTHENTICATE: OPEN, ApiKey.DELETE_GROUPS: GROUP, ApiKey.INCREMENTAL_ALTER_CONFIGS: TOPIC,
+    ApiKey.ADD_PARTITIONS_TO_TXN: TXN, ApiKey.ADD_OFFSETS_TO_TXN: TXN, ApiKey.END_TXN: TXN,
+    ApiKey.TXN_OFFSET_COMMIT: TXN, ApiKey.DESCRIBE_TRANSACTIONS: TXN, ApiKey.LIST_TRANSACTIONS: HIDDEN,
+    ApiKey.CREATE_PARTITIONS: TOPIC, ApiKey.OFFSET_DELETE: GROUP, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: CLUSTER,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: CLUSTER, ApiKey.DESCRIBE_CLUSTER: OPEN, ApiKey.DESCRIBE_PRODUCERS: TOPIC,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: TOPIC, ApiKey.SHARE_GROUP_HEARTBEAT: GROUP,
+    ApiKey.SHARE_GROUP_DESCRIBE: GROUP, ApiKey.SHARE_FETCH: GROUP, ApiKey.SHARE_ACKNOWLEDGE: GROUP,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: CLUSTER, ApiKey.ALTER_CLIENT_QUOTAS: CLUSTER,
+}
+
+# Versions before these have no error code to say no with: the answer is empty instead.
+ERROR_CODE_SINCE = {ApiKey.DESCRIBE_LOG_DIRS: 3}
+
+
+def _error_codes(obj) -> set[int]:
+    """Every error code anywhere in a decoded response."""
+    if isinstance(obj, list):
+        return set().union(*map(_error_codes, obj)) if obj else set()
+    fields = getattr(obj, "_struct", None)
+    if fields is None:
+        return set()
+    codes = set()
+    for name in fields.fields:
+        value = getattr(obj, name, None)
+        if name.endswith("error_code") and isinstance(value, int):
+            codes.add(value)
+        elif isinstance(value, list) or hasattr(value, "_struct"):
+            codes |= _error_codes(value)
+    return codes
+
+
+def _logged_in(secured, user: str) -> Wire:
+    wire = Wire(f"127.0.0.1:{_port(secured, 'SASL_PLAINTEXT')}")
+    assert wire.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+    token = b"\0" + user.encode() + b"\0" + PASSWORD.encode()
+    assert wire.request(SaslAuthenticateRequest(auth_bytes=token), 1).error_code == 0
+    return wire
+
+
+def test_every_api_answers_a_denial_with_kafkas_error_code(dave, secured):
+    """dave, authenticated but without ACLs on the corpus's resources, sends every API the broker
+    serves, in every version, on one connection: each answers with the authorization error Kafka
+    gives for it, and the connection keeps serving."""
+    assert set(DENIALS) == set(ADVERTISED), "an API without an expected denial (and authorization rule)"
+    wire = _logged_in(secured, "dave")
+    for seed in valid_requests(ADVERTISED):
+        key = seed.api.key
+        expected = HIDDEN if seed.version < ERROR_CODE_SINCE.get(key, 0) else DENIALS[key]
+        if key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            continue
+        request = seed.decode()
+        if key == ApiKey.INIT_PRODUCER_ID:
+            request.transactional_id = "fuzz-txn"  # an idempotent producer needs no ACL of its own
+        if key == ApiKey.METADATA:
+            request.topics[0].name = "fuzz"  # the corpus names it by (the null) id
+        if key == ApiKey.DESCRIBE_CLUSTER and seed.version >= 1:
+            request.endpoint_type = 1  # brokers (the corpus's 0 is answered UNSUPPORTED_ENDPOINT_TYPE)
+        response = wire.request(request, seed.version)
+        codes = _error_codes(response) - {0}
+        if key in ERROR_CODE_SINCE:
+            assert response.results == [], seed.name  # no log dir shown to a principal without the cluster's
+        if expected in (OPEN, HIDDEN):
+            assert not codes, (seed.name, codes)
+        else:
+            assert codes == {expected}, (seed.name, codes)
+    assert wire.request(ApiVersionsRequest(), 3).error_code == 0
+
+
+def test_share_groups_need_read_on_the_topic(dave, secured):
+    """dave may READ the group acl-group but not the topic acl-other: ShareFetch and ShareAcknowledge
+    answer its partitions TOPIC_AUTHORIZATION_FAILED, ShareGroupHeartbeat subscribing to it is refused."""
+    from kafka.protocol.metadata import MetadataRequest
+    alice = _logged_in(secured, "alice")
+    topic = MetadataRequest[12](topics=[MetadataRequest[12].MetadataRequestTopic(name="acl-other", topic_id=None)],
+                                allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    topic_id = alice.request(topic, 12).topics[0].topic_id
+    seeds = {seed.api.key: seed for seed in valid_requests(ADVERTISED)}
+    wire = _logged_in(secured, "dave")
+    for key in (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE):
+        request = seeds[key].decode()
+        request.group_id, request.topics[0].topic_id = "acl-group", topic_id
+        response = wire.request(request, seeds[key].version)
+        assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in response.responses] == [
+            (topic_id, [TOPIC])], key.name
+    heartbeat = seeds[ApiKey.SHARE_GROUP_HEARTBEAT].decode()
+    heartbeat.group_id, heartbeat.subscribed_topic_names = "acl-group", ["acl-other"]
+    assert wire.request(heartbeat, 1).error_code == TOPIC
+
+
+def test_admin_client_gets_per_resource_denials_and_keeps_serving(dave):
+    """confluent-kafka's AdminClient as dave (READ on acl-read and group acl-group, ALL on dave-*):
+    each admin call on a resource he may not touch fails with Kafka's error for that resource;
+    the same client then does what he may."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+                                       ResourceType as ConfigType)
+    admin = AdminClient(dave)
+    own = f"dave-{uuid.uuid4().hex[:8]}"
+
+    def refused(future) -> int:
+        with pytest.raises(KafkaException) as error:
+            future.result(30)
+        return error.value.args[0].code()
+    retention = ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+    results = {
+        "create": refused(admin.create_topics([NewTopic("acl-elsewhere", 1)])["acl-elsewhere"]),
+        "delete": refused(admin.delete_topics(["acl-read"])["acl-read"]),
+        "partitions": refused(admin.create_partitions([NewPartitions("acl-read", 4)])["acl-read"]),
+        "describe configs": refused(admin.describe_configs([ConfigResource(ConfigType.TOPIC, "acl-other")])[
+            ConfigResource(ConfigType.TOPIC, "acl-other")]),
+        "alter configs": refused(admin.incremental_alter_configs([ConfigResource(
+            ConfigType.TOPIC, "acl-read", incremental_configs=[retention])])[ConfigResource(ConfigType.TOPIC,
+                                                                                            "acl-read")]),
+        "broker configs": refused(admin.describe_configs([ConfigResource(ConfigType.BROKER, "0")])[
+            ConfigResource(ConfigType.BROKER, "0")]),
+        "delete records": refused(admin.delete_records([TopicPartition("acl-read", 0, 1)])[
+            TopicPartition("acl-read", 0, 1)]),
+        "delete group": refused(admin.delete_consumer_groups(["acl-group"])["acl-group"]),
+    }
+    assert results == {"create": KafkaError.TOPIC_AUTHORIZATION_FAILED, "delete": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                       "partitions": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                       "describe configs": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                       "alter configs": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                       "broker configs": KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                       "delete records": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                       "delete group": KafkaError.GROUP_AUTHORIZATION_FAILED}
+    admin.create_topics([NewTopic(own, 1)])[own].result(30)
+    configs = admin.describe_configs([ConfigResource(ConfigType.TOPIC, own)])[ConfigResource(ConfigType.TOPIC, own)]
+    assert "retention.ms" in configs.result(30)
+    admin.delete_topics([own])[own].result(30)
+
+
 def test_scram_users_through_the_admin_api(secured):
     """confluent-kafka's AdminClient creates a user (it sends only a salted password), who then logs in."""
     from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
@@ -507,3 +653,62 @@ def test_sqlite_connector_ships_changes_over_sasl_ssl(secured, tmp_path):
         connector.terminate()
         connector.wait(30)
     assert sorted(names) == ["ink", "pen"], connector.stderr.read()
+
+
+def test_share_group_commands_over_sasl_ssl(secured, tmp_path):
+    """`groups describe` and `groups list` of a share group: the one-shot client (protocol/request.py)
+    logs in with SCRAM over TLS from --command-config; a wrong password and a property it cannot use
+    are refused with an error that says so."""
+    from headwater.protocol.request import AuthenticationFailed, UnsupportedSecurity, request
+    from headwater.protocol.share_messages import ShareGroupHeartbeatRequest
+    group = f"share-{uuid.uuid4().hex[:8]}"
+    alice = _logged_in(secured, "alice")
+    joined = alice.request(ShareGroupHeartbeatRequest(group_id=group, member_id="m1", member_epoch=0, rack_id=None,
+                                                      subscribed_topic_names=["acl-read"]), 1)
+    assert joined.error_code == 0
+    properties = _command_config(secured, tmp_path)
+    described = _cli(secured, properties, "groups", "describe", group)
+    assert described.returncode == 0, described.stderr
+    shown = json.loads(described.stdout)
+    assert (shown["type"], [m["member"] for m in shown["members"]]) == ("share", ["m1"])
+    listed = _cli(secured, properties, "groups", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert {"group": group, "state": "stable", "type": "share"} in json.loads(listed.stdout)
+
+    bootstrap = f"127.0.0.1:{_port(secured, 'SASL_SSL')}"
+    config = {k: v for k, v in librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-256").items()
+              if k != "bootstrap.servers"}
+    assert request(bootstrap, ApiVersionsRequest(), 3, security=config).error_code == 0
+    with pytest.raises(AuthenticationFailed, match="Authentication failed"):
+        request(bootstrap, ApiVersionsRequest(), 3, security={**config, "sasl.password": "wrong"})
+    with pytest.raises(UnsupportedSecurity, match="sasl.jaas.config"):
+        request(bootstrap, ApiVersionsRequest(), 3, security={**config, "sasl.jaas.config": "x"})
+
+
+def test_events_relay_over_sasl_ssl(secured, tmp_path):
+    """`headwater events relay --command-config`: the store's events reach the topic over SASL_SSL."""
+    from headwater.eventsourcing import NewEvent, open_store
+    from headwater.eventsourcing.subscription import decode_value
+    db, topic = str(tmp_path / "events.db"), f"relayed-{uuid.uuid4().hex[:8]}"
+    store = open_store(db)
+    for i in range(5):
+        store.append(f"cart-{i % 2}", [NewEvent("ItemAdded", {"item": i})])
+    store.close()
+    relay = subprocess.Popen([sys.executable, "-m", "headwater", "events", "relay", "--store", db, "--topic", topic,
+                              "--partitions", "1", "--bootstrap-server", f"127.0.0.1:{_port(secured, 'SASL_SSL')}",
+                              "--command-config", _command_config(secured, tmp_path)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        consumer = Consumer({**librdkafka_config(secured, "SASL_SSL", "PLAIN", user="bob"),
+                             "group.id": topic, "auto.offset.reset": "earliest"})
+        consumer.subscribe([topic])
+        positions, deadline = [], time.monotonic() + 60
+        while len(positions) < 5 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                positions.append(decode_value(msg.value())[0])
+        consumer.close()
+    finally:
+        relay.terminate()
+        relay.wait(30)
+    assert positions == [1, 2, 3, 4, 5], relay.stderr.read()

@@ -1,6 +1,6 @@
 """The storage benchmarks, briefly, as tests: the kill soak (SIGKILLs under idempotent acks=all
 production lose, duplicate and reorder nothing acknowledged; by hand at length
-``bench/kill_soak.py --kills 50``) and the recovery-time bench's smoke run."""
+``bench/kill_soak.py --kills 50``). tests/test_benches.py runs every bench's smoke."""
 import importlib.util
 import sys
 from pathlib import Path
@@ -24,8 +24,3 @@ def test_three_kills_lose_duplicate_and_reorder_nothing_acknowledged(tmp_path):
     assert (result.missing, result.duplicates, result.order_violations) == (0, 0, 0)
     assert result.in_log >= result.acknowledged
 
-
-def test_recovery_bench_smoke():
-    """bench/recovery.py --smoke, in-process: each of its runs checks the recovered log end offset."""
-    rows = [load("recovery").measure(megabytes, tail_mb=0.2) for megabytes in (1, 2)]
-    assert [int(row["batches"].replace(",", "")) for row in rows] == [6000, 12000]

@@ -6,6 +6,7 @@ the group as DescribeGroups reports it. The offsets log underneath is a real one
 Broker on a temporary data directory, given the manual clock). The wire tests in
 tests/integration/test_groups*.py are the outer layer.
 """
+import logging
 import re
 
 import pytest
@@ -372,3 +373,14 @@ def test_every_edge_of_the_diagram_is_taken():
             group = Group("g", state=source)
             group.transition(target)
             assert group.state is target
+
+
+def test_client_supplied_ids_are_logged_escaped(coordinator, caplog):
+    """Group and instance ids come from clients: a newline in one must not start a forged log line."""
+    forged = "g\n2026-01-01 12:00:00 INFO headwater.broker: ('10.0.0.1', 1) authenticated 'User:admin'"
+    with caplog.at_level(logging.INFO):
+        result = answer(join(coordinator, instance_id=forged, group=forged))
+        coordinator.leave(forged, [(result.member_id, forged)])
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(repr(forged) in m for m in messages), messages
+    assert not any("\n" in m for m in messages), messages

@@ -130,12 +130,12 @@ class Broker:
             copy_record=config.get("errors.deadletterqueue.copy.record.enable") == "true", now_ms=int(time.time() * 1000))
         target = self.topic_for_produce(config.dead_letter_topic)
         if target is None:
-            log.warning("share group %s: dead-letter topic %r does not exist; %s-%d@%d is archived without a dead letter",
+            log.warning("share group %r: dead-letter topic %r does not exist; %s-%d@%d is archived without a dead letter",
                         group_id, config.dead_letter_topic, topic, partition, offset)
             return
         result = self.append(target.name, partition % len(target.partitions), encode_batch([letter]))
         if result.error:
-            log.warning("share group %s: cannot write dead letter for %s-%d@%d: %s", group_id, topic, partition,
+            log.warning("share group %r: cannot write dead letter for %s-%d@%d: %s", group_id, topic, partition,
                         offset, result.message or result.error.name)
 
     @staticmethod

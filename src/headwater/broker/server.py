@@ -88,7 +88,8 @@ class Server:
             if listener.protocol.sasl else None
         conn = Connection(listener, peer[0] if peer else "", sasl, tls_principal(writer))
         connection.current.set(conn)
-        access = authorization.Access(self.broker.authorizer, conn, self.broker.config.allow_everyone_if_no_acl_found)
+        access = authorization.Access(self.broker.authorizer, conn, self.broker.config.allow_everyone_if_no_acl_found,
+                                      lambda topic_id: getattr(self.broker.log_manager.topic_by_id(topic_id), "name", None))
         try:
             await self._requests(reader, writer, peer, conn, access)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -143,7 +144,7 @@ class Server:
                 await self._refuse(conn, peer)
             elif conn.authenticated and not was_authenticated:
                 self.failed_logins.succeeded(conn.peer)
-                log.info("%s authenticated %s with %s", peer, conn.principal, conn.sasl.mechanism)
+                log.info("%s authenticated %r with %s", peer, conn.principal, conn.sasl.mechanism)
             throttle = 0.0
             if response is not None:
                 encoded = encode_response(header, endpoint.api, response)

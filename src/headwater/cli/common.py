@@ -88,13 +88,6 @@ def kafka_python_config(args) -> dict:
     return config
 
 
-def require_plaintext(args, what: str) -> None:
-    """The one-shot client of protocol/request.py speaks PLAINTEXT only: say so rather than hang."""
-    protocol = getattr(args, "command_config", {}).get("security.protocol", "PLAINTEXT").upper()
-    if protocol != "PLAINTEXT":
-        raise CommandError(f"{what} speaks PLAINTEXT only; it cannot connect with security.protocol={protocol}")
-
-
 def emit(args, rows: list[dict], title: str | None = None) -> None:
     """Print rows as a table, or as a JSON list with --json."""
     if getattr(args, "json", False):

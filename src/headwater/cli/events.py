@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 
-from headwater.cli.common import CommandError, DEFAULT_BOOTSTRAP, emit
+from headwater.cli.common import CommandError, add_connection_args, emit
 from headwater.eventsourcing import ANY, EventStoreError, NewEvent, RecordedEvent, open_store
 from headwater.eventsourcing.projection import ProjectionFailed, ProjectionRunner, statuses
 
@@ -51,8 +51,7 @@ def add_parser(subparsers) -> None:
     relay = actions.add_parser("relay", help="publish the store's events to a topic, keyed by stream (outbox relay)")
     relay.add_argument("--topic", required=True)
     relay.add_argument("--partitions", type=int, default=3, help="partitions if the topic is created (default 3)")
-    relay.add_argument("--bootstrap-server", default=os.environ.get("HEADWATER_BOOTSTRAP", DEFAULT_BOOTSTRAP),
-                       help="broker address HOST:PORT (default: $HEADWATER_BOOTSTRAP, then %(default)s)")
+    add_connection_args(relay)
     relay.set_defaults(func=_store_command(run_relay))
 
     projections = subparsers.add_parser("projections", help="read models: status, rebuild from the log")
@@ -152,7 +151,7 @@ def run_relay(args, store, _app) -> int:
     stopping = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.append(True))
-    relay = OutboxRelay(store, args.bootstrap_server, args.topic, args.partitions)
+    relay = OutboxRelay(store, args.bootstrap_server, args.topic, args.partitions, security=args.command_config)
     print(f"headwater events relay: publishing to {args.topic} from position {relay.position}", file=sys.stderr,
           flush=True)
     relay.run(should_stop=lambda: bool(stopping))

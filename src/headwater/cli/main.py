@@ -2,28 +2,34 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from confluent_kafka import KafkaException
 
-from headwater.cli import acls, broker, cdc, certs, events, groups, push, quotas, topics, transactions, users
 from headwater.cli.common import CommandError
 
-# each module: add_parser(subparsers) setting func(args) -> exit status
-COMMANDS = [acls, broker, cdc, certs, events, groups, push, quotas, topics, transactions, users]
+# command -> its module headwater.cli.<module>, whose add_parser(subparsers) sets func(args) -> exit status
+COMMANDS = {"acls": "acls", "broker": "broker", "cdc": "cdc", "certs": "certs", "events": "events",
+            "projections": "events", "groups": "groups", "push": "push", "quotas": "quotas", "topics": "topics",
+            "transactions": "transactions", "users": "users"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser for ``argv``: only the named command's module is imported, since importing them
+    all (the broker, Spark, ...) would make every short command slow to start."""
     parser = argparse.ArgumentParser(prog="headwater", description="Event streaming: a Kafka-compatible log broker, "
                                      "change data capture and stream processing on Spark.")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in COMMANDS:
-        module.add_parser(subparsers)
+    named = [COMMANDS[argv[0]]] if argv and argv[0] in COMMANDS else dict.fromkeys(COMMANDS.values())
+    for module in named:
+        importlib.import_module(f"headwater.cli.{module}").add_parser(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     try:
         return args.func(args)
     except (CommandError, KafkaException) as exc:

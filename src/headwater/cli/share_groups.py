@@ -9,6 +9,7 @@ producer: both work against Kafka as well.
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 import time
 import uuid
@@ -16,10 +17,10 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
 
-from headwater.cli.common import CommandError, client_config, emit, require_plaintext
+from headwater.cli.common import CommandError, client_config, emit
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
-from headwater.protocol.request import request
+from headwater.protocol.request import AuthenticationFailed, UnsupportedSecurity, request
 from headwater.protocol.share_messages import ShareGroupDescribeRequest
 
 STATE_TOPIC = "__share_group_state"
@@ -29,24 +30,26 @@ QUIET = 3
 POLL_IDLE_S = 2.0
 
 
+def _request(args, message, version: int):
+    """One request through the one-shot client, connected as --command-config says."""
+    try:
+        return request(args.bootstrap_server, message, version, security=args.command_config)
+    except (UnsupportedSecurity, AuthenticationFailed, ssl.SSLError) as exc:
+        raise CommandError(f"{args.bootstrap_server}: {exc}") from None
+
+
 def listed(args) -> list[dict]:
     """Share groups as ``groups list`` rows (librdkafka's ListGroups keeps consumer-protocol groups only)."""
-    try:
-        require_plaintext(args, "listing share groups")
-    except CommandError as exc:  # the consumer groups are still worth listing
-        print(f"note: {exc}; share groups are not listed", file=sys.stderr)
-        return []
     ListGroupsRequest = MESSAGE_CLASSES[ApiKey.LIST_GROUPS][0]
-    response = request(args.bootstrap_server, ListGroupsRequest(states_filter=[], types_filter=["share"]), 5)
+    response = _request(args, ListGroupsRequest(states_filter=[], types_filter=["share"]), 5)
     return [{"group": g.group_id, "state": g.group_state.lower(), "type": "share"}
             for g in sorted(response.groups, key=lambda g: g.group_id)]
 
 
 def describe(args, admin, result) -> int:
     """Describe a share group, or raise CommandError if there is none by that name."""
-    require_plaintext(args, "describing share groups")
-    described = request(args.bootstrap_server, ShareGroupDescribeRequest(group_ids=[args.group],
-                                                                         include_authorized_operations=False), 1)
+    described = _request(args, ShareGroupDescribeRequest(group_ids=[args.group], include_authorized_operations=False),
+                         1)
     group = described.groups[0]
     if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
         raise CommandError(f"group {args.group!r} does not exist")
@@ -56,7 +59,7 @@ def describe(args, admin, result) -> int:
                 "partitions": ", ".join(f"{tp.topic_name}-{p}" for tp in m.assignment.topic_partitions
                                         for p in tp.partitions)}
                for m in group.members]
-    states = _share_partition_states(args.bootstrap_server, args.group)
+    states = _share_partition_states(args, args.group)
     ends = {}
     if states:
         futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in states})
@@ -85,10 +88,10 @@ def describe(args, admin, result) -> int:
     return 0
 
 
-def _share_partition_states(bootstrap: str, group: str) -> dict[tuple[str, int], dict]:
+def _share_partition_states(args, group: str) -> dict[tuple[str, int], dict]:
     """The latest state record of each share-partition of ``group`` in the state topic."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "headwater-cli-share-state",
-                         "enable.auto.commit": False, "log_level": QUIET, "enable.partition.eof": True})
+    consumer = Consumer(client_config(args, **{"group.id": "headwater-cli-share-state", "enable.auto.commit": False,
+                                               "log_level": QUIET, "enable.partition.eof": True}))
     low, high = consumer.get_watermark_offsets(TopicPartition(STATE_TOPIC, 0), timeout=10)
     states: dict[tuple[str, int], dict] = {}
     if high > low:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import socket
 import sys
+import time
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
@@ -17,6 +19,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from headwater.cli.common import CommandError, add_client_args, client_config, emit, kafka_python_config
 
 TIMEOUT = 15  # seconds for any one admin call: a missing broker is reported, not waited for
+METADATA_STEP = 0.5  # seconds: the first call is asked in steps, so a refused login or a closed port ends it early
 
 
 def _config(text: str) -> tuple[str, str]:
@@ -90,11 +93,28 @@ def _result(future, what: str):
 
 def _metadata(args, admin):
     """Metadata of every topic (asking for one by name could auto-create it)."""
-    try:
-        return admin.list_topics(timeout=TIMEOUT)
-    except KafkaException as exc:
-        admin.poll(0)  # serves the error callback, which names a refused login
-        raise CommandError(f"cannot reach a broker at {args.bootstrap_server}: {exc.args[0].str()}") from None
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        try:
+            return admin.list_topics(timeout=METADATA_STEP)
+        except KafkaException as exc:
+            admin.poll(0)  # serves the error callback, which raises for a refused login
+            if time.monotonic() >= deadline or _nobody_listens(args.bootstrap_server):
+                raise CommandError(f"cannot reach a broker at {args.bootstrap_server}: {exc.args[0].str()}") from None
+
+
+def _nobody_listens(bootstrap: str) -> bool:
+    """Every bootstrap address refuses TCP connections: waiting longer would not help."""
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=METADATA_STEP).close()
+            return False
+        except ConnectionRefusedError:
+            continue
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 def create_topic(args) -> int:

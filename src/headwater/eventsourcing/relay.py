@@ -31,19 +31,21 @@ def partition_for(stream_id: str, partitions: int) -> int:
 
 
 class OutboxRelay:
-    def __init__(self, store: EventStore, bootstrap: str, topic: str, partitions: int = 3, batch_size: int = 1000):
+    def __init__(self, store: EventStore, bootstrap: str, topic: str, partitions: int = 3, batch_size: int = 1000,
+                 security: dict[str, str] | None = None):
+        """``security``: librdkafka properties for a secured broker (security.protocol, sasl.*, ssl.*)."""
         self.store = store
-        self.bootstrap = bootstrap
+        self.client = {"bootstrap.servers": bootstrap, **(security or {})}
         self.topic = topic
         self.batch_size = batch_size
         self.partitions = self._ensure_topic(partitions)
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+        self.producer = Producer({**self.client, "enable.idempotence": True, "acks": "all",
                                   "linger.ms": 5})
         self.published = self._published_positions()
         self.position = min(self.published)  # every partition is complete up to here
 
     def _ensure_topic(self, partitions: int) -> int:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self.client)
         future = admin.create_topics([NewTopic(self.topic, partitions)], operation_timeout=TIMEOUT)[self.topic]
         try:
             future.result(TIMEOUT)
@@ -54,7 +56,7 @@ class OutboxRelay:
 
     def _published_positions(self) -> list[int]:
         """The global position of the last event in each partition (0 if empty)."""
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "headwater-relay",
+        consumer = Consumer({**self.client, "group.id": "headwater-relay",
                              "enable.auto.commit": False})
         try:
             last = [0] * self.partitions

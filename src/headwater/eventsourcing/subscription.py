@@ -47,11 +47,14 @@ class TopicSource:
     """The events topic, every partition, from the offsets in the checkpoint. The store
     still decodes each event (its keys decrypt personal fields, its upcasters apply)."""
 
-    def __init__(self, store: EventStore, bootstrap: str, topic: str, poll_timeout: float = 1.0):
+    def __init__(self, store: EventStore, bootstrap: str, topic: str, poll_timeout: float = 1.0,
+                 security: dict[str, str] | None = None):
+        """``security``: librdkafka properties for a secured broker (security.protocol, sasl.*, ssl.*)."""
         self.store = store
         self.topic = topic
         self.poll_timeout = poll_timeout
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "headwater-projections",
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, **(security or {}),
+                                  "group.id": "headwater-projections",
                                   "enable.auto.commit": False, "enable.partition.eof": True})
         self._position: dict[str, int] | None = None  # where the consumer stands, per partition
         self._at_end: set[str] = set()

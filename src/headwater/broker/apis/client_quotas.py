@@ -49,7 +49,7 @@ async def alter_client_quotas(broker, header, request):
                 for op in entry.ops:
                     if not request.validate_only:
                         broker.quotas.alter(entity, op.key, None if op.remove else op.value)
-                        log.info("quota %s of client-id %s set to %s", op.key, entity or "<default>",
+                        log.info("quota %r of client-id %r set to %s", op.key, entity or "<default>",
                                  "none" if op.remove else op.value)
             except QuotaError as exc:
                 error, message = ErrorCode.INVALID_REQUEST, str(exc)

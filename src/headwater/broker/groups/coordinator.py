@@ -135,7 +135,7 @@ class GroupCoordinator:
     def _replace_static_member(self, group: Group, req: JoinRequest) -> JoinResult | asyncio.Future[JoinResult]:
         old = group.members[group.static_members[req.instance_id]]
         new_id = f"{req.instance_id}-{uuid.uuid4()}"
-        log.info("group %s: static member %s rejoined, %s replaces %s", group.group_id, req.instance_id, new_id,
+        log.info("group %r: static member %r rejoined, %r replaces %r", group.group_id, req.instance_id, new_id,
                  old.member_id)
         self._cancel_member(old, ErrorCode.FENCED_INSTANCE_ID)
         del group.members[old.member_id]
@@ -160,7 +160,7 @@ class GroupCoordinator:
             group.static_members[req.instance_id] = member_id
         if group.leader is None:
             group.leader = member_id
-        log.info("group %s: member %s joins", group.group_id, member_id)
+        log.info("group %r: member %r joins", group.group_id, member_id)
         return self._wait_for_join(group, member)
 
     def _wait_for_join(self, group: Group, member: Member) -> asyncio.Future[JoinResult]:
@@ -185,7 +185,7 @@ class GroupCoordinator:
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()
         group.rebalance_timer = self.clock.after(group.rebalance_timeout_ms(), self._complete_join, group)
-        log.info("group %s: preparing rebalance (generation %d)", group.group_id, group.generation)
+        log.info("group %r: preparing rebalance (generation %d)", group.group_id, group.generation)
 
     def _maybe_complete_join(self, group: Group) -> None:
         if group.state is Preparing and group.all_joined():
@@ -199,14 +199,14 @@ class GroupCoordinator:
         if group.state is not Preparing:
             return
         for member in [m for m in group.members.values() if m.join_waiter is None]:
-            log.info("group %s: member %s did not rejoin in time", group.group_id, member.member_id)
+            log.info("group %r: member %r did not rejoin in time", group.group_id, member.member_id)
             self._remove(group, member)
         group.generation += 1
         if not group.members:
             group.transition(Empty)
             group.protocol, group.leader = None, None
             self.store.store_group(group)
-            log.info("group %s: empty at generation %d", group.group_id, group.generation)
+            log.info("group %r: empty at generation %d", group.group_id, group.generation)
             return
         group.protocol = group.select_protocol()
         group.transition(Completing)
@@ -216,7 +216,7 @@ class GroupCoordinator:
             if not waiter.done():
                 waiter.set_result(self._join_result(group, member))
             self._arm_session(group, member)
-        log.info("group %s: generation %d with %d member(s), protocol %s, leader %s", group.group_id,
+        log.info("group %r: generation %d with %d member(s), protocol %r, leader %r", group.group_id,
                  group.generation, len(group.members), group.protocol, group.leader)
 
     # --- SyncGroup -------------------------------------------------------------------------
@@ -242,7 +242,7 @@ class GroupCoordinator:
         if member_id == group.leader:
             error = self._validate(group, assignments)
             if error:
-                log.warning("group %s: leader %s sent an unusable assignment: %s", group.group_id, member_id, error)
+                log.warning("group %r: leader %r sent an unusable assignment: %s", group.group_id, member_id, error)
                 self._fail_syncs(group, ErrorCode.INVALID_REQUEST)
                 self._prepare_rebalance(group)
             else:
@@ -278,7 +278,7 @@ class GroupCoordinator:
             waiter, member.sync_waiter = member.sync_waiter, None
             if waiter is not None and not waiter.done():
                 waiter.set_result((ErrorCode.NONE, member.assignment))
-        log.info("group %s: generation %d stable", group.group_id, group.generation)
+        log.info("group %r: generation %d stable", group.group_id, group.generation)
 
     def _fail_syncs(self, group: Group, error: ErrorCode) -> None:
         for member in group.members.values():
@@ -323,7 +323,7 @@ class GroupCoordinator:
             if member is None:
                 errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
-            log.info("group %s: member %s leaves", group.group_id, member_id)
+            log.info("group %r: member %r leaves", group.group_id, member_id)
             self._remove(group, member)
             errors.append(ErrorCode.NONE)
             removed = True
@@ -337,7 +337,7 @@ class GroupCoordinator:
         if member.join_waiter is not None or member.sync_waiter is not None:
             self._arm_session(group, member)  # parked in a rebalance: the rebalance timeout governs
             return
-        log.info("group %s: member %s expired after %d ms without a heartbeat", group.group_id, member.member_id,
+        log.info("group %r: member %r expired after %d ms without a heartbeat", group.group_id, member.member_id,
                  member.session_timeout_ms)
         self._remove(group, member)
         self._members_changed(group)
@@ -471,7 +471,7 @@ class GroupCoordinator:
         if not error:
             group.transition(Dead)
             del self._groups[group_id]
-            log.info("group %s deleted", group_id)
+            log.info("group %r deleted", group_id)
         return error
 
     def _future(self, answer: Answer | asyncio.Future[Answer]) -> asyncio.Future[Answer]:

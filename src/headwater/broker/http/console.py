@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import logging
 import time
@@ -32,6 +33,7 @@ from headwater.broker.groups import assignment
 from headwater.broker.groups.group import CommittedOffset, GroupState
 from headwater.broker.groups.reset import MODES, ResetTo
 from headwater.broker.http.history import History
+from headwater.broker.http.login import ConsoleLogin
 from headwater.broker.http.metrics import BrokerMetrics
 from headwater.broker.http.rest import RestApi
 from headwater.broker.http.state import (CDC_POSITIONS_TOPIC, connector_positions, group_offsets, records_from,
@@ -84,13 +86,16 @@ def record_view(partition: int, record: Record) -> dict:
 
 
 class Console:
-    def __init__(self, broker: Broker, metrics: BrokerMetrics, history: History, allow_writes: bool):
+    def __init__(self, broker: Broker, metrics: BrokerMetrics, history: History, allow_writes: bool,
+                 login: ConsoleLogin | None = None):
         self.broker, self.metrics, self.history, self.allow_writes = broker, metrics, history, allow_writes
+        self.login = login  # None: the broker is not secured, the console is open
 
     # --- pages -------------------------------------------------------------------------------
 
     def page(self, template: str, status: int = 200, **context) -> HTMLResponse:
-        html = templates.get_template(template).render(allow_writes=self.allow_writes, **context)
+        html = templates.get_template(template).render(allow_writes=self.allow_writes,
+                                                       secured=self.login is not None, **context)
         return HTMLResponse(html, status_code=status)
 
     async def overview(self, request: Request) -> Response:
@@ -293,7 +298,7 @@ class Console:
                                           {(topic.name, r["partition"]): CommittedOffset(r["new"]) for r in rows})
         if error:
             raise HTTPException(409, f"could not commit the offsets of {group.group_id!r}: {ErrorCode(error).name}")
-        log.info("console reset offsets of group %s on %s to %s", group.group_id, topic.name, reset_to)
+        log.info("console reset offsets of group %r on %s to %r", group.group_id, topic.name, reset_to)
         return RedirectResponse(request.url_for("group", group=group.group_id), status_code=303)
 
     async def transactions(self, request: Request) -> Response:
@@ -307,7 +312,7 @@ class Console:
         return self.page("error.html", status=exc.status_code, status_code=exc.status_code, message=exc.detail)
 
     async def failure(self, request: Request, exc: Exception) -> Response:
-        log.error("console: %s %s failed", request.method, request.url.path, exc_info=exc)
+        log.error("console: %s %r failed", request.method, request.url.path, exc_info=exc)
         return self.page("error.html", status=500, status_code=500,
                          message="the console failed to build this page; the broker's log has the details")
 
@@ -328,7 +333,13 @@ class Console:
             Mount("/v3", app=RestApi(self.broker).app()),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
-        return Starlette(routes=routes, exception_handlers={HTTPException: self.error, Exception: self.failure})
+        middleware = []
+        if self.login is not None:
+            routes += [Route("/login", functools.partial(self.login.form, render=self.page), methods=["GET", "POST"]),
+                       Route("/logout", self.login.logout)]
+            middleware = self.login.middleware()
+        return Starlette(routes=routes, middleware=middleware,
+                         exception_handlers={HTTPException: self.error, Exception: self.failure})
 
 
 def _integer(text: str, what: str, minimum: int) -> int:

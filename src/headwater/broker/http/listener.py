@@ -14,6 +14,7 @@ import uvicorn
 
 from headwater.broker.http.console import Console
 from headwater.broker.http.history import History
+from headwater.broker.http.login import ConsoleLogin
 from headwater.broker.http.metrics import BrokerMetrics
 
 SHUTDOWN_GRACE_S = 1  # open pages (a live tail) get this long to finish when the broker stops
@@ -31,7 +32,9 @@ class HttpListener:
         metrics = BrokerMetrics(broker, lambda: server.connections)
         broker.metrics = server.maintenance.metrics = metrics
         self.history = History(broker)
-        app = Console(broker, metrics, self.history, allow_writes).app()
+        secured = any(listener.protocol.sasl for listener in broker.config.listeners)
+        login = ConsoleLogin(broker, server.failed_logins) if secured else None
+        app = Console(broker, metrics, self.history, allow_writes, login).app()
         self._uvicorn = _LoopServer(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                                                    timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
         self._socket = socket.create_server((host, port), reuse_port=False)

@@ -1,13 +1,17 @@
 """The one place that says which (resource, operation) each API needs, and how a denial is answered.
 
-Each rule gets the request before its handler does: it may answer it outright (the group and
-ACL APIs), or take the topics the principal may not touch out of it and put them back into
-the handler's response with TOPIC_AUTHORIZATION_FAILED (Produce, Fetch, Metadata, ...).
-An API without a rule of its own needs ALTER (or DESCRIBE, for the APIs that only look) on
-the cluster; without it the connection is closed with a log line: fail closed.
+Each rule gets the request before its handler does, and answers a denial as Kafka does, in the
+API's own response: per resource where the response has one result per resource (the entries
+the principal may not touch are taken out of the request and put back into the handler's
+response with TOPIC_/GROUP_/CLUSTER_/TRANSACTIONAL_ID_AUTHORIZATION_FAILED), with the
+response's one error code otherwise, or by leaving out what the principal may not see (Metadata,
+ListGroups, ListTransactions). The connection keeps serving. Every API in ``apis.ENDPOINTS`` has
+a rule here (tests/integration/test_security.py walks them all); a request for an API without
+one closes the connection: fail closed.
 """
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -22,6 +26,8 @@ TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 TRANSACTIONAL_ID_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+NOT_AUTHORIZED = "not authorized"
+CONFIG_TOPIC, CONFIG_GROUP = 2, 32  # DescribeConfigs/AlterConfigs resource types; the rest are the cluster's
 
 
 @dataclass
@@ -30,6 +36,7 @@ class Access:
     authorizer: Authorizer
     conn: Connection
     allow_everyone_if_no_acl_found: bool
+    topic_name: Callable[[uuid.UUID], str | None] = lambda topic_id: None  # ShareFetch names topics by id
 
     def may(self, operation: Op, resource: ResourceType, name: str) -> bool:
         open_ = self.allow_everyone_if_no_acl_found or self.conn.listener.protocol is SecurityProtocol.PLAINTEXT
@@ -38,11 +45,23 @@ class Access:
     def topic(self, operation: Op, name: str | None) -> bool:
         return name is not None and self.may(operation, ResourceType.TOPIC, name)
 
+    def group(self, operation: Op, name: str | None) -> bool:
+        return self.may(operation, ResourceType.GROUP, name or "")
+
     def cluster(self, operation: Op) -> bool:
         return self.may(operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
+    def config_resource(self, operation: Op, resource) -> ErrorCode | None:
+        """DescribeConfigs/AlterConfigs: None if allowed, else the error that says no."""
+        if resource.resource_type == CONFIG_TOPIC:
+            return None if self.topic(operation, resource.resource_name) else TOPIC_DENIED
+        if resource.resource_type == CONFIG_GROUP:
+            return None if self.group(operation, resource.resource_name) else GROUP_DENIED
+        return None if self.cluster(operation) else CLUSTER_DENIED
+
 
 Handle = Callable[[object], Awaitable[object]]  # the endpoint's handler, bound to broker and header
+Rule = Callable[[Access, object, object, Handle], Awaitable[object]]
 
 
 def _take_denied(request, field: str, allowed) -> list:
@@ -53,8 +72,60 @@ def _take_denied(request, field: str, allowed) -> list:
     return denied
 
 
+def _response(header, **fields):
+    """The API's response with those of ``fields`` it has set (one error code saying no), empty lists elsewhere."""
+    from headwater.broker.apis import ENDPOINTS
+    cls = ENDPOINTS[header.api_key].api.response
+    known = cls._struct.fields
+    empty = {name: [] if f.is_array() else None for name, f in known.items() if f.is_array() or f.is_struct()}
+    return cls(**{**empty, **{name: value for name, value in fields.items() if name in known}})
+
+
+Check = Callable[[Access, object], ErrorCode | None]  # None: allowed; else the error that says no
+
+
+def per_resource(field: str, check: Check, answers: str, denial: Callable[[type, object, ErrorCode], object]) -> Rule:
+    """The entries of the request's list ``field`` that ``check`` refuses skip the handler and come back
+    in the response's list ``answers`` as ``denial(response class, entry, error code)``."""
+    async def rule(access, header, request, handle):
+        codes = {id(entry): check(access, entry) for entry in getattr(request, field)}
+        denied = _take_denied(request, field, lambda entry: codes[id(entry)] is None)
+        response = await handle(request)
+        if response is not None and denied:
+            setattr(response, answers, list(getattr(response, answers)) + [
+                denial(type(response), e, codes[id(e)]) for e in denied])
+        return response
+    return rule
+
+
+def topic_check(operation: Op, name_of=lambda entry: entry.name) -> Check:
+    return lambda access, entry: None if access.topic(operation, name_of(entry)) else TOPIC_DENIED
+
+
+def _visible(answers: str, visible: Callable[[Access, object], bool]) -> Rule:
+    """The response's list ``answers`` keeps only the entries the principal may see."""
+    async def rule(access, header, request, handle):
+        response = await handle(request)
+        setattr(response, answers, [e for e in getattr(response, answers) if visible(access, e)])
+        return response
+    return rule
+
+
+def _needs(allowed: Callable[[Access, object], bool], code: ErrorCode, then: Rule | None = None) -> Rule:
+    """The whole request needs ``allowed``, else the response's one error code says ``code``; then ``then``."""
+    async def rule(access, header, request, handle):
+        if not allowed(access, request):
+            return _response(header, error_code=code, error_message=NOT_AUTHORIZED)
+        return await (then or _open)(access, header, request, handle)
+    return rule
+
+
 async def _open(access, header, request, handle):
     return await handle(request)
+
+
+def _partitions(cls, field: str, indexes, **fields) -> list:
+    return [cls(**{field: i}, **fields) for i in indexes]
 
 
 async def _produce(access, header, request, handle):
@@ -68,36 +139,9 @@ async def _produce(access, header, request, handle):
     Topic = ProduceResponse.TopicProduceResponse
     answered = response.responses if response is not None else []
     return ProduceResponse(throttle_time_ms=0, responses=answered + [
-        Topic(name=t.name, partition_responses=[Topic.PartitionProduceResponse(index=p.index, error_code=TOPIC_DENIED)
-                                                for p in t.partition_data]) for t in denied])
-
-
-async def _fetch(access, header, request, handle):
-    denied = _take_denied(request, "topics", lambda t: access.topic(Op.READ, t.topic))
-    response = await handle(request)
-    Topic = type(response).FetchableTopicResponse
-    response.responses = list(response.responses) + [
-        Topic(topic=t.topic, topic_id=t.topic_id, partitions=[
-            Topic.PartitionData(partition_index=p.partition, error_code=TOPIC_DENIED, high_watermark=-1, records=None)
-            for p in t.partitions]) for t in denied]
-    return response
-
-
-async def _list_offsets(access, header, request, handle):
-    denied = _take_denied(request, "topics", lambda t: access.topic(Op.DESCRIBE, t.name))
-    response = await handle(request)
-    Topic = type(response).ListOffsetsTopicResponse
-    response.topics = list(response.topics) + [
-        Topic(name=t.name, partitions=[Topic.ListOffsetsPartitionResponse(partition_index=p.partition_index,
-                                                                          error_code=TOPIC_DENIED)
-                                       for p in t.partitions]) for t in denied]
-    return response
-
-
-async def _offset_for_leader_epoch(access, header, request, handle):
-    if all(access.topic(Op.DESCRIBE, t.topic) for t in request.topics):
-        return await handle(request)
-    raise ProtocolError(f"{access.conn.principal} may not describe every topic of its OffsetForLeaderEpoch")
+        Topic(name=t.name, partition_responses=_partitions(Topic.PartitionProduceResponse, "index",
+                                                           (p.index for p in t.partition_data),
+                                                           error_code=TOPIC_DENIED)) for t in denied])
 
 
 async def _metadata(access, header, request, handle):
@@ -119,13 +163,12 @@ async def _metadata(access, header, request, handle):
     return response
 
 
-def _group(operation: Op, name_of=lambda r: r.group_id or ""):
-    async def rule(access, header, request, handle):
-        if access.may(operation, ResourceType.GROUP, name_of(request)):
-            return await handle(request)
-        from headwater.broker.apis import ENDPOINTS
-        return ENDPOINTS[header.api_key].api.response(error_code=GROUP_DENIED)
-    return rule
+async def _describe_topic_partitions(access, header, request, handle):
+    if request.topics:  # by name: each denied one answered; none named means all, filtered
+        return await per_resource("topics", topic_check(Op.DESCRIBE), "topics", lambda R, t, code: (
+            R.DescribeTopicPartitionsResponseTopic(error_code=code, name=t.name, topic_id=uuid.UUID(int=0),
+                                                   partitions=[])))(access, header, request, handle)
+    return await _visible("topics", lambda a, t: a.topic(Op.DESCRIBE, t.name))(access, header, request, handle)
 
 
 async def _find_coordinator(access, header, request, handle):
@@ -134,158 +177,257 @@ async def _find_coordinator(access, header, request, handle):
                       else (ResourceType.GROUP, GROUP_DENIED))
     if access.may(Op.DESCRIBE, resource, request.key):
         return await handle(request)
-    from kafka.protocol.metadata import FindCoordinatorResponse
-    return FindCoordinatorResponse(error_code=code, error_message=None, node_id=-1, host="", port=-1)
+    return _response(header, error_code=code, node_id=-1, host="", port=-1)
 
 
-async def _offset_commit(access, header, request, handle):
-    group_allowed = access.may(Op.READ, ResourceType.GROUP, request.group_id)
-    code = TOPIC_DENIED if group_allowed else GROUP_DENIED
-    denied = _take_denied(request, "topics", lambda t: group_allowed and access.topic(Op.READ, t.name))
-    response = await handle(request)
-    Topic = type(response).OffsetCommitResponseTopic
-    response.topics = list(response.topics) + [
-        Topic(name=t.name, partitions=[Topic.OffsetCommitResponsePartition(partition_index=p.partition_index,
-                                                                           error_code=code) for p in t.partitions])
-        for t in denied]
-    return response
+def _group(operation: Op, then: Rule | None = None) -> Rule:
+    return _needs(lambda a, r: a.group(operation, r.group_id), GROUP_DENIED, then)
+
+
+def _group_check(operation: Op) -> Check:
+    """For the APIs whose request lists group ids."""
+    return lambda access, group_id: None if access.group(operation, group_id) else GROUP_DENIED
+
+
+def _committed(topic_result: str, partition_result: str, whole: Callable[[Access, object], ErrorCode | None]) -> Rule:
+    """Offsets (OffsetCommit, TxnOffsetCommit, OffsetDelete): each topic needs READ; if ``whole`` says
+    no to the request (its group, its transactional id), every partition is answered with that error."""
+    async def rule(access, header, request, handle):
+        denied = whole(access, request)
+        check = (lambda a, t: denied) if denied is not None else topic_check(Op.READ)
+        return await _partition_results(check, topic_result, partition_result)(access, header, request, handle)
+    return rule
+
+
+def _group_read(access, request) -> ErrorCode | None:
+    return None if access.group(Op.READ, request.group_id) else GROUP_DENIED
+
+
+def _transaction_check(access, request) -> ErrorCode | None:
+    return None if _transaction_writer(access, request.transactional_id) else TRANSACTIONAL_ID_DENIED
+
+
+def _transactional_group(access, request) -> ErrorCode | None:
+    return _transaction_check(access, request) or _group_read(access, request)
 
 
 async def _offset_fetch(access, header, request, handle):
-    if access.may(Op.DESCRIBE, ResourceType.GROUP, request.group_id):
+    if access.group(Op.DESCRIBE, request.group_id):
         response = await handle(request)
         response.topics = [t for t in response.topics if access.topic(Op.DESCRIBE, t.name)]
         return response
-    from headwater.broker.apis import ENDPOINTS
-    return ENDPOINTS[header.api_key].api.response(error_code=GROUP_DENIED, topics=[])
-
-
-async def _list_groups(access, header, request, handle):
-    response = await handle(request)
-    response.groups = [g for g in response.groups if access.may(Op.DESCRIBE, ResourceType.GROUP, g.group_id)]
-    return response
-
-
-async def _describe_groups(access, header, request, handle):
-    denied = _take_denied(request, "groups", lambda g: access.may(Op.DESCRIBE, ResourceType.GROUP, g))
-    response = await handle(request)
-    Group = type(response).DescribedGroup
-    response.groups = list(response.groups) + [Group(error_code=GROUP_DENIED, group_id=g) for g in denied]
-    return response
-
-
-async def _create_topics(access, header, request, handle):
-    cluster = access.cluster(Op.CREATE)
-    denied = _take_denied(request, "topics", lambda t: cluster or access.topic(Op.CREATE, t.name))
-    response = await handle(request)
-    Result = type(response).CreatableTopicResult
-    response.topics = list(response.topics) + [Result(name=t.name, error_code=TOPIC_DENIED,
-                                                      error_message="not authorized") for t in denied]
-    return response
-
-
-async def _delete_topics(access, header, request, handle):
-    denied = _take_denied(request, "topic_names", lambda n: access.topic(Op.DELETE, n))
-    response = await handle(request)
-    Result = type(response).DeletableTopicResult
-    response.responses = list(response.responses) + [Result(name=n, error_code=TOPIC_DENIED) for n in denied]
+    # v0-1 have no error code of their own: each partition asked for carries it, as Kafka answers
+    response = _response(header, error_code=GROUP_DENIED)
+    Topic = type(response).OffsetFetchResponseTopic
+    response.topics = [Topic(name=t.name, partitions=_partitions(
+        Topic.OffsetFetchResponsePartition, "partition_index", t.partition_indexes, committed_offset=-1,
+        metadata="", error_code=GROUP_DENIED)) for t in request.topics or ()]
     return response
 
 
 async def _init_producer_id(access, header, request, handle):
     # Kafka 3.x: an idempotent producer needs no cluster permission (WRITE on each topic is checked per produce).
-    if request.transactional_id is None or access.may(Op.WRITE, ResourceType.TRANSACTIONAL_ID,
-                                                      request.transactional_id):
+    if request.transactional_id is None or _transaction_writer(access, request.transactional_id):
         return await handle(request)
-    from kafka.protocol.producer import InitProducerIdResponse
-    return InitProducerIdResponse(error_code=TRANSACTIONAL_ID_DENIED, producer_id=-1, producer_epoch=-1)
+    return _response(header, error_code=TRANSACTIONAL_ID_DENIED, producer_id=-1, producer_epoch=-1)
 
 
-async def _create_acls(access, header, request, handle):
-    if access.cluster(Op.ALTER):
-        return await handle(request)
-    from kafka.protocol.admin import CreateAclsResponse
-    return CreateAclsResponse(throttle_time_ms=0, results=[CreateAclsResponse.AclCreationResult(
-        error_code=CLUSTER_DENIED, error_message="not authorized") for _ in request.creations])
+def _transaction_writer(access, transactional_id: str | None) -> bool:
+    return access.may(Op.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id or "")
 
 
-async def _delete_acls(access, header, request, handle):
-    if access.cluster(Op.ALTER):
-        return await handle(request)
-    from kafka.protocol.admin import DeleteAclsResponse
-    return DeleteAclsResponse(throttle_time_ms=0, filter_results=[DeleteAclsResponse.DeleteAclsFilterResult(
-        error_code=CLUSTER_DENIED, error_message="not authorized", matching_acls=[]) for _ in request.filters])
-
-
-def _transaction(transactional_id, group=None, topics=lambda r: (), answered: bool = True):
-    """The transaction APIs: WRITE on the transactional id, READ on the group whose offsets it
-    commits, WRITE on the topics it adds. ``answered``: the response has one error code to say no
-    with; otherwise (per-partition results) the connection is closed."""
-    async def rule(access, header, request, handle):
-        checks = [(access.may(Op.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id(request) or ""),
-                   TRANSACTIONAL_ID_DENIED)]
-        if group is not None:
-            checks.append((access.may(Op.READ, ResourceType.GROUP, group(request) or ""), GROUP_DENIED))
-        checks.append((all(access.topic(Op.WRITE, name) for name in topics(request)), TOPIC_DENIED))
-        denied = [code for allowed, code in checks if not allowed]
-        if not denied:
+async def _add_partitions_to_txn(access, header, request, handle):
+    """WRITE on the transactional id and on each topic; as Kafka, a denied topic fails the whole request
+    (the others answered OPERATION_NOT_ATTEMPTED), so a transaction never holds half its partitions."""
+    topics = request.v3_and_below_topics
+    if not _transaction_writer(access, request.v3_and_below_transactional_id):
+        codes = {t.name: TRANSACTIONAL_ID_DENIED for t in topics}
+    else:
+        codes = {t.name: TOPIC_DENIED for t in topics if not access.topic(Op.WRITE, t.name)}
+        if not codes:
             return await handle(request)
-        if not answered:
-            raise ProtocolError(f"{access.conn.principal} may not {header.api_name} (error {denied[0]})")
-        from headwater.broker.apis import ENDPOINTS
-        return ENDPOINTS[header.api_key].api.response(error_code=denied[0])
+    response = _response(header)
+    Topic = type(response).AddPartitionsToTxnTopicResult
+    response.results_by_topic_v3_and_below = [
+        Topic(name=t.name, results_by_partition=_partitions(
+            Topic.AddPartitionsToTxnPartitionResult, "partition_index", t.partitions,
+            partition_error_code=codes.get(t.name, ErrorCode.OPERATION_NOT_ATTEMPTED))) for t in topics]
+    return response
+
+
+def _transaction(check: Check = _transaction_check) -> Rule:
+    """AddOffsetsToTxn, EndTxn: WRITE on the transactional id (and READ on the group whose offsets it adds)."""
+    async def rule(access, header, request, handle):
+        code = check(access, request)
+        return await handle(request) if code is None else _response(header, error_code=code)
     return rule
 
 
-def _cluster(operation: Op, code: int | None = None):
-    """Needs ``operation`` on the cluster. With an error ``code`` the API's response carries it;
-    without one the connection is closed (APIs whose denial has no answer of its own yet)."""
-    async def rule(access, header, request, handle):
-        if access.cluster(operation):
-            return await handle(request)
-        if code is None:
-            raise ProtocolError(f"{access.conn.principal} may not {header.api_name} (needs {operation.name} "
-                                f"on the cluster)")
-        from headwater.broker.apis import ENDPOINTS
-        return ENDPOINTS[header.api_key].api.response(error_code=code, error_message="not authorized")
-    return rule
+def _cluster(operation: Op) -> Rule:
+    """Needs ``operation`` on the cluster; the response's one error code says no."""
+    return _needs(lambda a, r: a.cluster(operation), CLUSTER_DENIED)
 
 
-RULES = {
+def _cluster_check(operation: Op) -> Check:
+    return lambda access, entry: None if access.cluster(operation) else CLUSTER_DENIED
+
+
+def _acls(field: str, answers: str, result: str, **empty) -> Rule:
+    """Create/DeleteAcls: ALTER on the cluster, else each creation (filter) answered CLUSTER_AUTHORIZATION_FAILED."""
+    return per_resource(field, _cluster_check(Op.ALTER), answers, lambda R, _, code: getattr(R, result)(
+        error_code=code, error_message=NOT_AUTHORIZED, **empty))
+
+
+async def _alter_user_scram_credentials(access, header, request, handle):
+    if access.cluster(Op.ALTER):
+        return await handle(request)
+    response = _response(header)
+    users = dict.fromkeys(c.name for c in [*request.deletions, *request.upsertions])
+    response.results = [type(response).AlterUserScramCredentialsResult(
+        user=user, error_code=CLUSTER_DENIED, error_message=NOT_AUTHORIZED) for user in users]
+    return response
+
+
+def _configs(operation: Op, answers: str, result: str, **empty) -> Rule:
+    """Describe/Alter/IncrementalAlterConfigs: each resource needs ``operation`` on its topic, group or the cluster."""
+    return per_resource("resources", lambda a, r: a.config_resource(operation, r), answers, lambda R, r, code: (
+        getattr(R, result)(error_code=code, error_message=NOT_AUTHORIZED, resource_type=r.resource_type,
+                           resource_name=r.resource_name, **empty)))
+
+
+def _topic_results(check: Check, field: str, answers: str, result: str, name_of=lambda t: t.name) -> Rule:
+    """APIs with one result per topic (name, error code, message)."""
+    return per_resource(field, check, answers, lambda R, t, code: getattr(R, result)(
+        name=name_of(t), error_code=code, error_message=NOT_AUTHORIZED))
+
+
+def _partition_results(check: Check, topic_result: str, partition_result: str, answers: str = "topics",
+                       name: str = "name", index: str = "partition_index",
+                       indexes_of=lambda t: [p.partition_index for p in t.partitions], **fields) -> Rule:
+    """APIs with one result per partition of each topic, each with its error code."""
+    def denial(R, t, code):
+        Topic = getattr(R, topic_result)
+        return Topic(**{name: getattr(t, name)}, partitions=_partitions(getattr(Topic, partition_result), index,
+                                                                        indexes_of(t), error_code=code, **fields))
+    return per_resource("topics", check, answers, denial)
+
+
+def _share(topic_result: str, **fields) -> Rule:
+    """ShareFetch, ShareAcknowledge: READ on the group, then READ on each topic (named by id; an id the
+    broker does not know is left to the handler to answer)."""
+    def check(access, t):
+        name = access.topic_name(t.topic_id)
+        return None if name is None or access.topic(Op.READ, name) else TOPIC_DENIED
+
+    def denial(R, t, code):
+        Topic = getattr(R, topic_result)
+        Partition = Topic.PartitionData
+        return Topic(topic_id=t.topic_id, partitions=_partitions(
+            Partition, "partition_index", (p.partition_index for p in t.partitions), error_code=code,
+            error_message=NOT_AUTHORIZED, current_leader=Partition.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+            **fields))
+    return _group(Op.READ, per_resource("topics", check, "responses", denial))
+
+
+async def _share_group_heartbeat(access, header, request, handle):
+    """READ on the group and on every topic it subscribes to."""
+    if not access.group(Op.READ, request.group_id):
+        return _response(header, error_code=GROUP_DENIED, error_message=NOT_AUTHORIZED)
+    if not all(access.topic(Op.READ, name) for name in request.subscribed_topic_names or ()):
+        return _response(header, error_code=TOPIC_DENIED, error_message=NOT_AUTHORIZED)
+    return await handle(request)
+
+
+def _create_topic(access, topic) -> ErrorCode | None:
+    """CREATE on the cluster, or else on the topic (as Kafka)."""
+    return None if access.cluster(Op.CREATE) or access.topic(Op.CREATE, topic.name) else TOPIC_DENIED
+
+
+def _topic(entry) -> str:  # Fetch and OffsetForLeaderEpoch name their topics and partitions so
+    return entry.topic
+
+
+def _partition(entry) -> list[int]:
+    return [p.partition for p in entry.partitions]
+
+
+RULES: dict[int, Rule] = {
     ApiKey.API_VERSIONS: _open, ApiKey.SASL_HANDSHAKE: _open, ApiKey.SASL_AUTHENTICATE: _open,
+    ApiKey.DESCRIBE_CLUSTER: _open,  # as Kafka: the brokers are no secret (Metadata lists them too)
     ApiKey.PRODUCE: _produce,
-    ApiKey.FETCH: _fetch,
+    ApiKey.FETCH: _partition_results(topic_check(Op.READ, _topic), "FetchableTopicResponse", "PartitionData",
+                                     "responses", name="topic", indexes_of=_partition, high_watermark=-1,
+                                     records=None),
     ApiKey.METADATA: _metadata,
-    ApiKey.LIST_OFFSETS: _list_offsets,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+    ApiKey.LIST_OFFSETS: _partition_results(topic_check(Op.DESCRIBE), "ListOffsetsTopicResponse",
+                                            "ListOffsetsPartitionResponse"),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _partition_results(topic_check(Op.DESCRIBE, _topic), "OffsetForLeaderTopicResult",
+                                                       "EpochEndOffset", name="topic", index="partition",
+                                                       indexes_of=_partition, leader_epoch=-1, end_offset=-1),
+    ApiKey.DELETE_RECORDS: _partition_results(topic_check(Op.DELETE), "DeleteRecordsTopicResult",
+                                              "DeleteRecordsPartitionResult", low_watermark=-1),
+    ApiKey.DESCRIBE_PRODUCERS: _partition_results(topic_check(Op.READ), "TopicResponse", "PartitionResponse",
+                                                  indexes_of=lambda t: t.partition_indexes,
+                                                  error_message=NOT_AUTHORIZED, active_producers=[]),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.CREATE_TOPICS: _topic_results(_create_topic, "topics", "topics", "CreatableTopicResult"),
+    ApiKey.DELETE_TOPICS: _topic_results(topic_check(Op.DELETE, lambda name: name), "topic_names", "responses",
+                                         "DeletableTopicResult", name_of=lambda name: name),
+    ApiKey.CREATE_PARTITIONS: _topic_results(topic_check(Op.ALTER), "topics", "results", "CreatePartitionsTopicResult"),
+    ApiKey.DESCRIBE_CONFIGS: _configs(Op.DESCRIBE_CONFIGS, "results", "DescribeConfigsResult", configs=[]),
+    ApiKey.ALTER_CONFIGS: _configs(Op.ALTER_CONFIGS, "responses", "AlterConfigsResourceResponse"),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _configs(Op.ALTER_CONFIGS, "responses", "AlterConfigsResourceResponse"),
+    ApiKey.DESCRIBE_LOG_DIRS: _cluster(Op.DESCRIBE),
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.JOIN_GROUP: _group(Op.READ), ApiKey.SYNC_GROUP: _group(Op.READ), ApiKey.HEARTBEAT: _group(Op.READ),
     ApiKey.LEAVE_GROUP: _group(Op.READ),
-    ApiKey.LIST_GROUPS: _list_groups,
-    ApiKey.DESCRIBE_GROUPS: _describe_groups,
-    # Share groups: READ on the group (the topics' READ is not checked yet: ShareFetch names them by id).
-    ApiKey.SHARE_GROUP_HEARTBEAT: _group(Op.READ), ApiKey.SHARE_FETCH: _group(Op.READ),
-    ApiKey.SHARE_ACKNOWLEDGE: _group(Op.READ),
-    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.LIST_GROUPS: _visible("groups", lambda a, g: a.group(Op.DESCRIBE, g.group_id)),
+    ApiKey.DESCRIBE_GROUPS: per_resource("groups", _group_check(Op.DESCRIBE), "groups",
+                                         lambda R, g, code: R.DescribedGroup(error_code=code, group_id=g)),
+    ApiKey.DELETE_GROUPS: per_resource("groups_names", _group_check(Op.DELETE), "results",
+                                       lambda R, g, code: R.DeletableGroupResult(group_id=g, error_code=code)),
+    ApiKey.OFFSET_COMMIT: _committed("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", _group_read),
     ApiKey.OFFSET_FETCH: _offset_fetch,
-    ApiKey.CREATE_TOPICS: _create_topics,
-    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.OFFSET_DELETE: _group(Op.DELETE, _committed("OffsetDeleteResponseTopic", "OffsetDeleteResponsePartition",
+                                                       lambda a, r: None)),
+    ApiKey.SHARE_GROUP_HEARTBEAT: _share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: per_resource("group_ids", _group_check(Op.DESCRIBE), "groups",
+                                              lambda R, g, code: R.DescribedGroup(
+                                                  error_code=code, error_message=NOT_AUTHORIZED, group_id=g,
+                                                  members=[])),
+    ApiKey.SHARE_FETCH: _share("ShareFetchableTopicResponse", acknowledge_error_code=0, records=None,
+                               acquired_records=[]),
+    ApiKey.SHARE_ACKNOWLEDGE: _share("ShareAcknowledgeTopicResponse"),
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
-    ApiKey.ADD_PARTITIONS_TO_TXN: _transaction(lambda r: r.v3_and_below_transactional_id,
-                                               topics=lambda r: [t.name for t in r.v3_and_below_topics],
-                                               answered=False),
-    ApiKey.ADD_OFFSETS_TO_TXN: _transaction(lambda r: r.transactional_id, group=lambda r: r.group_id),
-    ApiKey.END_TXN: _transaction(lambda r: r.transactional_id),
-    ApiKey.TXN_OFFSET_COMMIT: _transaction(lambda r: r.transactional_id, group=lambda r: r.group_id,
-                                           answered=False),
-    ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE, CLUSTER_DENIED),
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(Op.DESCRIBE, CLUSTER_DENIED),
-    ApiKey.CREATE_ACLS: _create_acls,
-    ApiKey.DELETE_ACLS: _delete_acls,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _transaction(_transactional_group),
+    ApiKey.END_TXN: _transaction(),
+    ApiKey.TXN_OFFSET_COMMIT: _committed("TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition",
+                                         _transactional_group),
+    ApiKey.DESCRIBE_TRANSACTIONS: per_resource(
+        "transactional_ids", lambda a, t: None if a.may(Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t)
+        else TRANSACTIONAL_ID_DENIED, "transaction_states",
+        lambda R, t, code: R.TransactionState(error_code=code, transactional_id=t, transaction_state="", topics=[])),
+    ApiKey.LIST_TRANSACTIONS: _visible("transaction_states", lambda a, t: a.may(
+        Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)),
+    ApiKey.DESCRIBE_ACLS: _cluster(Op.DESCRIBE),
+    ApiKey.CREATE_ACLS: _acls("creations", "results", "AclCreationResult"),
+    ApiKey.DELETE_ACLS: _acls("filters", "filter_results", "DeleteAclsFilterResult", matching_acls=[]),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(Op.DESCRIBE),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(Op.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CLIENT_QUOTAS: per_resource("entries", _cluster_check(Op.ALTER_CONFIGS), "entries",
+                                             lambda R, e, code: R.EntryData(
+                                                 error_code=code, error_message=NOT_AUTHORIZED, entity=[
+                                                     R.EntryData.EntityData(entity_type=x.entity_type,
+                                                                            entity_name=x.entity_name)
+                                                     for x in e.entity])),
 }
-LOOKING = ("DESCRIBE", "LIST")  # APIs named so only look: DESCRIBE on the cluster is enough
 
 
-def rule_for(api_key: int):
-    name = ApiKey(api_key).name
-    return RULES.get(api_key) or _cluster(Op.DESCRIBE if name.startswith(LOOKING) else Op.ALTER)
+async def _unruled(access, header, request, handle):
+    raise ProtocolError(f"{header.api_name} has no authorization rule")  # fail closed
+
+
+def rule_for(api_key: int) -> Rule:
+    return RULES.get(api_key, _unruled)

@@ -62,7 +62,7 @@ class TransactionCoordinator:
                 self._bump(txn)
                 txn.transition(PrepareAbort)
             self._write_markers(txn, commit=False)
-        log.info("transaction %s: %s completed after a restart", txn.transactional_id, txn.state.value)
+        log.info("transaction %r: %s completed after a restart", txn.transactional_id, txn.state.value)
 
     # --- InitProducerId --------------------------------------------------------------------
 
@@ -102,7 +102,7 @@ class TransactionCoordinator:
             self._arm_expiry(txn)
         if error:
             return error, -1, -1
-        log.info("transaction %s: producer %d epoch %d", txn_id, txn.producer_id, txn.producer_epoch)
+        log.info("transaction %r: producer %d epoch %d", txn_id, txn.producer_id, txn.producer_epoch)
         return ErrorCode.NONE, txn.producer_id, txn.producer_epoch
 
     def _bump(self, txn: Transaction, recovery: bool = False) -> None:
@@ -232,14 +232,14 @@ class TransactionCoordinator:
         self.completed[commit] += 1
         txn.partitions, txn.offsets = set(), {}
         txn.update_ms = self.clock.now_ms()
-        log.info("transaction %s: %s", txn.transactional_id, txn.state.value)
+        log.info("transaction %r: %s", txn.transactional_id, txn.state.value)
         self._arm_expiry(txn)
         return self.store.store(txn)
 
     def _expire(self, txn: Transaction, epoch: int, start_ms: int) -> None:
         if txn.state is not Ongoing or txn.producer_epoch != epoch or txn.start_ms != start_ms:
             return
-        log.info("transaction %s: aborted after its timeout of %d ms", txn.transactional_id, txn.timeout_ms)
+        log.info("transaction %r: aborted after its timeout of %d ms", txn.transactional_id, txn.timeout_ms)
         self._bump(txn)  # the producer that let it time out is fenced
         self._end(txn, commit=False)
 
@@ -261,7 +261,7 @@ class TransactionCoordinator:
             return
         if not self.store.forget(txn.transactional_id):
             del self._txns[txn.transactional_id]
-            log.info("transactional id %s expired after %d ms idle", txn.transactional_id, ID_EXPIRATION_MS)
+            log.info("transactional id %r expired after %d ms idle", txn.transactional_id, ID_EXPIRATION_MS)
 
     # --- administration --------------------------------------------------------------------
 

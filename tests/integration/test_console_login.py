@@ -1,0 +1,132 @@
+"""The console of a secured broker (one with a SASL listener) asks for a user of the broker's
+SCRAM credentials: plain HTTP requests and Debian's chromium get nothing before logging in,
+the data after; a wrong password is refused, logged with the peer and slowed down."""
+import base64
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+from confluent_kafka import Producer
+from selenium.webdriver.common.by import By
+
+from headwater.testing import BrokerProcess, wait_until
+
+from .test_console_browser import browser, open_page, wait_for  # noqa: F401 (the browser fixture)
+
+PASSWORD = "correct horse battery staple"
+TOPIC = "ledger"
+VALUES = [f"entry-{i}" for i in range(5)]
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """alice and erin are super users; dave has a password but no ACL on the cluster."""
+    data = tmp_path_factory.mktemp("console-login") / "data"
+    for user in ("alice", "dave", "erin"):
+        subprocess.run([sys.executable, "-m", "headwater", "users", "create", "--data-dir", str(data), user,
+                        "--password", PASSWORD, "--iterations", "4096"], check=True, capture_output=True)
+    with BrokerProcess(data, "--listener", "SASL_PLAINTEXT://127.0.0.1:0", "--http-listener", "127.0.0.1:0",
+                       "--super-user", "User:alice", "--super-user", "User:erin", "--failed-authentication-delay-ms", "1") as proc:
+        producer = Producer({"bootstrap.servers": proc.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": PASSWORD})
+        for value in VALUES:
+            producer.produce(TOPIC, value.encode(), partition=0)
+        assert producer.flush(30) == 0
+        yield proc
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args):
+        return None
+
+
+_http = urllib.request.build_opener(_NoRedirect)
+
+
+def fetch(broker, path: str, form: dict | None = None, headers: dict | None = None):
+    """(status, headers, body) of one request, redirects not followed."""
+    data = urllib.parse.urlencode(form).encode() if form is not None else None
+    request = urllib.request.Request(broker.console_url + path.lstrip("/"), data=data, headers=headers or {})
+    try:
+        with _http.open(request, timeout=30) as response:
+            return response.status, response.headers, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read().decode()
+
+
+def basic(user: str, password: str) -> dict:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def test_nothing_before_login(secured):
+    status, headers, _ = fetch(secured, f"/topics/{TOPIC}")
+    assert (status, headers["Location"]) == (303, f"/login?next=/topics/{TOPIC}")
+    for path in ("/metrics", "/v3/clusters", "/rates.json", f"/topics/{TOPIC}/tail"):
+        status, headers, body = fetch(secured, path)
+        assert status == 401 and headers["WWW-Authenticate"].startswith("Basic"), path
+        assert TOPIC not in body, path
+    status, _, body = fetch(secured, "/login")
+    assert status == 200 and 'name="password"' in body and TOPIC not in body
+
+
+def test_login_form_gives_a_session(secured):
+    status, _, body = fetch(secured, "/login", {"user": "alice", "password": "wrong", "next": f"/topics/{TOPIC}"})
+    assert status == 401 and "wrong user name or password" in body
+    status, headers, _ = fetch(secured, "/login", {"user": "alice", "password": PASSWORD, "next": f"/topics/{TOPIC}"})
+    assert (status, headers["Location"]) == (303, f"/topics/{TOPIC}")
+    cookie = headers["Set-Cookie"].split(";")[0]
+    assert "httponly" in headers["Set-Cookie"].lower() and "samesite=strict" in headers["Set-Cookie"].lower()
+    status, _, body = fetch(secured, f"/topics/{TOPIC}", headers={"Cookie": cookie})
+    assert status == 200 and all(value in body for value in VALUES)
+    assert fetch(secured, "/login", {"user": "alice", "password": PASSWORD, "next": "//evil.example/"})[1][
+        "Location"] == "/"  # no open redirect
+    status, headers, _ = fetch(secured, "/logout", headers={"Cookie": cookie})
+    assert status == 303
+    forgotten = headers["Set-Cookie"].split(";")[0]
+    assert fetch(secured, f"/topics/{TOPIC}", headers={"Cookie": forgotten})[0] == 303
+
+
+def test_deleting_the_user_ends_its_session(secured):
+    headers = fetch(secured, "/login", {"user": "erin", "password": PASSWORD, "next": "/"})[1]
+    cookie = {"Cookie": headers["Set-Cookie"].split(";")[0]}
+    assert fetch(secured, "/", headers=cookie)[0] == 200
+    subprocess.run([sys.executable, "-m", "headwater", "users", "delete", "--data-dir", str(secured.data_dir), "erin"],
+                   check=True, capture_output=True)
+    wait_until(lambda: fetch(secured, "/", headers=cookie)[0] == 303, timeout=30, what="erin's session to end")
+    assert fetch(secured, "/metrics", headers=cookie)[0] == 401
+
+
+def test_basic_credentials_for_scripts(secured):
+    status, _, body = fetch(secured, "/metrics", headers=basic("alice", PASSWORD))
+    assert status == 200 and f'topic="{TOPIC}"' in body
+    status, _, body = fetch(secured, "/v3/clusters", headers=basic("alice", PASSWORD))
+    assert status == 200 and json.loads(body)["data"]
+    assert fetch(secured, "/metrics", headers=basic("alice", "wrong"))[0] == 401
+    assert fetch(secured, "/metrics", headers=basic("mallory", PASSWORD))[0] == 401
+    status, _, body = fetch(secured, "/metrics", headers=basic("dave", PASSWORD))  # no DESCRIBE on the cluster
+    assert status == 403 and "needs DESCRIBE on the cluster" in body
+    log = secured.log_file.read_text()
+    assert "console login failed from 127.0.0.1 as 'alice'" in log
+    assert "console login failed from 127.0.0.1 as 'mallory'" in log
+
+
+def test_login_in_the_browser(secured, browser):  # noqa: F811 (the fixture)
+    open_page(browser, secured, f"/topics/{TOPIC}")
+    assert browser.current_url.startswith(secured.console_url + "login")
+    assert not any(value in browser.page_source for value in VALUES)
+
+    def log_in(password: str):
+        browser.find_element(By.ID, "user").clear()
+        browser.find_element(By.ID, "user").send_keys("alice")
+        browser.find_element(By.ID, "password").send_keys(password)
+        browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    log_in("wrong")
+    error = wait_for(browser, lambda: browser.find_elements(By.ID, "login-error"), "the login error")
+    assert "wrong user name or password" in error[0].text
+    log_in(PASSWORD)
+    wait_for(browser, lambda: browser.current_url.endswith(f"/topics/{TOPIC}"), "the topic page")
+    wait_for(browser, lambda: all(value in browser.page_source for value in VALUES), "the topic's records")
