@@ -391,7 +391,7 @@ def test_read_revoked_mid_fetch_session_stops_the_records(dave, secured):
     for future in admin.create_acls([_acl(ResourceType.TOPIC, topic, "READ")]).values():
         future.result(30)
     producer = Producer(librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512"))
-    producer.produce(topic, b"granted")
+    producer.produce(topic, b"granted", partition=0)
     assert producer.flush(30) == 0
     _, base = secured
     consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{_port(secured, 'SASL_SSL')}", security_protocol="SASL_SSL",
@@ -401,17 +401,19 @@ def test_read_revoked_mid_fetch_session_stops_the_records(dave, secured):
     consumer.assign([KafkaTopicPartition(topic, 0)])
     got, denied = [], False
     try:
-        while not got:
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
             got += [m.value for ms in consumer.poll(timeout_ms=500).values() for m in ms]
+        assert got == [b"granted"]
         for _ in range(4):   # a few empty incremental fetches: the session is open and quiet
             assert consumer.poll(timeout_ms=200) == {}
         for future in admin.delete_acls([AclBindingFilter(
                 ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:dave", None, AclOperation.READ,
                 AclPermissionType.ALLOW)]).values():
             future.result(30)
-        producer.produce(topic, b"after the grant was revoked")
+        producer.produce(topic, b"after the grant was revoked", partition=0)
         assert producer.flush(30) == 0
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 30
         while not denied and time.monotonic() < deadline:
             try:
                 got += [m.value for ms in consumer.poll(timeout_ms=200).values() for m in ms]

@@ -351,19 +351,16 @@ def _partition(entry) -> list[int]:
     return [p.partition for p in entry.partitions]
 
 
-_fetch_named = _partition_results(topic_check(Op.READ, _topic), "FetchableTopicResponse", "PartitionData",
-                                  "responses", name="topic", indexes_of=_partition, high_watermark=-1, records=None)
-
-
 async def _fetch(access, header, request, handle):
-    """READ on each topic the fetch names, and again on each topic its answer carries: within a fetch
-    session (KIP-227) partitions are read without being named, and READ may have been revoked since."""
-    response = await _fetch_named(access, header, request, handle)
+    """READ on each topic the answer carries, checked after the read: within a fetch session (KIP-227)
+    partitions are read without being named, and READ may have been revoked since the session began.
+    Nothing read from a topic without READ leaves; its partitions are answered with the denial."""
+    response = await handle(request)
+    Partition = type(response).FetchableTopicResponse.PartitionData
     for topic in response.responses:
         if not access.topic(Op.READ, topic.topic):
-            topic.partitions = _partitions(type(response).FetchableTopicResponse.PartitionData, "partition_index",
-                                           (p.partition_index for p in topic.partitions), error_code=TOPIC_DENIED,
-                                           high_watermark=-1, records=None)
+            topic.partitions = _partitions(Partition, "partition_index", (p.partition_index for p in topic.partitions),
+                                           error_code=TOPIC_DENIED, high_watermark=-1, records=None)
     return response
 
 
