@@ -32,7 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
-from headwater.testing import BrokerProcess, bench_arguments, wait_until
+from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, wait_until
 
 from tables import table  # bench/tables.py
 
@@ -41,7 +41,6 @@ BASE = {"partitions": 1, "connections": 1, "groups": 1}
 AXES = {"partitions": [1, 100, 1_000, 5_000], "connections": [1, 100, 1_000], "groups": [1, 10, 100]}
 IDLE_TOPIC = "idle"
 IDLE_POLL_S = 0.5   # librdkafka's fetch.wait.max.ms
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # The mock cluster lives inside a client handle: this child process holds one, so its CPU is the mock's.
 MOCK_SCRIPT = """
 import sys
@@ -62,12 +61,6 @@ class Point:
     cpu_us_per_delivery: float
     p50_ms: float
     p99_ms: float
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` (all its threads) so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS   # utime, stime: fields 14 and 15 of stat(5)
 
 
 def idle_fetch_request() -> bytes:

@@ -89,9 +89,8 @@ class BrokerProcess:
         raise RuntimeError(f"no VmRSS for process {self.proc.pid}")
 
     def cpu_seconds(self) -> float:
-        """User + system CPU time the broker process itself has used so far, from /proc (Linux)."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+        """User + system CPU time the broker process itself has used so far."""
+        return cpu_seconds(self.proc.pid)
 
     def restart(self) -> "BrokerProcess":
         return self.start()
@@ -196,6 +195,12 @@ def sql(dsn: str, statement: str, params=None) -> list[tuple] | None:
             return cur.fetchall() if cur.description else None
     finally:
         conn.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time process ``pid`` has used so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
 
 
 def bench_arguments(parser: argparse.ArgumentParser, smoke: dict) -> argparse.Namespace:

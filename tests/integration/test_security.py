@@ -379,6 +379,51 @@ def test_only_super_users_manage_acls(dave):
     assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
 
 
+def test_read_revoked_mid_fetch_session_stops_the_records(dave, secured):
+    """kafka-python fetches within a session (KIP-227), naming no partition once the session is open:
+    READ is checked again on what the answer carries, so a revoked grant stops the records at once."""
+    from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, \
+        ResourceType
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.errors import TopicAuthorizationFailedError
+    topic = f"revoked-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512"))
+    for future in admin.create_acls([_acl(ResourceType.TOPIC, topic, "READ")]).values():
+        future.result(30)
+    producer = Producer(librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512"))
+    producer.produce(topic, b"granted", partition=0)
+    assert producer.flush(30) == 0
+    _, base = secured
+    consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{_port(secured, 'SASL_SSL')}", security_protocol="SASL_SSL",
+                             ssl_cafile=str(base / "certs" / "ca.pem"), sasl_mechanism="SCRAM-SHA-512",
+                             sasl_plain_username="dave", sasl_plain_password=PASSWORD, group_id=None,
+                             enable_auto_commit=False, auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    consumer.assign([KafkaTopicPartition(topic, 0)])
+    got, denied = [], False
+    try:
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got += [m.value for ms in consumer.poll(timeout_ms=500).values() for m in ms]
+        assert got == [b"granted"]
+        for _ in range(4):   # a few empty incremental fetches: the session is open and quiet
+            assert consumer.poll(timeout_ms=200) == {}
+        for future in admin.delete_acls([AclBindingFilter(
+                ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:dave", None, AclOperation.READ,
+                AclPermissionType.ALLOW)]).values():
+            future.result(30)
+        producer.produce(topic, b"after the grant was revoked", partition=0)
+        assert producer.flush(30) == 0
+        deadline = time.monotonic() + 30
+        while not denied and time.monotonic() < deadline:
+            try:
+                got += [m.value for ms in consumer.poll(timeout_ms=200).values() for m in ms]
+            except TopicAuthorizationFailedError:
+                denied = True
+    finally:
+        consumer.close()
+    assert got == [b"granted"] and denied
+
+
 def test_list_and_describe_groups_only_describable(dave, secured):
     _consume(dave, "acl-read", "acl-group")  # dave's group exists; bob's test groups g-* exist too
     everyone = AdminClient(librdkafka_config(secured, "SASL_SSL", "PLAIN"))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable
 
 from headwater.broker.clock import Clock, LoopClock
 from headwater.broker.config import BrokerConfig
+from headwater.broker.fetch_sessions import FetchSessionCache
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.group_commit import GroupCommit
@@ -115,6 +116,8 @@ class Broker:
                                       wake=self.growth.notify,
                                       store=ShareStateStore(self.log_manager, self.append,
                                                             fsync_each_write=fsync_each_write))
+        self.fetch_sessions = FetchSessionCache(clock, config.fetch_session_cache_slots,  # KIP-227, in memory
+                                                max_size=config.max_partitions)
 
     def _dead_letter(self, group_id: str, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         """Write a record the share group gave up on to the group's dead-letter topic."""

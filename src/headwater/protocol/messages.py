@@ -236,6 +236,8 @@ def null_field(struct, value, version: int, path: str = "") -> str | None:
             if not field.nullable_for_version_q(version):
                 return where
         elif field.is_struct_array():
+            if not _may_hold_null(field.array_of, version):
+                continue   # numbers only (a fetch's thousands of partitions): nothing to look at
             for element in item:
                 found = null_field(field.array_of, element, version, where + ".")
                 if found is not None:
@@ -247,6 +249,24 @@ def null_field(struct, value, version: int, path: str = "") -> str | None:
         elif field.is_array() and None in item:  # the elements of []string are never nullable
             return where + "[]"
     return None
+
+
+_NUMBERS = frozenset({"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool"})
+
+
+_MAY_HOLD_NULL: dict[tuple[int, int], bool] = {}   # (id of a generated struct, version) -> answer
+
+
+def _may_hold_null(struct, version: int) -> bool:
+    """Whether a decoded ``struct`` can hold None anywhere: not when all its fields are numbers.
+    (Structs live as long as kafka-python's classes, so their ids are stable keys.)"""
+    key = (id(struct), version)
+    if key not in _MAY_HOLD_NULL:
+        _MAY_HOLD_NULL[key] = any(
+            _may_hold_null(field.array_of if field.is_struct_array() else field, version)
+            if field.is_struct_array() or field.is_struct() else field.type_str not in _NUMBERS
+            for field in struct.untagged_fields(version))
+    return _MAY_HOLD_NULL[key]
 
 
 def response_header_is_flexible(spec: Api, version: int) -> bool:

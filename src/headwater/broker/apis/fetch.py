@@ -2,12 +2,17 @@
 
 A fetch that finds fewer than ``min_bytes`` sleeps on the growth signals of the partitions
 it asked for and is woken by the append itself, so a waiting consumer sees new data at
-once and costs nothing while it waits.
+once and costs nothing while it waits. Which partitions a fetch reads and which of them
+its response carries is the fetch session's say (KIP-227, ``broker.fetch_sessions``).
 """
 from __future__ import annotations
 
 import asyncio
+import functools
+from typing import NamedTuple
 
+from headwater.broker.fetch_sessions import NO_SESSION, FetchPosition, Partition
+from headwater.broker.growth import any_grows
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -18,6 +23,7 @@ TopicResult = FetchResponse.FetchableTopicResponse
 PartitionData = TopicResult.PartitionData
 AbortedTransaction = PartitionData.AbortedTransaction
 READ_COMMITTED = 1
+QUIET_ENTRIES_KEPT = 20_000   # about 2 MB: twice the broker's default partition limit
 
 
 def _below(records: bytes, stable: int) -> bytes:
@@ -30,62 +36,109 @@ def _below(records: bytes, stable: int) -> bytes:
     return records[:end]
 
 
-def _read_partitions(broker, request):
-    """One pass over the requested partitions: (responses, bytes read, any error).
+class PartitionRead(NamedTuple):
+    """One partition read: its fetch_sessions.PartitionNews, and what the response carries of it."""
+    error: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: bytes
+    aborted: list | None
+
+
+def _wanted(request) -> list[tuple[Partition, FetchPosition]]:
+    return [((t.topic, p.partition), p) for t in request.topics for p in t.partitions]
+
+
+def _forgotten(request) -> list[Partition]:
+    return [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions]
+
+
+def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], request):
+    """One pass over the partitions to read: (reads, bytes read, any error).
 
     KIP-74: ``max_bytes`` bounds the whole response and ``partition_max_bytes`` each
     partition; only the first batch of the first non-empty partition may exceed them, so
     a client always progresses (librdkafka refuses a response over its own limit)."""
     budget = request.max_bytes
     committed = request.isolation_level == READ_COMMITTED
-    total, errors, responses = 0, False, []
-    for topic in request.topics:
-        partitions = []
-        for part in topic.partitions:
-            plog = broker.log_manager.get_log(topic.topic, part.partition)
-            error, records, aborted = ErrorCode.NONE, b"", None
-            end = plog.log_end_offset if plog is not None else -1
-            stable = broker.txn_partitions.last_stable_offset(topic.topic, part.partition, plog) if plog else -1
-            if plog is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                try:
-                    records = plog.read(part.fetch_offset, min(part.partition_max_bytes, budget), min_one=total == 0)
-                except OffsetOutOfRangeError:
-                    error = ErrorCode.OFFSET_OUT_OF_RANGE
-            if committed and plog is not None and not error:
-                # read_committed: nothing at or past the LSO, and which transactions in range were aborted
-                if stable < end:
-                    records = _below(records, stable)
-                aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                           for a in plog.aborted_txns.between(part.fetch_offset, stable)]
-            total += len(records)
-            budget -= len(records)
-            errors = errors or error != ErrorCode.NONE
-            start = plog.log_start_offset if plog else -1
-            partitions.append(PartitionData(partition_index=part.partition, error_code=error, high_watermark=end,
-                                            last_stable_offset=stable, log_start_offset=start,
-                                            aborted_transactions=aborted, preferred_read_replica=-1,
-                                            records=records))
-        responses.append(TopicResult(topic=topic.topic, partitions=partitions))
-    return responses, total, errors
+    total, errors, reads = 0, False, {}
+    # Looked up once: this loop runs over every partition of every fetch, idle consumers' included.
+    get_log, stable_offset, no_error = broker.log_manager.get_log, broker.txn_partitions.last_stable_offset, ErrorCode.NONE
+    for key, position in targets:
+        plog = get_log(*key)
+        if plog is None:
+            reads[key] = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, b"", None)
+            errors = True
+            continue
+        error, records, aborted = no_error, b"", None
+        end, stable = plog.log_end_offset, stable_offset(*key, plog)
+        if position.fetch_offset != end:   # a consumer that has caught up costs no read: the idle case
+            try:
+                records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget), min_one=total == 0)
+            except OffsetOutOfRangeError:
+                error = ErrorCode.OFFSET_OUT_OF_RANGE
+                errors = True
+        if committed and not error:
+            # read_committed: nothing at or past the LSO, and which transactions in range were aborted
+            if stable < end:
+                records = _below(records, stable)
+            aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                       for a in plog.aborted_txns.between(position.fetch_offset, stable)] if records else []
+        total += len(records)
+        budget -= len(records)
+        reads[key] = PartitionRead(error, end, stable, plog.log_start_offset, records, aborted)
+    return reads, total, errors
+
+
+def _partition_data(partition: int, error: int, high_watermark: int, last_stable_offset: int,
+                    log_start_offset: int, aborted: list | None, records: bytes):
+    return PartitionData(partition_index=partition, error_code=error, high_watermark=high_watermark,
+                         last_stable_offset=last_stable_offset, log_start_offset=log_start_offset,
+                         aborted_transactions=aborted, preferred_read_replica=-1, records=records)
+
+
+@functools.lru_cache(maxsize=QUIET_ENTRIES_KEPT)
+def _quiet_partition_data(partition: int, error: int, high_watermark: int, last_stable_offset: int,
+                          log_start_offset: int, committed: bool):
+    """A partition's entry without records. Every fetch of an idle consumer that fetches without a
+    session (librdkafka) repeats thousands of these unchanged, so each is made once and shared
+    (nothing changes an entry once made): building them was the largest part of such a fetch."""
+    return _partition_data(partition, error, high_watermark, last_stable_offset, log_start_offset,
+                           [] if committed else None, b"")
+
+
+def _topic_results(answered: list[Partition], reads: dict[Partition, PartitionRead]) -> list:
+    """The response's topics, each with its answered partitions, in the order first answered."""
+    by_topic: dict[str, list] = {}
+    for topic, partition in answered:
+        error, high_watermark, stable, start, records, aborted = reads[topic, partition]
+        by_topic.setdefault(topic, []).append(
+            _partition_data(partition, error, high_watermark, stable, start, aborted, records) if records else
+            _quiet_partition_data(partition, error, high_watermark, stable, start, aborted is not None))
+    return [TopicResult(topic=topic, partitions=partitions) for topic, partitions in by_topic.items()]
 
 
 async def fetch(broker, header, request):
+    sessions = broker.fetch_sessions
+    context = sessions.context(request.session_id, request.session_epoch, _wanted(request), _forgotten(request))
+    if context.error:
+        return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=NO_SESSION, responses=[])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
     # Only partitions that exist get a signal: a client naming unknown ones must not make the broker keep state.
-    watched = [(t.topic, p.partition) for t in request.topics for p in t.partitions
-               if broker.log_manager.get_log(t.topic, p.partition) is not None]
+    watched = [p for p, _ in context.targets if broker.log_manager.get_log(*p) is not None]
     while True:
         with broker.growth.watch(watched) as signals:
-            responses, total, errors = _read_partitions(broker, request)
+            reads, total, errors = _read_partitions(broker, context.targets, request)
             remaining = deadline - loop.time()
             if total >= request.min_bytes or errors or remaining <= 0 or not signals:
                 break
-            await asyncio.wait(signals, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            if not await any_grows(signals, remaining):
+                break   # time is up and nothing grew: the reads above still stand
+    answered = sessions.answer(context, reads)
+    responses = _topic_results(answered, reads)
     if broker.metrics is not None:
         for topic in responses:
             broker.metrics.fetched(topic.topic, sum(len(p.records) for p in topic.partitions))
-    # Fetch sessions (KIP-227) are not kept: session id 0 tells clients to send full requests.
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses)

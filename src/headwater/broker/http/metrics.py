@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from headwater.broker.fetch_sessions import FetchSessionCache
 from headwater.broker.http.state import PartitionOffsets, SharePartitionView, group_offsets, share_partitions
 from headwater.broker.http.transactions import TransactionCollector
 from headwater.log.cleaner import CleanerStats
@@ -52,6 +53,7 @@ class BrokerMetrics:
                                        registry=self.registry) for name in _CLEANER_COUNTERS}
         self.registry.register(StateCollector(broker, connections))
         self.registry.register(TransactionCollector(broker))
+        self.registry.register(FetchSessionCollector(broker.fetch_sessions))
         # Labelled children, looked up once: .labels() costs more than the increment itself.
         self._by_topic: dict[str, tuple[Counter, Counter, Counter]] = {}
         self._by_api: dict[int, Histogram] = {}
@@ -109,6 +111,34 @@ class UdpCollector(Collector):
             for listener in self._listeners:
                 family.add_metric([listener.mode, listener.topic], getattr(listener.stats, field))
             yield family
+
+
+class FetchSessionCollector(Collector):
+    """The fetch-session cache (KIP-227): Kafka's FetchSessionCache gauges, and how fetches used it."""
+
+    def __init__(self, cache: FetchSessionCache) -> None:
+        self._cache = cache
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        cache, stats, prefix = self._cache, self._cache.stats, "kafka_server_fetchsessioncache_"
+        yield GaugeMetricFamily(prefix + "numincrementalfetchsessions", "Fetch sessions cached", value=len(cache))
+        yield GaugeMetricFamily(prefix + "numincrementalfetchpartitionscached", "Partitions in cached fetch sessions",
+                                value=cache.partitions_cached)
+        yield CounterMetricFamily(prefix + "incrementalfetchsessionevictions",
+                                  "Fetch sessions evicted to make room for larger ones", value=stats.evictions)
+        requests = CounterMetricFamily("headwater_fetch_requests", "Fetch requests, full or within a session",
+                                       labels=["kind"])
+        for kind in ("full", "incremental"):
+            requests.add_metric([kind], stats.fetches[kind])
+        yield requests
+        yield CounterMetricFamily("headwater_fetch_incremental_partitions_answered",
+                                  "Partitions carried by responses to incremental fetches",
+                                  value=stats.partitions_answered_incrementally)
+        errors = CounterMetricFamily("headwater_fetch_session_errors", "Fetches refused for their session",
+                                     labels=["error"])
+        for error, count in stats.errors.items():
+            errors.add_metric([error], count)
+        yield errors
 
 
 def _api_name(key: ApiKey) -> str:

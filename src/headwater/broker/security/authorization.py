@@ -351,13 +351,24 @@ def _partition(entry) -> list[int]:
     return [p.partition for p in entry.partitions]
 
 
+async def _fetch(access, header, request, handle):
+    """READ on each topic the answer carries, checked after the read: within a fetch session (KIP-227)
+    partitions are read without being named, and READ may have been revoked since the session began.
+    Nothing read from a topic without READ leaves; its partitions are answered with the denial."""
+    response = await handle(request)
+    Partition = type(response).FetchableTopicResponse.PartitionData
+    for topic in response.responses:
+        if not access.topic(Op.READ, topic.topic):
+            topic.partitions = _partitions(Partition, "partition_index", (p.partition_index for p in topic.partitions),
+                                           error_code=TOPIC_DENIED, high_watermark=-1, records=None)
+    return response
+
+
 RULES: dict[int, Rule] = {
     ApiKey.API_VERSIONS: _open, ApiKey.SASL_HANDSHAKE: _open, ApiKey.SASL_AUTHENTICATE: _open,
     ApiKey.DESCRIBE_CLUSTER: _open,  # as Kafka: the brokers are no secret (Metadata lists them too)
     ApiKey.PRODUCE: _produce,
-    ApiKey.FETCH: _partition_results(topic_check(Op.READ, _topic), "FetchableTopicResponse", "PartitionData",
-                                     "responses", name="topic", indexes_of=_partition, high_watermark=-1,
-                                     records=None),
+    ApiKey.FETCH: _fetch,
     ApiKey.METADATA: _metadata,
     ApiKey.LIST_OFFSETS: _partition_results(topic_check(Op.DESCRIBE), "ListOffsetsTopicResponse",
                                             "ListOffsetsPartitionResponse"),

@@ -62,8 +62,8 @@ class TxnPartitions:
 
     def last_stable_offset(self, topic: str, partition: int, plog: Log) -> int:
         """Never below the log start offset: retention may have taken an open transaction's start."""
-        first_open = min(self._open.get((topic, partition), {}).values(), default=plog.log_end_offset)
-        return max(first_open, plog.log_start_offset)
+        first_open = plog.first_unstable_offset   # kept with _open: read per partition by every fetch
+        return max(plog.log_end_offset if first_open is None else first_open, plog.log_start_offset)
 
     def recover_open(self, topic: str, partition: int, producer_id: int) -> None:
         """After a restart: find where ``producer_id``'s unfinished transaction begins in this
