@@ -1,0 +1,186 @@
+"""The shipped pipelines on a Spark standalone cluster (a master and two workers, separate
+JVMs with their own Python workers), run by `headwater pipelines run --master spark://...`
+in a subprocess (this process already holds the local session), against plain Python's
+answers and the same pipelines in local mode; and a worker SIGKILLed mid-query."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from sparkdata import create_topic, produce
+
+from headwater.demo.shop_events import MINUTE, morning
+from headwater.pipelines import cep, materialized_view, reference
+from headwater.pipelines.catalog import PIPELINES, Run
+from headwater.testing import BrokerProcess, SparkStandaloneCluster, wait_until
+
+LATENESS_MS = 5 * MINUTE
+PER_TRIGGER = 25
+PARAMS = {"lateness": "5 minutes", "per-trigger": str(PER_TRIGGER), "events": "order-events",
+          "orders": "shop-orders", "products": "shop-products"}
+CHECKED = ["windows", "click-through", "revenue-view", "card-testing"]
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory):
+    """A broker holding the shop's morning (`demo.shop_events`), one partition per topic
+    so maxOffsetsPerTrigger cuts the same micro-batches in every run."""
+    m = morning()
+    with BrokerProcess(tmp_path_factory.mktemp("cluster-broker") / "data") as broker:
+        bootstrap = broker.bootstrap
+        streams = {"order-events": m.orders, "searches": m.searches, "clicks": m.clicks, "payments": m.payments}
+        for topic, events in streams.items():
+            create_topic(bootstrap, topic, 1)
+            produce(bootstrap, topic, [(e["event_id"].encode(), json.dumps(e).encode(), 0, None, None) for e in events])
+        orders = {o["event_id"]: {"product_id": o["product_id"], "quantity": o["quantity"]} for o in m.orders}
+        tables = {"orders": orders, "products": dict(m.products)}
+        changes = {topic: list(rows.items()) for topic, rows in tables.items()}
+        for topic, key, row in m.table_changes:  # later updates and deletes (tombstones)
+            changes[topic].append((key, row))
+            tables[topic].pop(key) if row is None else tables[topic].update({key: row})
+        for topic, rows in changes.items():
+            create_topic(bootstrap, f"shop-{topic}", 1)
+            produce(bootstrap, f"shop-{topic}", [(k.encode(), None if v is None else json.dumps(v).encode(), 0, None,
+                                                  None) for k, v in rows])
+        for topic in ("alerts-cluster", "alerts-local"):
+            create_topic(bootstrap, topic, 2)
+        yield bootstrap, m, expected_answers(m, tables["orders"], tables["products"])
+
+
+def expected_answers(m, orders: dict, products: dict) -> dict:
+    """Each pipeline's answer in plain Python (`reference`)."""
+    kept, _, watermark = reference.admitted(reference.micro_batches(m.orders, PER_TRIGGER), LATENESS_MS)
+    counts = Counter((e["ts_ms"] // MINUTE * MINUTE, e["user_id"]) for e in kept)
+    pairs, misses = reference.search_outcomes(m.searches, m.clicks, 10 * MINUTE, LATENESS_MS)
+    paid, _, paid_watermark = reference.admitted(reference.micro_batches(m.payments, PER_TRIGGER), LATENESS_MS)
+    return {"windows": {k: n for k, n in counts.items() if k[0] + MINUTE <= watermark},
+            "click-through": (pairs, misses),
+            "revenue-view": {p: (n, c, round(r, 2)) for p, (n, c, r) in
+                             reference.revenue_per_product(orders, products).items()},
+            "card-testing": Counter(reference.card_testing(paid, paid_watermark, cep.WINDOW_MS))}
+
+
+def answers(bootstrap: str, output: Path, alerts: str) -> dict:
+    """What the sinks of one run hold (duplicates in the topic kept visible)."""
+    db = sqlite3.connect(output / "windows.db")
+    windows = {(s, u): n for s, u, n in db.execute("SELECT start_ms, user_id, events FROM window_counts")}
+    db.close()
+    outcomes = pq.read_table(output / "search_outcomes").to_pylist()
+    view = {p: (n, c, round(r, 2)) for p, (n, c, r) in materialized_view.read_view(output / "view.db").items()}
+    return {"windows": windows,
+            "click-through": ({(r["search_id"], r["click_id"]) for r in outcomes if r["clicked"]},
+                              {r["search_id"] for r in outcomes if not r["clicked"]}),
+            "revenue-view": view,
+            "card-testing": Counter(tuple(json.loads(v).values()) for v in topic_values(bootstrap, alerts))}
+
+
+def topic_values(bootstrap: str, topic: str) -> list[bytes]:
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "t", "enable.partition.eof": True})
+    partitions = reader.list_topics(topic, timeout=30).topics[topic].partitions
+    reader.assign([TopicPartition(topic, p, 0) for p in partitions])
+    values, ended = [], set()
+    while len(ended) < len(partitions):
+        msg = reader.poll(30)
+        assert msg is not None, f"timed out reading {topic}"
+        if msg.error():
+            ended.add(msg.partition())
+        else:
+            values.append(msg.value())
+    reader.close()
+    return values
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory):
+    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        cluster.start()
+    except Exception:
+        print(cluster.log_tail())
+        raise
+    yield cluster
+    cluster.stop()
+
+
+def run_cli(cluster, bootstrap: str, workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`headwater pipelines run ...` on the cluster, its output in workdir/cli.log."""
+    sets = [a for name, value in PARAMS.items() for a in ("--set", f"{name}={value}")]
+    with open(workdir / "cli.log", "ab") as log:
+        done = subprocess.run([sys.executable, "-m", "headwater", "pipelines", "run", *args,
+                               "--master", cluster.master_url, "--bootstrap-server", bootstrap,
+                               "--output", str(workdir), *sets], stdout=log, stderr=subprocess.STDOUT, timeout=600)
+    if check:
+        assert done.returncode == 0, (workdir / "cli.log").read_text()[-4000:] + cluster.log_tail()
+    return done
+
+
+def test_pipelines_on_a_standalone_cluster_equal_local_mode_and_plain_python(spark, shop, spark_cluster, tmp_path):
+    bootstrap, _, expected = shop
+    cluster_out = tmp_path / "cluster"
+    cluster_out.mkdir()
+    run_cli(spark_cluster, bootstrap, cluster_out, *CHECKED, "--set", "alerts=alerts-cluster")
+
+    local_out = tmp_path / "local"
+    for name in CHECKED:
+        params = {**PIPELINES[name].params, **{k: v for k, v in PARAMS.items() if k in PIPELINES[name].params},
+                  "alerts": "alerts-local"}
+        PIPELINES[name].start(Run(spark, {"bootstrap.servers": bootstrap}, local_out / "checkpoints", local_out,
+                                  {"availableNow": True}, params)).awaitTermination()
+
+    on_cluster = answers(bootstrap, cluster_out, "alerts-cluster")
+    assert on_cluster == answers(bootstrap, local_out, "alerts-local") == expected
+    assert len(expected["windows"]) > 20 and len(expected["card-testing"]) == 2
+    assert all(expected["click-through"]) and len(expected["revenue-view"]) >= 4
+    # The executors really were the workers' (both of them took part).
+    assert all(list((spark_cluster.directory / f"worker-{i}").rglob("stderr")) for i in range(2))
+
+
+def test_worker_killed_mid_query_then_the_sink_is_still_exact(shop, spark_cluster, tmp_path):
+    bootstrap, m, _ = shop
+    per_trigger = 5  # many micro-batches, so the kill lands mid-query
+    kept, _, watermark = reference.admitted(reference.micro_batches(m.orders, per_trigger), LATENESS_MS)
+    counts = Counter((e["ts_ms"] // MINUTE * MINUTE, e["user_id"]) for e in kept)
+    expected = {k: n for k, n in counts.items() if k[0] + MINUTE <= watermark}
+
+    log = open(tmp_path / "cli.log", "ab")
+    sets = [a for name, value in {**PARAMS, "per-trigger": str(per_trigger)}.items() for a in ("--set", f"{name}={value}")]
+    cmd = [sys.executable, "-m", "headwater", "pipelines", "run", "windows", "--master", spark_cluster.master_url,
+           "--bootstrap-server", bootstrap, "--output", str(tmp_path), *sets]
+    driver = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: driver.poll() is not None or batches_written(tmp_path / "windows.db") >= 3, timeout=300,
+                   what="three micro-batches")
+        assert driver.poll() is None, (tmp_path / "cli.log").read_text()[-4000:]
+        spark_cluster.kill_worker(0)
+        first = driver.wait(600)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        spark_cluster.start_worker(0)  # for whatever runs next
+    if first != 0:  # the query failed: a rerun continues from its checkpoint
+        assert subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=600).returncode == 0, \
+            (tmp_path / "cli.log").read_text()[-4000:]
+    db = sqlite3.connect(tmp_path / "windows.db")
+    got = {(s, u): n for s, u, n in db.execute("SELECT start_ms, user_id, events FROM window_counts")}
+    batch_ids = [b for (b,) in db.execute("SELECT batch_id FROM spark_batches ORDER BY batch_id")]
+    db.close()
+    assert got == expected and len(expected) > 20
+    assert batch_ids == list(range(len(batch_ids))) and len(batch_ids) > len(m.orders) // per_trigger
+
+
+def batches_written(path: Path) -> int:
+    try:
+        db = sqlite3.connect(path)
+        try:
+            return db.execute("SELECT COUNT(*) FROM spark_batches").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.OperationalError:  # not created yet
+        return 0
