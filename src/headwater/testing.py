@@ -317,3 +317,27 @@ class SparkStandaloneCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class MockKafkaCluster:
+    """librdkafka's mock cluster: `brokers` Kafka-protocol brokers (in C, inside this
+    process, each on its own loopback port) that auto-create topics with partition
+    leaders spread over the brokers. A second implementation of the protocol, for
+    client-side code that must not assume one broker. It lives as long as this object."""
+
+    def __init__(self, brokers: int = 3):
+        from confluent_kafka import Producer
+
+        self._handle = Producer({"test.mock.num.brokers": brokers, "bootstrap.servers": "", "log_level": 0})
+        found = self._handle.list_topics(timeout=10).brokers.values()
+        self.brokers = {b.id: f"{b.host}:{b.port}" for b in sorted(found, key=lambda b: b.id)}
+
+    @property
+    def bootstrap(self) -> str:
+        """One broker's address only: clients must find the others from Metadata."""
+        return next(iter(self.brokers.values()))
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        """partition -> the id of the broker leading it (creating the topic if needed)."""
+        metadata = self._handle.list_topics(topic, timeout=10).topics[topic]
+        return {p: info.leader for p, info in metadata.partitions.items()}

@@ -150,7 +150,8 @@ def test_worker_killed_mid_query_then_the_sink_is_still_exact(shop, spark_cluste
     expected = {k: n for k, n in counts.items() if k[0] + MINUTE <= watermark}
 
     log = open(tmp_path / "cli.log", "ab")
-    sets = [a for name, value in {**PARAMS, "per-trigger": str(per_trigger)}.items() for a in ("--set", f"{name}={value}")]
+    sets = [a for name, value in {**PARAMS, "per-trigger": str(per_trigger)}.items()
+            if name in PIPELINES["windows"].params for a in ("--set", f"{name}={value}")]
     cmd = [sys.executable, "-m", "headwater", "pipelines", "run", "windows", "--master", spark_cluster.master_url,
            "--bootstrap-server", bootstrap, "--output", str(tmp_path), *sets]
     driver = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)

@@ -14,12 +14,12 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
 
 from headwater.cli.common import CommandError, client_config, emit, require_plaintext
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
-from headwater.protocol.request import request
+from headwater.protocol.request import coordinator, request
 from headwater.protocol.share_messages import ShareGroupDescribeRequest
 
 STATE_TOPIC = "__share_group_state"
@@ -37,15 +37,29 @@ def listed(args) -> list[dict]:
         print(f"note: {exc}; share groups are not listed", file=sys.stderr)
         return []
     ListGroupsRequest = MESSAGE_CLASSES[ApiKey.LIST_GROUPS][0]
-    response = request(args.bootstrap_server, ListGroupsRequest(states_filter=[], types_filter=["share"]), 5)
+    groups = []
+    for broker in brokers(args):  # each broker lists the groups it coordinates
+        try:
+            response = request(broker, ListGroupsRequest(states_filter=[], types_filter=["share"]), 5)
+        except OSError:  # e.g. a broker without ListGroups v5 closes the connection
+            print(f"note: {broker} cannot list share groups (no ListGroups v5); share groups are not listed",
+                  file=sys.stderr)
+            return []
+        groups.extend(response.groups)
     return [{"group": g.group_id, "state": g.group_state.lower(), "type": "share"}
-            for g in sorted(response.groups, key=lambda g: g.group_id)]
+            for g in sorted(groups, key=lambda g: g.group_id)]
+
+
+def brokers(args) -> list[str]:
+    """HOST:PORT of every broker of the cluster, from Metadata."""
+    admin = AdminClient(client_config(args, log_level=QUIET))
+    return sorted(f"{b.host}:{b.port}" for b in admin.list_topics(timeout=10).brokers.values())
 
 
 def describe(args, admin, result) -> int:
     """Describe a share group, or raise CommandError if there is none by that name."""
     require_plaintext(args, "describing share groups")
-    described = request(args.bootstrap_server, ShareGroupDescribeRequest(group_ids=[args.group],
+    described = request(coordinator(args.bootstrap_server, args.group), ShareGroupDescribeRequest(group_ids=[args.group],
                                                                          include_authorized_operations=False), 1)
     group = described.groups[0]
     if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:

@@ -8,7 +8,9 @@ import struct
 
 from kafka.protocol.api_header import ResponseHeader
 
-from headwater.protocol.messages import MESSAGE_CLASSES
+from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
+
+GROUP_KEY = 0  # FindCoordinator's key type for a group (1 is a transactional id)
 
 
 def request(bootstrap: str, message, version: int, timeout: float = 30, client_id: str = "headwater-cli"):
@@ -23,6 +25,16 @@ def request(bootstrap: str, message, version: int, timeout: float = 30, client_i
         if not frame:
             raise ConnectionError(f"{bootstrap} closed the connection without answering")
     response = MESSAGE_CLASSES[message.API_KEY][1]
-    flexible = response.flexible_version_q(version)
+    # ApiVersions answers with response header v0 at every version (so old clients can read it).
+    flexible = response.flexible_version_q(version) and message.API_KEY != ApiKey.API_VERSIONS
     ResponseHeader.decode(io.BytesIO(frame), flexible=flexible)
     return response.decode(frame[4 + flexible:], version=version)
+
+
+def coordinator(bootstrap: str, group: str, timeout: float = 30) -> str:
+    """HOST:PORT of the broker coordinating ``group``: on a cluster, any broker may be it."""
+    find = MESSAGE_CLASSES[ApiKey.FIND_COORDINATOR][0](key=group, key_type=GROUP_KEY)
+    answer = request(bootstrap, find, 1, timeout)
+    if answer.error_code:
+        raise ConnectionError(f"no coordinator for group {group!r} (error {answer.error_code})")
+    return f"{answer.host}:{answer.port}"
