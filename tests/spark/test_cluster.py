@@ -144,7 +144,7 @@ def test_pipelines_on_a_standalone_cluster_equal_local_mode_and_plain_python(spa
 
 def test_worker_killed_mid_query_then_the_sink_is_still_exact(shop, spark_cluster, tmp_path):
     bootstrap, m, _ = shop
-    per_trigger = 5  # many micro-batches, so the kill lands mid-query
+    per_trigger = 10  # several micro-batches, so the kill lands mid-query
     kept, _, watermark = reference.admitted(reference.micro_batches(m.orders, per_trigger), LATENESS_MS)
     counts = Counter((e["ts_ms"] // MINUTE * MINUTE, e["user_id"]) for e in kept)
     expected = {k: n for k, n in counts.items() if k[0] + MINUTE <= watermark}
@@ -156,8 +156,8 @@ def test_worker_killed_mid_query_then_the_sink_is_still_exact(shop, spark_cluste
            "--bootstrap-server", bootstrap, "--output", str(tmp_path), *sets]
     driver = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: driver.poll() is not None or batches_written(tmp_path / "windows.db") >= 3, timeout=300,
-                   what="three micro-batches")
+        wait_until(lambda: driver.poll() is not None or batches_written(tmp_path / "windows.db") >= 2, timeout=300,
+                   what="two micro-batches")
         assert driver.poll() is None, (tmp_path / "cli.log").read_text()[-4000:]
         spark_cluster.kill_worker(0)
         first = driver.wait(600)
