@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from sparkdata import create_topic, produce
+from sparkdata import batches_written, create_topic, produce, read_back
 
 from headwater.demo.shop_events import MINUTE, morning
 from headwater.pipelines import cep, materialized_view, reference
@@ -78,23 +77,7 @@ def answers(bootstrap: str, output: Path, alerts: str) -> dict:
             "click-through": ({(r["search_id"], r["click_id"]) for r in outcomes if r["clicked"]},
                               {r["search_id"] for r in outcomes if not r["clicked"]}),
             "revenue-view": view,
-            "card-testing": Counter(tuple(json.loads(v).values()) for v in topic_values(bootstrap, alerts))}
-
-
-def topic_values(bootstrap: str, topic: str) -> list[bytes]:
-    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "t", "enable.partition.eof": True})
-    partitions = reader.list_topics(topic, timeout=30).topics[topic].partitions
-    reader.assign([TopicPartition(topic, p, 0) for p in partitions])
-    values, ended = [], set()
-    while len(ended) < len(partitions):
-        msg = reader.poll(30)
-        assert msg is not None, f"timed out reading {topic}"
-        if msg.error():
-            ended.add(msg.partition())
-        else:
-            values.append(msg.value())
-    reader.close()
-    return values
+            "card-testing": Counter(tuple(json.loads(v).values()) for _, v in read_back(bootstrap, alerts).values())}
 
 
 @pytest.fixture(scope="module")
@@ -175,13 +158,3 @@ def test_worker_killed_mid_query_then_the_sink_is_still_exact(shop, spark_cluste
     assert got == expected and len(expected) > 20
     assert batch_ids == list(range(len(batch_ids))) and len(batch_ids) > len(m.orders) // per_trigger
 
-
-def batches_written(path: Path) -> int:
-    try:
-        db = sqlite3.connect(path)
-        try:
-            return db.execute("SELECT COUNT(*) FROM spark_batches").fetchone()[0]
-        finally:
-            db.close()
-    except sqlite3.OperationalError:  # not created yet
-        return 0

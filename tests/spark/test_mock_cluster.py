@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import functions as F
-from sparkdata import headwater_batch, headwater_stream, run_to_end
+from sparkdata import headwater_batch, headwater_stream, read_back, run_to_end
 
 from headwater.pipelines.exactly_once import TopicPerBatch
 from headwater.testing import MockKafkaCluster
@@ -18,29 +17,13 @@ def mock():
     return MockKafkaCluster(3)
 
 
-def read_back(bootstrap: str, topic: str, partitions) -> dict[tuple[int, int], tuple[bytes, bytes]]:
-    """(partition, offset) -> (key, value) of every record, read by a plain consumer."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    found, ended = {}, set()
-    while len(ended) < len(partitions):
-        msg = consumer.poll(30)
-        assert msg is not None, f"timed out reading {topic}"
-        if msg.error():
-            ended.add(msg.partition())
-        else:
-            found[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
-    consumer.close()
-    return found
-
-
 def test_source_and_sinks_on_three_brokers(spark, mock, tmp_path):
     leaders = mock.leaders("spark-in")
     assert set(leaders.values()) - {next(iter(mock.brokers))}, "some partition must be led by another broker"
     rows = [(f"k{i}", json.dumps({"n": i})) for i in range(120)]
     (spark.createDataFrame(rows, "key string, value string").write.format("headwater")
      .mode("append").option("kafka.bootstrap.servers", mock.bootstrap).option("topic", "spark-in").save())
-    written = read_back(mock.bootstrap, "spark-in", list(leaders))
+    written = read_back(mock.bootstrap, "spark-in")
     assert sorted((k.decode(), v.decode()) for k, v in written.values()) == sorted(rows)
     assert len({p for p, _ in written}) == len(leaders)  # keys spread over every partition
 
@@ -53,12 +36,12 @@ def test_source_and_sinks_on_three_brokers(spark, mock, tmp_path):
     assert {(r.partition, r.offset): (bytes(r.key), bytes(r.value)) for r in streamed} == written
     assert len(query.recentProgress) >= 3  # 120 records, 50 per micro-batch
 
-    out_partitions = mock.leaders("spark-out")
+    mock.leaders("spark-out")  # creates it
     sink = TopicPerBatch({"bootstrap.servers": mock.bootstrap}, "spark-out", "key")
     doubled = stream.select(F.col("key").cast("string").alias("key"),
                             F.get_json_object(F.col("value").cast("string"), "$.n").cast("int").alias("n"))
     (doubled.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "ck-out"))
      .trigger(availableNow=True).start().awaitTermination())
-    out = read_back(mock.bootstrap, "spark-out", list(out_partitions))
+    out = read_back(mock.bootstrap, "spark-out")
     assert sorted(json.loads(v)["n"] for _, v in out.values()) == list(range(120))  # each once
     assert {k for k, _ in out.values()} == {k.encode() for k, _ in rows}
