@@ -20,6 +20,9 @@ from headwater.pipelines import cep, materialized_view, reference
 from headwater.pipelines.catalog import PIPELINES, Run
 from headwater.testing import BrokerProcess, SparkStandaloneCluster, wait_until
 
+# Both tests share the module's cluster and broker: keep them on one pytest-xdist worker,
+# the one of the shared local session (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("spark")
 LATENESS_MS = 5 * MINUTE
 PER_TRIGGER = 25
 PARAMS = {"lateness": "5 minutes", "per-trigger": str(PER_TRIGGER), "events": "order-events",
