@@ -35,6 +35,8 @@ from headwater.testing import BrokerProcess, SparkStandaloneCluster, bench_argum
 
 TOPIC = "bench-events"
 BASE_MS = 1_700_000_000_000
+# Events 2 s apart in event time: even the smoke run's 400 close windows (the pipeline's
+# lateness is 2 minutes, its windows one minute).
 
 
 def fill(bootstrap: str, events: int, partitions: int) -> None:
@@ -43,7 +45,7 @@ def fill(bootstrap: str, events: int, partitions: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     rng = random.Random(1)
     for i in range(events):
-        event = {"event_id": f"e{i}", "user_id": f"u{rng.randrange(50)}", "ts_ms": BASE_MS + i * 100}
+        event = {"event_id": f"e{i}", "user_id": f"u{rng.randrange(50)}", "ts_ms": BASE_MS + i * 2_000}
         while True:
             try:
                 producer.produce(TOPIC, json.dumps(event).encode())
