@@ -239,6 +239,14 @@ def zstd_bomb(size: int) -> bytes:
     return rebuilt_batch(one, bytes(compressor.finish()), attributes=int(records.Compression.ZSTD))
 
 
+def _die_with_parent() -> None:
+    """In a child before exec: SIGKILL it when the process that started it ends, even
+    without cleaning up (a test run killed by its timeout), so no JVM is left behind."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
+
+
 class SparkStandaloneCluster:
     """A Spark standalone cluster on loopback: a master and `workers` workers, each a JVM
     started with PySpark's own `bin/spark-class` on an ephemeral port, each worker with
@@ -261,7 +269,7 @@ class SparkStandaloneCluster:
         with open(self.directory / f"{name}.log", "ab") as log:
             return subprocess.Popen([self.spark_class, main_class, "--host", "127.0.0.1", "--port", "0",
                                      "--webui-port", "0", *args], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=_die_with_parent)
 
     def _await_log(self, name: str, marker: str, proc: subprocess.Popen, timeout: float = 120) -> str:
         """The first log line holding `marker`; fails with the log's tail if the JVM exits first."""
