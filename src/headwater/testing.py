@@ -249,3 +249,115 @@ def zstd_bomb(size: int) -> bytes:
         compressor.compress(bytes(1 << 20))
     one = records.encode_batch([records.Record(0, 0, b"k", b"v")])
     return rebuilt_batch(one, bytes(compressor.finish()), attributes=int(records.Compression.ZSTD))
+
+
+def _die_with_parent() -> None:
+    """In a child before exec: SIGKILL it when the process that started it ends, even
+    without cleaning up (a test run killed by its timeout), so no JVM is left behind."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
+
+
+class SparkStandaloneCluster:
+    """A Spark standalone cluster on loopback: a master and `workers` workers, each a JVM
+    started with PySpark's own `bin/spark-class` on an ephemeral port, each worker with
+    its own cores, memory and work directory, and its own process group (so `kill_worker`
+    takes its executors and their Python workers with it). Logs go to `directory`."""
+
+    def __init__(self, directory: Path, workers: int = 2, cores: int = 1, memory: str = "1g"):
+        import pyspark
+
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+        self.worker_args = ["--cores", str(cores), "--memory", memory]
+        self.master_url = ""
+        self.master: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen | None] = [None] * workers
+
+    def _start(self, name: str, main_class: str, *args: str) -> subprocess.Popen:
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+        with open(self.directory / f"{name}.log", "ab") as log:
+            return subprocess.Popen([self.spark_class, main_class, "--host", "127.0.0.1", "--port", "0",
+                                     "--webui-port", "0", *args], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True, preexec_fn=_die_with_parent)
+
+    def _await_log(self, name: str, marker: str, proc: subprocess.Popen, timeout: float = 120) -> str:
+        """The first log line holding `marker`; fails with the log's tail if the JVM exits first."""
+        def found():
+            if proc.poll() is not None:
+                raise RuntimeError(f"Spark {name} exited: {self.log_tail(name)}")
+            return next((line for line in (self.directory / f"{name}.log").read_text().splitlines()
+                         if marker in line), None)
+        return wait_until(found, timeout=timeout, interval=0.2, what=f"Spark {name} ({marker!r})")
+
+    def start(self) -> "SparkStandaloneCluster":
+        self.master = self._start("master", "org.apache.spark.deploy.master.Master")
+        line = self._await_log("master", "Starting Spark master at ", self.master)
+        self.master_url = line.split("Starting Spark master at ", 1)[1].strip()
+        for i in range(len(self.workers)):
+            self.start_worker(i, wait=False)
+        for i in range(len(self.workers)):
+            self._await_log(f"worker-{i}", "Successfully registered with master", self.workers[i])
+        return self
+
+    def start_worker(self, i: int, wait: bool = True) -> None:
+        work_dir = self.directory / f"worker-{i}"
+        work_dir.mkdir(exist_ok=True)
+        (self.directory / f"worker-{i}.log").unlink(missing_ok=True)
+        self.workers[i] = self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", *self.worker_args,
+                                      "--work-dir", str(work_dir), self.master_url)
+        if wait:
+            self._await_log(f"worker-{i}", "Successfully registered with master", self.workers[i])
+
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL worker i with its executor and the executor's Python workers: a machine lost."""
+        os.killpg(self.workers[i].pid, signal.SIGKILL)
+        self.workers[i].wait()
+
+    def log_tail(self, name: str | None = None, chars: int = 3000) -> str:
+        """The end of one log (master, worker-N), or of every log and executor log."""
+        paths = [self.directory / f"{name}.log"] if name else sorted(self.directory.rglob("*.log")) + \
+            sorted(self.directory.rglob("stderr"))
+        return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-chars:]}" for p in paths if p.exists())
+
+    def stop(self) -> None:
+        for proc in [*self.workers, self.master]:
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+    def __enter__(self) -> "SparkStandaloneCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class MockKafkaCluster:
+    """librdkafka's mock cluster: `brokers` Kafka-protocol brokers (in C, inside this
+    process, each on its own loopback port) that auto-create topics with partition
+    leaders spread over the brokers. A second implementation of the protocol, for
+    client-side code that must not assume one broker. It lives as long as this object."""
+
+    def __init__(self, brokers: int = 3):
+        from confluent_kafka import Producer
+
+        self._handle = Producer({"test.mock.num.brokers": brokers, "bootstrap.servers": "", "log_level": 0})
+        found = self._handle.list_topics(timeout=10).brokers.values()
+        self.brokers = {b.id: f"{b.host}:{b.port}" for b in sorted(found, key=lambda b: b.id)}
+
+    @property
+    def bootstrap(self) -> str:
+        """One broker's address only: clients must find the others from Metadata."""
+        return next(iter(self.brokers.values()))
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        """partition -> the id of the broker leading it (creating the topic if needed)."""
+        metadata = self._handle.list_topics(topic, timeout=10).topics[topic]
+        return {p: info.leader for p, info in metadata.partitions.items()}

@@ -113,3 +113,36 @@ def headwater_batch(spark, bootstrap: str, **options):
     for key, value in options.items():
         reader = reader.option(key, str(value))
     return reader.load()
+
+
+def read_back(bootstrap: str, topic: str) -> dict[tuple[int, int], tuple[bytes, bytes]]:
+    """(partition, offset) -> (key, value) of every record of every partition, read by a plain consumer."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.partition.eof": True})
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    found, ended = {}, set()
+    while len(ended) < len(partitions):
+        msg = consumer.poll(30)
+        assert msg is not None, f"timed out reading {topic}"
+        if msg.error():
+            ended.add(msg.partition())
+        else:
+            found[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
+    consumer.close()
+    return found
+
+
+def batches_written(path) -> int:
+    """Micro-batches an exactly-once SQL sink has recorded in the SQLite file at `path`."""
+    import sqlite3
+
+    try:
+        db = sqlite3.connect(path)
+        try:
+            return db.execute("SELECT COUNT(*) FROM spark_batches").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.OperationalError:  # not created yet
+        return 0

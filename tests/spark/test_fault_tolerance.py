@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import window_job
-from sparkdata import MINUTE, create_topic, headwater_batch, produce, user_events
+from sparkdata import MINUTE, batches_written, create_topic, headwater_batch, produce, user_events
 
 from headwater.pipelines.exactly_once import _sort_key
 from headwater.pipelines.reference import admitted, micro_batches
@@ -104,7 +104,7 @@ def test_driver_killed_with_sigkill_then_rerun(spark, broker, tmp_path):
     driver = subprocess.Popen(args + ["processing"], start_new_session=True,
                               stdout=subprocess.DEVNULL, stderr=open(tmp_path / "driver.log", "wb"))
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and driver.poll() is None and _batches_written(work) < 2:
+    while time.monotonic() < deadline and driver.poll() is None and batches_written(work / "results.db") < 2:
         time.sleep(0.2)
     assert driver.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
     os.killpg(driver.pid, signal.SIGKILL)  # the Python driver and its JVM, mid-stream
@@ -116,13 +116,3 @@ def test_driver_killed_with_sigkill_then_rerun(spark, broker, tmp_path):
     expected = as_keys(truth)
     assert contents(spark, broker.bootstrap, work, "counts") == (expected, expected, expected)
 
-
-def _batches_written(workdir: Path) -> int:
-    try:
-        db = sqlite3.connect(workdir / "results.db")
-        try:
-            return db.execute("SELECT COUNT(*) FROM spark_batches").fetchone()[0]
-        finally:
-            db.close()
-    except sqlite3.OperationalError:  # not created yet
-        return 0

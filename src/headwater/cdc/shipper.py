@@ -260,7 +260,12 @@ class PositionStore:
         try:
             future.result()
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            # A cluster that cannot create topics here (no controller in reach, no CreateTopics)
+            # may still auto-create it: then the topic is usable, only not compacted.
+            topic = admin.list_topics(self.topic, timeout=5).topics.get(self.topic)
+            if topic is None or topic.error is not None or not topic.partitions:
                 raise
 
     def save(self, shipper: Shipper, position: dict, on_stored: Callable[[], None]) -> None:

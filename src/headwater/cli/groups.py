@@ -94,6 +94,11 @@ def _result(future):
 def list_groups(args) -> int:
     admin = _admin(args)
     listed = _result(admin.list_consumer_groups(request_timeout=TIMEOUT))
+    if listed.errors:  # a broker that could not list its groups: say so, not an empty list
+        failure = f"{len(listed.errors)} broker(s) could not list their consumer groups: {listed.errors[0].str()}"
+        if not listed.valid:
+            raise CommandError(failure)
+        print(f"note: {failure}", file=sys.stderr)
     rows = [{"group": g.group_id, "state": g.state.name.lower(), "simple": g.is_simple_consumer_group}
             for g in sorted(listed.valid, key=lambda g: g.group_id)]
     shared = share_groups.listed(args)   # rows with "type": "share"

@@ -15,12 +15,13 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
 
 from headwater.cli.common import CommandError, client_config, emit
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
-from headwater.protocol.request import AuthenticationFailed, UnsupportedSecurity, request
+from headwater.protocol.request import (AuthenticationFailed, NoCoordinator, UnsupportedSecurity, coordinator,
+                                        request)
 from headwater.protocol.share_messages import ShareGroupDescribeRequest
 
 STATE_TOPIC = "__share_group_state"
@@ -30,26 +31,41 @@ QUIET = 3
 POLL_IDLE_S = 2.0
 
 
-def _request(args, message, version: int):
-    """One request through the one-shot client, connected as --command-config says."""
+def _one_shot(args, call, *arguments):
+    """``call`` (the one-shot client's ``request`` or ``coordinator``), connected as --command-config says."""
     try:
-        return request(args.bootstrap_server, message, version, security=args.command_config)
-    except (UnsupportedSecurity, AuthenticationFailed, ssl.SSLError) as exc:
+        return call(*arguments, security=args.command_config)
+    except (UnsupportedSecurity, AuthenticationFailed, NoCoordinator, ssl.SSLError) as exc:
         raise CommandError(f"{args.bootstrap_server}: {exc}") from None
 
 
 def listed(args) -> list[dict]:
     """Share groups as ``groups list`` rows (librdkafka's ListGroups keeps consumer-protocol groups only)."""
     ListGroupsRequest = MESSAGE_CLASSES[ApiKey.LIST_GROUPS][0]
-    response = _request(args, ListGroupsRequest(states_filter=[], types_filter=["share"]), 5)
+    groups = []
+    for broker in brokers(args):  # each broker lists the groups it coordinates
+        try:
+            response = _one_shot(args, request, broker, ListGroupsRequest(states_filter=[], types_filter=["share"]), 5)
+        except OSError:  # e.g. a broker without ListGroups v5 closes the connection
+            print(f"note: {broker} cannot list share groups (no ListGroups v5); share groups are not listed",
+                  file=sys.stderr)
+            return []
+        groups.extend(response.groups)
     return [{"group": g.group_id, "state": g.group_state.lower(), "type": "share"}
-            for g in sorted(response.groups, key=lambda g: g.group_id)]
+            for g in sorted(groups, key=lambda g: g.group_id)]
+
+
+def brokers(args) -> list[str]:
+    """HOST:PORT of every broker of the cluster, from Metadata."""
+    admin = AdminClient(client_config(args, log_level=QUIET))
+    return sorted(f"{b.host}:{b.port}" for b in admin.list_topics(timeout=10).brokers.values())
 
 
 def describe(args, admin, result) -> int:
     """Describe a share group, or raise CommandError if there is none by that name."""
-    described = _request(args, ShareGroupDescribeRequest(group_ids=[args.group], include_authorized_operations=False),
-                         1)
+    at = _one_shot(args, coordinator, args.bootstrap_server, args.group)
+    described = _one_shot(args, request, at, ShareGroupDescribeRequest(group_ids=[args.group],
+                                                                        include_authorized_operations=False), 1)
     group = described.groups[0]
     if group.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
         raise CommandError(f"group {args.group!r} does not exist")

@@ -149,7 +149,7 @@ def _offsets(admin, topic: str, partitions: list[int]) -> dict[int, tuple[int, i
 
 
 def partition_sizes(bootstrap: str, topic: str, partitions: list[int], **security) -> dict[int, int]:
-    """partition -> bytes on disk, from DescribeLogDirs (kafka-python's admin client sends it)."""
+    """partition -> bytes on disk, from DescribeLogDirs (kafka-python's admin client asks every broker)."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError as KPKafkaError
 
@@ -167,8 +167,8 @@ def partition_sizes(bootstrap: str, topic: str, partitions: list[int], **securit
         for log_dir in answer["log_dirs"]:
             for t in log_dir["topics"]:
                 for p in t["partitions"]:
-                    if t["name"] == topic:
-                        sizes[p["partition_index"]] = sizes.get(p["partition_index"], 0) + p["partition_size"]
+                    if t["name"] == topic:  # on a cluster every replica answers: one replica's size
+                        sizes[p["partition_index"]] = max(sizes.get(p["partition_index"], 0), p["partition_size"])
     return sizes
 
 

@@ -207,6 +207,8 @@ class TopicPerBatch:
             partitions = [p for _, p in cluster.partitions(Subscription(topics=(self.topic,)))]
         finally:
             cluster.close()
+        if not partitions:
+            raise RuntimeError(f"TopicPerBatch: topic {self.topic!r} does not exist; create it first")
         done = self._written(partitions)
         producer = Producer({**self.client, "acks": "all", "enable.idempotence": True})
         failures = []

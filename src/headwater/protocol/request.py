@@ -24,6 +24,7 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 UNDERSTOOD = {"security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
               "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
               "ssl.endpoint.identification.algorithm"}
+GROUP_KEY = 0  # FindCoordinator's key type for a group (1 is a transactional id)
 
 
 class UnsupportedSecurity(Exception):
@@ -32,6 +33,10 @@ class UnsupportedSecurity(Exception):
 
 class AuthenticationFailed(Exception):
     """The broker refused the SASL login."""
+
+
+class NoCoordinator(Exception):
+    """FindCoordinator answered an error."""
 
 
 def request(bootstrap: str, message, version: int, timeout: float = 30, client_id: str = "headwater-cli",
@@ -118,3 +123,12 @@ def _login(call: _Calls, security: dict[str, str]) -> None:
         scram.set_server_final(authenticate(scram.get_client_final().encode()).decode())
     except ScramException as exc:  # the broker could not prove it knows the password
         raise AuthenticationFailed(f"the broker's SCRAM signature is wrong: {exc}") from None
+
+
+def coordinator(bootstrap: str, group: str, timeout: float = 30, security: dict[str, str] | None = None) -> str:
+    """HOST:PORT of the broker coordinating ``group``: on a cluster, any broker may be it."""
+    find = MESSAGE_CLASSES[ApiKey.FIND_COORDINATOR][0](key=group, key_type=GROUP_KEY)
+    answer = request(bootstrap, find, 1, timeout, security=security)
+    if answer.error_code:
+        raise NoCoordinator(f"no coordinator for group {group!r} (error {answer.error_code})")
+    return f"{answer.host}:{answer.port}"

@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-# Local defaults. Shuffle partitions also fix the number of state partitions of a
-# streaming checkpoint at its first run, so keep them small and stable.
-LOCAL_CONF = {
+# What the pipelines need, locally or on a cluster. Shuffle partitions also fix the
+# number of state partitions of a streaming checkpoint at its first run, so keep them
+# small and stable.
+PIPELINE_CONF = {
     "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.session.timeZone": "UTC",
+    "spark.ui.showConsoleProgress": "false",
+}
+# Local defaults on top.
+LOCAL_CONF = {
+    **PIPELINE_CONF,
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -24,6 +30,19 @@ LOCAL_CONF = {
     # (the default waits 15 s for it to connect back).
     "spark.python.authenticate.socketTimeout": "120s",
 }
+
+
+def cluster_conf() -> dict[str, str]:
+    """Settings for a cluster's executors: the pipelines' own, the interpreter for their
+    Python workers, and the directory Headwater was imported from on their PYTHONPATH,
+    which serves a source checkout as well as an installed package (executors on other
+    machines need Headwater installed at the same path, or shipped with --py-files)."""
+    import headwater
+
+    package_root = str(Path(headwater.__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    return {**PIPELINE_CONF, "spark.executorEnv.PYTHONPATH": path,
+            "spark.pyspark.python": os.environ["PYSPARK_PYTHON"]}
 
 
 def register(spark: SparkSession) -> SparkSession:
@@ -37,24 +56,21 @@ def register(spark: SparkSession) -> SparkSession:
 def session(master: str | None = None, app_name: str = "headwater", conf: dict | None = None) -> SparkSession:
     """Build (or reuse) a SparkSession.
 
-    Without `master` it runs Spark in local mode on this machine with the defaults
-    above; with a master URL it only adds the given `conf`, leaving the cluster's own
-    settings alone. Either way the `headwater` format is registered.
+    Without `master` (or with a `local[...]` one) it runs Spark in local mode on this
+    machine with the defaults above; with a cluster's master URL it adds what the
+    pipelines need and what executors need to import Headwater, leaving the cluster's
+    other settings alone. `conf` comes last. Either way the `headwater` format is
+    registered.
     """
     # Workers must run the interpreter that has Headwater installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.appName(app_name)
-    if master is None:
-        builder = builder.master("local[2]")
-        for key, value in LOCAL_CONF.items():
-            builder = builder.config(key, value)
-    else:
-        builder = builder.master(master)
-    for key, value in (conf or {}).items():
+    local = master is None or master.startswith("local")
+    builder = SparkSession.builder.appName(app_name).master(master or "local[2]")
+    for key, value in {**(LOCAL_CONF if local else cluster_conf()), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    if master is None:
+    if local:
         spark.sparkContext.setLogLevel("ERROR")
     return register(spark)

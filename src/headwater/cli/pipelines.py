@@ -1,0 +1,128 @@
+"""`headwater pipelines`: list the shipped pipelines, or run some on Spark, locally or on a cluster."""
+from __future__ import annotations
+
+import argparse
+import socket
+import time
+from pathlib import Path
+
+from headwater.cli.common import CommandError, add_connection_args, emit
+
+MASTER_TIMEOUT_S = 5.0
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), value.strip()
+
+
+def trigger(text: str) -> dict:
+    """--trigger as DataStreamWriter.trigger's keyword arguments."""
+    if text == "available-now":
+        return {"availableNow": True}
+    if text == "once":
+        return {"once": True}
+    if text and text[0].isdigit():
+        return {"processingTime": text}
+    raise argparse.ArgumentTypeError(f"expected available-now, once or an interval such as '10 seconds', got {text!r}")
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("pipelines", help="run the shipped Spark pipelines (locally or on a cluster)")
+    sub = p.add_subparsers(dest="action", required=True)
+    listing = sub.add_parser("list", help="the shipped pipelines and their parameters")
+    listing.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+    listing.set_defaults(func=list_pipelines)
+
+    run = sub.add_parser("run", help="run pipelines from their topics into their sinks",
+                         description="Run the named pipelines one after another (all at once with an interval "
+                         "trigger) on the Spark master given, reading the broker's topics.")
+    run.add_argument("names", nargs="+", metavar="NAME", help="pipelines to run (see `headwater pipelines list`)")
+    run.add_argument("--master", default="local[2]",
+                     help="Spark master URL: local[N] or spark://HOST:PORT (default %(default)s)")
+    add_connection_args(run)
+    run.add_argument("--checkpoint", type=Path, help="checkpoint directory; a rerun continues where the last "
+                     "run stopped (default: OUTPUT/checkpoints)")
+    run.add_argument("--output", type=Path, default=Path("headwater-output"),
+                     help="directory of the SQLite and Parquet sinks (default %(default)s)")
+    run.add_argument("--trigger", type=trigger, default=trigger("available-now"),
+                     help="available-now (default: everything in the topics, then stop), once, or an interval "
+                     "such as '10 seconds' (run until interrupted)")
+    run.add_argument("--set", type=_assignment, action="append", default=[], dest="params", metavar="NAME=VALUE",
+                     help="a pipeline parameter (topic names, lateness, ...: see `headwater pipelines list`)")
+    run.add_argument("--conf", type=_assignment, action="append", default=[], metavar="KEY=VALUE",
+                     help="a Spark configuration setting, e.g. spark.executor.memory=1g")
+    run.set_defaults(func=run_pipelines)
+
+
+def list_pipelines(args) -> int:
+    from headwater.pipelines.catalog import PIPELINES
+
+    emit(args, [{"name": p.name, "what": p.summary, "parameters": ", ".join(f"{k}={v}" for k, v in p.params.items())}
+                for p in PIPELINES.values()], title="shipped pipelines")
+    return 0
+
+
+def check_master(master: str) -> None:
+    """Refuse at once a spark:// master nobody listens at (Spark itself retries for a minute)."""
+    if not master.startswith("spark://"):
+        if not master.startswith("local"):
+            raise CommandError(f"unsupported --master {master!r}: use local[N] or spark://HOST:PORT")
+        return
+    failures = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), MASTER_TIMEOUT_S).close()
+            return
+        except (OSError, ValueError) as exc:
+            failures.append(f"{address}: {getattr(exc, 'strerror', None) or exc}")
+    raise CommandError(f"cannot reach the Spark master {master} ({'; '.join(failures)})")
+
+
+def run_pipelines(args) -> int:
+    from headwater.pipelines.catalog import PIPELINES
+
+    unknown = [n for n in args.names if n not in PIPELINES]
+    if unknown:
+        raise CommandError(f"unknown pipeline {unknown[0]!r} (known: {', '.join(PIPELINES)})")
+    chosen = [PIPELINES[n] for n in args.names]
+    params = dict(args.params)
+    known = {k for p in chosen for k in p.params}
+    if set(params) - known:
+        raise CommandError(f"unknown parameter {sorted(set(params) - known)[0]!r} for {', '.join(args.names)} "
+                           f"(known: {', '.join(sorted(known))})")
+    check_master(args.master)
+
+    from pyspark.errors import StreamingQueryException
+
+    import headwater.spark
+    from headwater.pipelines.catalog import Run
+
+    args.output.mkdir(parents=True, exist_ok=True)
+    spark = headwater.spark.session(args.master, app_name=f"headwater-pipelines {' '.join(args.names)}",
+                                    conf=dict(args.conf))
+    spark.sparkContext.setLogLevel("WARN")
+    client = {"bootstrap.servers": args.bootstrap_server, **args.command_config}
+    runs = [(p, Run(spark, client, args.checkpoint or args.output / "checkpoints", args.output, args.trigger,
+                    {**p.params, **{k: v for k, v in params.items() if k in p.params}})) for p in chosen]
+    try:
+        if "processingTime" in args.trigger:  # run until interrupted: all at once
+            for pipeline, run in runs:
+                pipeline.start(run)
+            spark.streams.awaitAnyTermination()
+            return 0
+        for pipeline, run in runs:  # one after another (transformWithState queries are better alone)
+            started = time.monotonic()
+            query = pipeline.start(run)
+            query.awaitTermination()
+            batches = query.lastProgress["batchId"] + 1 if query.lastProgress else 0
+            print(f"{pipeline.name}: {batches} micro-batches in {time.monotonic() - started:.1f} s", flush=True)
+    except StreamingQueryException as exc:
+        raise CommandError(f"a pipeline failed (rerun to continue from its checkpoint): "
+                           f"{str(exc).strip().splitlines()[0]}") from None
+    finally:
+        spark.stop()
+    return 0
