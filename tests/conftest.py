@@ -27,8 +27,9 @@ def broker(start_broker):
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test` runs two workers), every test of the one shared Spark
-    session runs on the same worker, so the suite starts one JVM for them, not one per worker."""
+    """Under pytest-xdist (`make test` runs two workers) a module's tests stay on one worker, so
+    its module-scoped broker starts once; every test of the one shared Spark session goes to the
+    same worker, so the suite starts one JVM for them, not one per worker."""
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("spark"))
+        group = "spark" if "spark" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
