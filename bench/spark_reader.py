@@ -22,7 +22,7 @@ from confluent_kafka import TopicPartition
 from spark_source import fill
 
 from headwater.spark.cluster import consumer
-from headwater.spark.partition_reader import (ROWS_PER_BATCH, OffsetRange, _collector_paused, _to_arrow,
+from headwater.spark.partition_reader import (ROWS_PER_BATCH, OffsetRange, collector_paused, to_arrow,
                                               arrow_schema, read_range, reader_config)
 from headwater.testing import BrokerProcess, bench_arguments
 
@@ -52,7 +52,7 @@ def consume_all(client: dict, rows: int, paused: bool, keep: bool = False) -> li
     kafka.assign([TopicPartition("bench", 0, 0)])
     batches, n = [], 0
     while n < rows:
-        with _collector_paused() if paused else nullcontext():
+        with collector_paused() if paused else nullcontext():
             batch = kafka.consume(min(ROWS_PER_BATCH, rows - n), timeout=1)
         n += len(batch)
         if keep:
@@ -75,9 +75,9 @@ def main() -> None:
         schema = arrow_schema(False)
 
         def arrow(messages):
-            with _collector_paused():
+            with collector_paused():
                 for batch in messages:
-                    _to_arrow(batch, schema, False)
+                    to_arrow(batch, schema, False)
 
         def reader():
             ranges = [OffsetRange("bench", 0, s, min(args.rows, s + args.range)) for s in range(0, args.rows, args.range)]

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 from confluent_kafka import Message
 
-from headwater.spark.partition_reader import _to_arrow, arrow_schema
+from headwater.spark.partition_reader import to_arrow, arrow_schema
 
 T0 = 1_700_000_000_000
 
@@ -17,7 +17,7 @@ def test_columns_match_each_message():
                         headers=[("h", b"x"), ("empty", None)] if offset % 2 else None,
                         timestamp=(offset % 3, T0 + offset if offset % 3 else 0))
                 for offset in (4, 5, 6, 9, 10, 11)]
-    batch = _to_arrow(messages, arrow_schema(True), include_headers=True)
+    batch = to_arrow(messages, arrow_schema(True), include_headers=True)
 
     assert batch.schema == arrow_schema(True)
     want = {

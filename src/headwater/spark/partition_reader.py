@@ -106,12 +106,12 @@ def _batches(kafka, rng: OffsetRange, start: int, include_headers: bool) -> Iter
     position = start
     idle_since = time.monotonic()
     while position < rng.end:
-        with _collector_paused():
+        with collector_paused():
             messages = kafka.consume(min(ROWS_PER_BATCH, rng.end - position), timeout=POLL_TIMEOUT_S)
             if any(map(Message.error, messages)):
                 position = _end_of_partition(messages, rng, position)
                 messages = [m for m in messages if m.error() is None]
-            batch = _to_arrow(messages, schema, include_headers) if messages else None
+            batch = to_arrow(messages, schema, include_headers) if messages else None
         if batch is None:
             if time.monotonic() - idle_since > STALL_TIMEOUT_S:
                 raise RuntimeError(f"reading {rng.topic}-{rng.partition}: no record for {STALL_TIMEOUT_S:.0f} s "
@@ -126,7 +126,7 @@ def _batches(kafka, rng: OffsetRange, start: int, include_headers: bool) -> Iter
 
 
 @contextmanager
-def _collector_paused():
+def collector_paused():
     """Thousands of short-lived Message objects a batch make the cyclic garbage
     collector run dozens of times per batch, over every object of the Spark worker;
     they hold no cycles and are freed by reference counting, so it may rest."""
@@ -154,7 +154,7 @@ def _end_of_partition(messages, rng: OffsetRange, position: int) -> int:
     return position
 
 
-def _to_arrow(messages: list[Message], schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
+def to_arrow(messages: list[Message], schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
     """Columns built with C-level loops (map over the Message methods), no Python
     bytecode per record except for headers."""
     n = len(messages)
