@@ -55,11 +55,11 @@ def reader_config(client: dict) -> dict:
     # - librdkafka pauses fetching for fetch.queue.backoff.ms (default 1 s) whenever its
     #   prefetch queue is full; a task reads as fast as it can, so resume almost at once;
     # - it prefetches queued.min.messages (default 100,000) ahead, records past the
-    #   range's end that are parsed and thrown away: two batches ahead are enough;
+    #   range's end that are parsed and thrown away: one batch ahead is enough;
     # - a fetch that reached the end of the log waits fetch.wait.max.ms (default 500) at
     #   the broker, and holds up the next task's requests on the same connection.
     # The end-of-partition event is how a range with a compacted tail ends, so it is always on.
-    return {"fetch.queue.backoff.ms": 5, "queued.min.messages": 2 * ROWS_PER_BATCH, "fetch.wait.max.ms": 10,
+    return {"fetch.queue.backoff.ms": 5, "queued.min.messages": ROWS_PER_BATCH, "fetch.wait.max.ms": 10,
             **client, "enable.partition.eof": True}
 
 
@@ -166,7 +166,7 @@ def to_arrow(messages: list[Message], schema: pa.Schema, include_headers: bool) 
         pa.array(list(map(Message.value, messages)), pa.binary()),
         pa.repeat(pa.scalar(messages[0].topic(), pa.string()), n),
         pa.repeat(pa.scalar(messages[0].partition(), pa.int32()), n),
-        pa.array(np.fromiter(map(Message.offset, messages), np.int64, n)),
+        pa.array(_offsets(messages)),
         # A record without a timestamp (type 0): null, as in Spark's Kafka source.
         pa.array(stamps[:, 1] * 1000, pa.timestamp("us", tz="UTC"), mask=kinds == 0),
         # librdkafka numbers timestamp types 0 (none), 1 (create), 2 (log append); Spark's
@@ -179,3 +179,10 @@ def to_arrow(messages: list[Message], schema: pa.Schema, include_headers: bool) 
             [[{"key": k, "value": v} for k, v in m.headers()] if m.headers() else None for m in messages],
             HEADERS_TYPE))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _offsets(messages: list[Message]) -> np.ndarray:
+    first, n = messages[0].offset(), len(messages)
+    if messages[-1].offset() - first == n - 1:  # no gap (offsets only increase): no call per record
+        return np.arange(first, first + n, dtype=np.int64)
+    return np.fromiter(map(Message.offset, messages), np.int64, n)
