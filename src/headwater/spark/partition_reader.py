@@ -63,10 +63,17 @@ def reader_config(client: dict) -> dict:
             **client, "enable.partition.eof": True}
 
 
-def data_loss_message(rng: OffsetRange, log_start: int) -> str:
-    return (f"partition {rng.topic}-{rng.partition}: offsets {rng.start}..{log_start - 1} are no longer in "
+def data_loss_message(rng: OffsetRange, first_lost: int, log_start: int) -> str:
+    return (f"partition {rng.topic}-{rng.partition}: offsets {first_lost}..{log_start - 1} are no longer in "
             f"the log (log start offset is {log_start}): records were lost to retention or deletion. "
             f"Set failOnDataLoss=false to skip them.")
+
+
+class _OutOfRange(Exception):
+    """The broker refused to fetch from `position`: it is outside the log."""
+
+    def __init__(self, position: int):
+        self.position = position
 
 
 # Spark reuses Python workers between tasks: a consumer kept per worker spares each task
@@ -84,16 +91,22 @@ def read_range(client: dict, rng: OffsetRange, include_headers: bool, fail_on_da
     key = json.dumps(client, sort_keys=True)
     kafka = _idle.pop(key, None) or consumer(reader_config(client))
     try:
-        log_start, _ = kafka.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=30)
         start = rng.start
-        if log_start > start:
-            if fail_on_data_loss:
-                raise DataLossError(data_loss_message(rng, log_start))
-            start = log_start
-        if start < rng.end:
+        while start < rng.end:
             kafka.assign([TopicPartition(rng.topic, rng.partition, start)])
-            yield from _batches(kafka, rng, start, include_headers)
-            kafka.unassign()
+            try:
+                yield from _batches(kafka, rng, start, include_headers)
+                start = rng.end
+            except _OutOfRange as refused:
+                # Looked up only when the broker refuses an offset, not as a round trip per task.
+                log_start, _ = kafka.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=30)
+                if log_start <= refused.position:  # past the end: the log was truncated
+                    raise RuntimeError(f"reading {rng.topic}-{rng.partition}: offset {refused.position} is past "
+                                       f"the end of the log") from None
+                if fail_on_data_loss:
+                    raise DataLossError(data_loss_message(rng, refused.position, log_start)) from None
+                start = log_start
+        kafka.unassign()
     except BaseException:  # an error, or Spark closing the generator early: state unknown
         kafka.close()
         raise
@@ -141,11 +154,14 @@ def collector_paused():
 
 def _end_of_partition(messages, rng: OffsetRange, position: int) -> int:
     """The position after the error events among `messages`: end-of-partition moves it to
-    the high watermark; any other error fails the read."""
+    the high watermark; an offset outside the log is _OutOfRange; any other error fails
+    the read."""
     for m in messages:
         error = m.error()
         if error is None:
             continue
+        if error.code() == KafkaError._AUTO_OFFSET_RESET:  # auto.offset.reset is "error"
+            raise _OutOfRange(position)
         if error.code() != KafkaError._PARTITION_EOF:
             raise RuntimeError(f"reading {rng.topic}-{rng.partition} at offset {position}: {error.str()}")
         # At the high watermark: whatever lies before rng.end is gone (compacted
