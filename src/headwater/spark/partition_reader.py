@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import time
-from bisect import bisect_left
+from contextlib import contextmanager
+from itertools import chain
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from pyspark.sql.datasource import InputPartition
 
 from headwater.spark.cluster import consumer
@@ -24,9 +27,7 @@ STALL_TIMEOUT_S = 60.0
 # holds, so the wait only happens when compaction left gaps before the range's end.
 POLL_TIMEOUT_S = 0.2
 
-# librdkafka numbers timestamp types 1 (create) and 2 (log append); Spark's Kafka
-# source reports Kafka's own ids, 0 and 1.
-_TIMESTAMP_TYPE = {0: -1, 1: 0, 2: 1}
+OFFSET = [name for name, _ in COLUMNS].index("offset")
 
 
 class DataLossError(RuntimeError):
@@ -49,17 +50,30 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 
 
 def reader_config(client: dict) -> dict:
-    # librdkafka pauses fetching for fetch.queue.backoff.ms (default 1 s) whenever its
-    # prefetch queue is full; a task reads as fast as it can, so resume almost at once
-    # (unless the user's kafka.* options say otherwise). The end-of-partition event is
-    # how a range with a compacted tail ends, so it is always on.
-    return {"fetch.queue.backoff.ms": 5, **client, "enable.partition.eof": True}
+    # Defaults for reading a bounded range as fast as possible (the user's kafka.* options
+    # override them):
+    # - librdkafka pauses fetching for fetch.queue.backoff.ms (default 1 s) whenever its
+    #   prefetch queue is full; a task reads as fast as it can, so resume almost at once;
+    # - it prefetches queued.min.messages (default 100,000) ahead, records past the
+    #   range's end that are parsed and thrown away: one batch ahead is enough;
+    # - a fetch that reached the end of the log waits fetch.wait.max.ms (default 500) at
+    #   the broker, and holds up the next task's requests on the same connection.
+    # The end-of-partition event is how a range with a compacted tail ends, so it is always on.
+    return {"fetch.queue.backoff.ms": 5, "queued.min.messages": ROWS_PER_BATCH, "fetch.wait.max.ms": 10,
+            **client, "enable.partition.eof": True}
 
 
-def data_loss_message(rng: OffsetRange, log_start: int) -> str:
-    return (f"partition {rng.topic}-{rng.partition}: offsets {rng.start}..{log_start - 1} are no longer in "
+def data_loss_message(rng: OffsetRange, first_lost: int, log_start: int) -> str:
+    return (f"partition {rng.topic}-{rng.partition}: offsets {first_lost}..{log_start - 1} are no longer in "
             f"the log (log start offset is {log_start}): records were lost to retention or deletion. "
             f"Set failOnDataLoss=false to skip them.")
+
+
+class _OutOfRange(Exception):
+    """The broker refused to fetch from `position`: it is outside the log."""
+
+    def __init__(self, position: int):
+        self.position = position
 
 
 # Spark reuses Python workers between tasks: a consumer kept per worker spares each task
@@ -77,16 +91,22 @@ def read_range(client: dict, rng: OffsetRange, include_headers: bool, fail_on_da
     key = json.dumps(client, sort_keys=True)
     kafka = _idle.pop(key, None) or consumer(reader_config(client))
     try:
-        log_start, _ = kafka.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=30)
         start = rng.start
-        if log_start > start:
-            if fail_on_data_loss:
-                raise DataLossError(data_loss_message(rng, log_start))
-            start = log_start
-        if start < rng.end:
+        while start < rng.end:
             kafka.assign([TopicPartition(rng.topic, rng.partition, start)])
-            yield from _batches(kafka, rng, start, include_headers)
-            kafka.unassign()
+            try:
+                yield from _batches(kafka, rng, start, include_headers)
+                start = rng.end
+            except _OutOfRange as refused:
+                # Looked up only when the broker refuses an offset, not as a round trip per task.
+                log_start, _ = kafka.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=30)
+                if log_start <= refused.position:  # past the end: the log was truncated
+                    raise RuntimeError(f"reading {rng.topic}-{rng.partition}: offset {refused.position} is past "
+                                       f"the end of the log") from None
+                if fail_on_data_loss:
+                    raise DataLossError(data_loss_message(rng, refused.position, log_start)) from None
+                start = log_start
+        kafka.unassign()
     except BaseException:  # an error, or Spark closing the generator early: state unknown
         kafka.close()
         raise
@@ -99,43 +119,75 @@ def _batches(kafka, rng: OffsetRange, start: int, include_headers: bool) -> Iter
     position = start
     idle_since = time.monotonic()
     while position < rng.end:
-        messages = kafka.consume(min(ROWS_PER_BATCH, rng.end - position), timeout=POLL_TIMEOUT_S)
-        rows = [m for m in messages if m.error() is None]
-        if len(rows) < len(messages):
-            for m in messages:
-                error = m.error()
-                if error is None:
-                    continue
-                if error.code() != KafkaError._PARTITION_EOF:
-                    raise RuntimeError(f"reading {rng.topic}-{rng.partition} at offset {position}: {error.str()}")
-                # At the high watermark: whatever lies before rng.end is gone (compacted
-                # tail, or control records), so the range is complete.
-                position = max(position, m.offset())
-        offsets = [m.offset() for m in rows]
-        inside = bisect_left(offsets, rng.end)
-        if offsets:
-            position = rng.end if inside < len(offsets) else max(position, offsets[-1] + 1)
+        with collector_paused():
+            messages = kafka.consume(min(ROWS_PER_BATCH, rng.end - position), timeout=POLL_TIMEOUT_S)
+            if any(map(Message.error, messages)):
+                position = _end_of_partition(messages, rng, position)
+                messages = [m for m in messages if m.error() is None]
+            batch = to_arrow(messages, schema, include_headers) if messages else None
+        if batch is None:
+            if time.monotonic() - idle_since > STALL_TIMEOUT_S:
+                raise RuntimeError(f"reading {rng.topic}-{rng.partition}: no record for {STALL_TIMEOUT_S:.0f} s "
+                                   f"at offset {position}, below the planned end {rng.end}")
+            continue
+        offsets = batch.column(OFFSET)
+        inside = int(np.searchsorted(offsets.to_numpy(), rng.end))
+        position = rng.end if inside < len(offsets) else max(position, offsets[-1].as_py() + 1)
         if inside:
             idle_since = time.monotonic()
-            yield _to_arrow(rows[:inside], offsets[:inside], schema, include_headers)
-        elif time.monotonic() - idle_since > STALL_TIMEOUT_S:
-            raise RuntimeError(f"reading {rng.topic}-{rng.partition}: no record for {STALL_TIMEOUT_S:.0f} s "
-                               f"at offset {position}, below the planned end {rng.end}")
+            yield batch.slice(0, inside)
 
 
-def _to_arrow(messages, offsets: list[int], schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
+@contextmanager
+def collector_paused():
+    """Thousands of short-lived Message objects a batch make the cyclic garbage
+    collector run dozens of times per batch, over every object of the Spark worker;
+    they hold no cycles and are freed by reference counting, so it may rest."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _end_of_partition(messages, rng: OffsetRange, position: int) -> int:
+    """The position after the error events among `messages`: end-of-partition moves it to
+    the high watermark; an offset outside the log is _OutOfRange; any other error fails
+    the read."""
+    for m in messages:
+        error = m.error()
+        if error is None:
+            continue
+        if error.code() == KafkaError._AUTO_OFFSET_RESET:  # auto.offset.reset is "error"
+            raise _OutOfRange(position)
+        if error.code() != KafkaError._PARTITION_EOF:
+            raise RuntimeError(f"reading {rng.topic}-{rng.partition} at offset {position}: {error.str()}")
+        # At the high watermark: whatever lies before rng.end is gone (compacted
+        # tail, or control records), so the range is complete.
+        position = max(position, m.offset())
+    return position
+
+
+def to_arrow(messages: list[Message], schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
+    """Columns built with C-level loops (map over the Message methods), no Python
+    bytecode per record except for headers."""
     n = len(messages)
-    kinds, stamps = zip(*[m.timestamp() for m in messages])
-    if 0 in kinds:  # a record without a timestamp: null, as in Spark's Kafka source
-        stamps = [ms if kind else None for kind, ms in zip(kinds, stamps)]
+    # (type, milliseconds) pairs, flattened into one int64 vector.
+    stamps = np.fromiter(chain.from_iterable(map(Message.timestamp, messages)), np.int64, 2 * n).reshape(n, 2)
+    kinds = stamps[:, 0]
     columns = [
-        pa.array([m.key() for m in messages], pa.binary()),
-        pa.array([m.value() for m in messages], pa.binary()),
-        pa.array([messages[0].topic()] * n, pa.string()),
-        pa.array([messages[0].partition()] * n, pa.int32()),
-        pa.array(offsets, pa.int64()),
-        pa.array(stamps, pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC")),
-        pa.array([_TIMESTAMP_TYPE.get(kind, -1) for kind in kinds], pa.int32()),
+        pa.array(list(map(Message.key, messages)), pa.binary()),
+        pa.array(list(map(Message.value, messages)), pa.binary()),
+        pa.repeat(pa.scalar(messages[0].topic(), pa.string()), n),
+        pa.repeat(pa.scalar(messages[0].partition(), pa.int32()), n),
+        pa.array(_offsets(messages)),
+        # A record without a timestamp (type 0): null, as in Spark's Kafka source.
+        pa.array(stamps[:, 1] * 1000, pa.timestamp("us", tz="UTC"), mask=kinds == 0),
+        # librdkafka numbers timestamp types 0 (none), 1 (create), 2 (log append); Spark's
+        # Kafka source reports -1, 0 and 1.
+        pa.array((kinds - 1).astype(np.int32)),
     ]
     if include_headers:
         columns.append(pa.array(
@@ -143,3 +195,10 @@ def _to_arrow(messages, offsets: list[int], schema: pa.Schema, include_headers: 
             [[{"key": k, "value": v} for k, v in m.headers()] if m.headers() else None for m in messages],
             HEADERS_TYPE))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _offsets(messages: list[Message]) -> np.ndarray:
+    first, n = messages[0].offset(), len(messages)
+    if messages[-1].offset() - first == n - 1:  # no gap (offsets only increase): no call per record
+        return np.arange(first, first + n, dtype=np.int64)
+    return np.fromiter(map(Message.offset, messages), np.int64, n)

@@ -1,0 +1,104 @@
+"""Where each microsecond per row goes in the Spark source's partition reader, outside Spark.
+
+    .venv/bin/python bench/spark_reader.py [--rows 1000000] [--range 50000] [--smoke]
+
+One partition of `--rows` records of 100 bytes on a broker; each stage runs three times
+and the fastest counts. CPU is this process's (librdkafka's threads included) per row;
+the broker's CPU per row serving it beside. Its peer is the client alone:
+confluent-kafka's `consume(10,000)` with nothing done to the messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+from confluent_kafka import TopicPartition
+from spark_source import fill
+
+from headwater.spark.cluster import consumer
+from headwater.spark.partition_reader import (ROWS_PER_BATCH, OffsetRange, collector_paused, to_arrow,
+                                              arrow_schema, read_range, reader_config)
+from headwater.testing import BrokerProcess, bench_arguments
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fastest(stage, rows: int, broker_pid: int) -> tuple[float, float, float]:
+    """(wall, CPU, broker CPU) microseconds per row of the fastest of three runs."""
+    runs = []
+    for _ in range(3):
+        wall, cpu, broker = time.perf_counter(), cpu_seconds(), cpu_seconds(broker_pid)
+        stage()
+        runs.append((time.perf_counter() - wall, cpu_seconds() - cpu, cpu_seconds(broker_pid) - broker))
+    return tuple(x / rows * 1e6 for x in min(runs))
+
+
+def consume_all(client: dict, rows: int, paused: bool, keep: bool = False) -> list[list]:
+    """Every record of the partition, in consume(10,000) calls; the messages are dropped
+    at once unless `keep`."""
+    kafka = consumer(reader_config(client))
+    kafka.assign([TopicPartition("bench", 0, 0)])
+    batches, n = [], 0
+    while n < rows:
+        with collector_paused() if paused else nullcontext():
+            batch = kafka.consume(min(ROWS_PER_BATCH, rows - n), timeout=1)
+        n += len(batch)
+        if keep:
+            batches.append(batch)
+    kafka.close()
+    return batches
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--range", type=int, default=50_000, help="rows a Spark task reads (one offset range)")
+    args = bench_arguments(parser, {"rows": 20_000, "range": 5_000})
+
+    with BrokerProcess(Path(tempfile.mkdtemp(prefix="hw-reader-bench-")) / "data", "--num-partitions", "1",
+                       "--flush", "never") as broker:
+        fill(broker.bootstrap, "bench", args.rows)
+        client = {"bootstrap.servers": broker.bootstrap}
+        pid = broker.proc.pid
+        schema = arrow_schema(False)
+
+        def arrow(messages):
+            with collector_paused():
+                for batch in messages:
+                    to_arrow(batch, schema, False)
+
+        def reader():
+            ranges = [OffsetRange("bench", 0, s, min(args.rows, s + args.range)) for s in range(0, args.rows, args.range)]
+            assert sum(b.num_rows for r in ranges for b in read_range(client, r, False, True)) == args.rows
+
+        figures = {
+            "consume(10,000), collector on (the peer)":
+                fastest(lambda: consume_all(client, args.rows, paused=False), args.rows, pid),
+            "consume(10,000), collector paused":
+                fastest(lambda: consume_all(client, args.rows, paused=True), args.rows, pid),
+            f"whole reader, ranges of {args.range:,}": fastest(reader, args.rows, pid),
+        }
+        # Last, so that a million live messages weigh on no other stage.
+        messages = consume_all(client, args.rows, paused=True, keep=True)
+        figures["messages -> Arrow batch"] = fastest(lambda: arrow(messages), args.rows, pid)
+
+    print(f"{'stage, ' + format(args.rows, ',') + ' rows of 100 B':<44}{'us/row CPU':>12}{'wall':>8}"
+          f"{'rows/s':>12}{'broker CPU':>12}")
+    for name, (wall, cpu, broker) in figures.items():
+        print(f"{name:<44}{cpu:>12.3f}{wall:>8.3f}{1e6 / wall:>12,.0f}{broker:>12.3f}")
+
+
+if __name__ == "__main__":
+    main()
