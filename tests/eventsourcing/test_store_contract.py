@@ -5,6 +5,7 @@ import pytest
 
 from headwater.eventsourcing import (ANY, NO_STREAM, IdempotencyConflict, MalformedEvent, NewEvent, StreamNotFound,
                                      WrongExpectedVersion)
+from headwater.eventsourcing.sqlite_store import SqliteEventStore
 
 
 def added(n, **extra):
@@ -158,3 +159,16 @@ def test_tailing_reader_sees_every_event_once_in_order_under_concurrent_commits(
     for stream_id, _ in open_store().streams():
         assert [e.version for e in seen if e.stream_id == stream_id] == list(
             range(1, 1 + len([e for e in truth if e.stream_id == stream_id])))
+
+
+def test_sqlite_stores_opened_at_once_on_a_new_file(tmp_path):
+    """Several stores opening a fresh SQLite file at once all get it in WAL mode: switching to
+    WAL takes a lock SQLite does not wait for, which once failed such an open with "database is locked"."""
+    for attempt in range(50):
+        path = str(tmp_path / f"new{attempt}.db")
+        opened = []
+        run_writers(lambda: opened.append(SqliteEventStore(path)) or opened[-1], 6, lambda store, w: None)
+        assert len(opened) == 6
+        for store in opened:
+            assert store.query("PRAGMA journal_mode") == [("wal",)]
+            store.close()

@@ -3,6 +3,7 @@ so global positions commit in order and a tailing reader never skips one."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from contextlib import contextmanager
 
 from headwater.eventsourcing.store import EventStore, Transaction
@@ -17,6 +18,9 @@ SCHEMA = [
 ]
 
 
+LOCK_TIMEOUT_S = 60
+
+
 class SqliteEventStore(EventStore):
     duplicate_key = sqlite3.IntegrityError
 
@@ -25,8 +29,17 @@ class SqliteEventStore(EventStore):
         super().__init__(**options)
 
     def _connect(self):
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=60, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode = WAL")
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=LOCK_TIMEOUT_S, check_same_thread=False)
+        # Turning a new database to WAL takes a lock SQLite does not wait for (no busy handler):
+        # stores opened at once on a fresh file retry. The mode then stays in the file.
+        deadline = time.monotonic() + LOCK_TIMEOUT_S
+        while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
         return conn
 
     def _schema(self) -> list[str]:
