@@ -36,7 +36,7 @@ $(QUIX_VENV)/.installed:
 quix-venv: $(QUIX_VENV)/.installed
 
 # Two workers: most tests wait on brokers, databases and clients rather than compute, so on
-# the 2-core machine 1,036 tests take 16 min (on one worker, 977 of them took 20.5 min); the
+# the 2-core machine 1,041 tests take 15 min (on one worker, 977 of them took 20.5 min); the
 # Spark tests share one worker (one session), a module's tests stay together (tests/conftest.py).
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed system-deps quix-venv
