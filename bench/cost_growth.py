@@ -43,10 +43,9 @@ IDLE_POLL_S = 0.5   # librdkafka's fetch.wait.max.ms
 # The mock cluster lives inside a client handle: this child process holds one, so its CPU is the mock's.
 MOCK_SCRIPT = """
 import sys
-from confluent_kafka import Producer
-mock = Producer({"test.mock.num.brokers": 1, "bootstrap.servers": ""})
-brokers = mock.list_topics(timeout=10).brokers.values()
-print(",".join(f"{b.host}:{b.port}" for b in brokers), flush=True)
+from headwater.testing import MockKafkaCluster
+mock = MockKafkaCluster(brokers=1)
+print(mock.bootstrap, flush=True)
 sys.stdin.read()
 """
 

@@ -35,7 +35,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from headwater.testing import BrokerProcess, bench_arguments
+from headwater.testing import BrokerProcess, MockKafkaCluster, bench_arguments
 
 VALUE = b"x" * 100
 GROUP_COMMIT_SUBJECT = "Group commit for flush=always"  # the commit the "before" broker precedes
@@ -249,9 +249,8 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="headwater-bench-"))
     with BrokerProcess(workdir / "data", "--flush", "never") as broker:
         results["Headwater"] = measure("Headwater", broker.bootstrap, args, workdir)
-    # The mock cluster lives inside this client handle; other clients reach it over loopback.
-    mock = Producer({"test.mock.num.brokers": 1, "bootstrap.servers": ""})
-    mock_bootstrap = ",".join(f"{b.host}:{b.port}" for b in mock.list_topics(timeout=10).brokers.values())
+    mock = MockKafkaCluster(brokers=1)  # lives while `mock` does; clients reach it over loopback
+    mock_bootstrap = mock.bootstrap
     results["librdkafka mock broker (C)"] = measure("librdkafka mock", mock_bootstrap, args, workdir)
     durable = durable_table(args, workdir, mock_bootstrap)
     shutil.rmtree(workdir)

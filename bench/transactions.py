@@ -22,7 +22,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from rich.console import Console
 
-from headwater.testing import BrokerProcess, bench_arguments
+from headwater.testing import BrokerProcess, MockKafkaCluster, bench_arguments
 
 from tables import table  # bench/tables.py
 
@@ -111,9 +111,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="headwater-bench-") as workdir:
         with BrokerProcess(Path(workdir) / "data", "--flush", "never", "--num-partitions", str(PARTITIONS)) as broker:
             rows = measure("Headwater", broker.bootstrap, args.seconds, args.rounds)
-    # The mock cluster lives inside this client handle; other clients reach it over loopback.
-    mock = Producer({"test.mock.num.brokers": 1, "bootstrap.servers": ""})
-    mock_bootstrap = ",".join(f"{b.host}:{b.port}" for b in mock.list_topics(timeout=10).brokers.values())
+    mock = MockKafkaCluster(brokers=1)  # lives while `mock` does; clients reach it over loopback
+    mock_bootstrap = mock.bootstrap
     rows += measure("librdkafka mock (C)", mock_bootstrap, args.seconds, args.rounds)
     Console().print(table(f"Transactional vs idempotent produce: 100-byte values, acks=all, {PARTITIONS} partitions",
                           rows))
