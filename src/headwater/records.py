@@ -39,6 +39,7 @@ ATTR_COMPRESSION_MASK = 0x07
 ATTR_LOG_APPEND_TIME = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
+MESSAGE_MAX_BYTES = 1048588  # Kafka's default message.max.bytes (broker) and max.message.bytes (topic)
 
 
 class Compression(IntEnum):
@@ -333,7 +334,7 @@ def records_section(buf, pos: int, header: BatchHeader, limit: int | None = None
 DECOMPRESSION_RATIO = 32
 
 
-def uncompressed_bound(header: BatchHeader, max_message_bytes: int = 1048588) -> int:
+def uncompressed_bound(header: BatchHeader, max_message_bytes: int = MESSAGE_MAX_BYTES) -> int:
     """The most the records of a stored batch may decompress to: a decompression bomb on disk
     is refused (InvalidRecordError) before it fills memory."""
     return DECOMPRESSION_RATIO * max(max_message_bytes, header.size)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from headwater.broker.security.listeners import Listener, SecurityProtocol, TlsSettings
 from headwater.broker.security.sasl import ALL_MECHANISMS
+from headwater.records import MESSAGE_MAX_BYTES
 
 
 @dataclass
@@ -21,7 +22,7 @@ class BrokerConfig:
     # Kafka refuses more than 10,000 partitions in one CreateTopics (POLICY_VIOLATION); one broker, less.
     max_partitions_per_request: int = 1_000
     max_partitions: int = 10_000          # over all topics, auto-created ones included
-    message_max_bytes: int = 1048588      # message.max.bytes: the largest batch a produce may carry
+    message_max_bytes: int = MESSAGE_MAX_BYTES      # message.max.bytes: the largest batch a produce may carry
     socket_request_max_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes: larger frames close the connection
     # "always": fsync before answering an acks=all produce; "never": leave it to the log's flush.messages/flush.ms
     flush: str = "always"

@@ -18,6 +18,7 @@ from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
 from headwater.broker.server import serve
 from headwater.cli.common import CommandError
 from headwater.log import LogConfig
+from headwater.records import MESSAGE_MAX_BYTES
 
 CONSOLE_READY = "headwater console on "  # the last line a broker with --http-listener prints when ready
 LISTENER_READY = "headwater listener "   # one line per --listener, after the first line
@@ -132,7 +133,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-auto-create", action="store_true", help="refuse produce/metadata for unknown topics")
     p.add_argument("--flush", choices=("always", "never"), default="always",
                    help="always: fsync before acknowledging an acks=all produce (default)")
-    p.add_argument("--message-max-bytes", default=1048588, type=_positive, help="largest batch a produce may carry")
+    p.add_argument("--message-max-bytes", default=MESSAGE_MAX_BYTES, type=_positive,
+                   help="largest batch a produce may carry")
     p.add_argument("--log-config", action="append", default=[], type=_topic_config, metavar="NAME=VALUE",
                    help="broker default of a topic config, e.g. retention.ms=3600000 (repeatable)")
     p.add_argument("--retention-check-interval-ms", default=300000, type=_positive,

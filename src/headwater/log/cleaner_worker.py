@@ -40,10 +40,6 @@ class CleanerWorker:
         self._stopped = False
         self._lock = threading.Lock()  # starting and stopping: the cleaning thread and the event loop
 
-    @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
-
     def run(self, job: CleanJob) -> CleanResult:
         """Clean in the worker; raises what the compaction raised, or WorkerDied."""
         jobs, answers = self._connect()

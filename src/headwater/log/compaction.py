@@ -25,7 +25,7 @@ from pathlib import Path
 
 from aiokafka.errors import CorruptRecordException
 
-from headwater.records import (ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, BatchHeader, Record,
+from headwater.records import (ATTR_LOG_APPEND_TIME, MESSAGE_MAX_BYTES, BatchHeader, Record,
                                compiled_records, decode_records, record_boundaries, records_section,
                                uncompressed_bound, with_records)
 
@@ -116,7 +116,7 @@ def compact(job: CleanJob, throttle: Throttle | Unthrottled = Unthrottled()) -> 
 class BatchReader:
     """The batches of a closed segment, and their records, with every byte counted by the throttle."""
 
-    def __init__(self, max_message_bytes: int = 1048588, throttle: Throttle | Unthrottled = Unthrottled()):
+    def __init__(self, max_message_bytes: int = MESSAGE_MAX_BYTES, throttle: Throttle | Unthrottled = Unthrottled()):
         self.max_message_bytes = max_message_bytes
         self.throttle = throttle
 
@@ -126,8 +126,12 @@ class BatchReader:
             self.throttle.observe(len(raw))
             yield header, raw
 
+    def bound(self, header: BatchHeader) -> int:
+        """The most this batch's records may decompress to."""
+        return uncompressed_bound(header, self.max_message_bytes)
+
     def body(self, header: BatchHeader, raw: bytes):
-        return records_section(raw, 0, header, uncompressed_bound(header, self.max_message_bytes))
+        return records_section(raw, 0, header, self.bound(header))
 
     def records(self, header: BatchHeader, raw: bytes, body) -> list:
         """The records, each with ``offset`` the delta from the batch's base offset, ``timestamp``,
@@ -139,7 +143,7 @@ class BatchReader:
             # (a header key that is not UTF-8, say), as relative offsets.
             base = header.base_offset
             return [Record(r.offset - base, r.timestamp, r.key, r.value)
-                    for r in decode_records(raw, 0, uncompressed_bound(header, self.max_message_bytes))[1]]
+                    for r in decode_records(raw, 0, self.bound(header))[1]]
 
 
 class Aborted:
@@ -152,7 +156,7 @@ class Aborted:
             self._by_producer.setdefault(entry.producer_id, []).append(entry)
 
     def __contains__(self, header) -> bool:
-        if not header.attributes & ATTR_TRANSACTIONAL or header.attributes & ATTR_CONTROL:
+        if not header.is_transactional or header.is_control:
             return False
         return any(a.covers(header.producer_id, header.base_offset) for a in self._by_producer.get(header.producer_id, ()))
 
@@ -171,7 +175,7 @@ class Markers:
         self.removed: set[int] = set()         # offsets of the markers removed in this pass
 
     def kept(self, header) -> None:
-        if header.attributes & ATTR_TRANSACTIONAL:
+        if header.is_transactional:
             self._with_records.add(header.producer_id)
 
     def ends_empty(self, header) -> bool:
@@ -196,8 +200,8 @@ class OffsetMap:
         latest = self.latest
         for segment in segments:
             for header, raw in reader.batches(segment):
-                if header.attributes & ATTR_CONTROL:
-                    decode_records(raw)  # a marker the cleaner cannot read makes the log uncleanable
+                if header.is_control:
+                    decode_records(raw, 0, reader.bound(header))  # a marker the cleaner cannot read: uncleanable
                     continue
                 if header.last_offset < first_dirty or header in aborted:
                     continue
@@ -240,7 +244,7 @@ def write_cleaned(segment: Segment, offset_map: OffsetMap, tombstone_horizon: in
         for header, raw in reader.batches(segment):
             stats.bytes_read += len(raw)
             batch = raw
-            if header.attributes & ATTR_CONTROL:
+            if header.is_control:
                 if markers is not None and markers.ends_empty(header):
                     if header.max_timestamp < tombstone_horizon:
                         batch = b""

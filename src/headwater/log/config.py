@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from headwater.records import MESSAGE_MAX_BYTES
+
 DELETE = "delete"
 COMPACT = "compact"
 PRODUCER = "producer"  # compression.type: keep each batch as its producer compressed it
@@ -29,7 +31,7 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     min_cleanable_dirty_ratio: float = 0.5
     delete_retention_ms: int = 24 * 3600 * 1000
-    max_message_bytes: int = 1048588
+    max_message_bytes: int = MESSAGE_MAX_BYTES
     compression_type: str = PRODUCER    # a codec name: the broker recompresses batches to it
     message_timestamp_before_max_ms: int | None = None  # refuse records older than now minus this
     message_timestamp_after_max_ms: int | None = None   # refuse records newer than now plus this

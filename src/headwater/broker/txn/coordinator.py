@@ -22,6 +22,7 @@ from headwater.broker.clock import Clock
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.group import CommittedOffset
 from headwater.protocol.errors import ErrorCode
+from headwater.records import NO_PRODUCER_ID
 
 from .partitions import TxnPartitions
 from .store import TransactionStore
@@ -33,7 +34,6 @@ log = logging.getLogger("headwater.txn")
 MAX_TIMEOUT_MS = 900_000       # transaction.max.timeout.ms, Kafka's default
 ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000   # transactional.id.expiration.ms: an id idle this long is forgotten
 MAX_EPOCH = 32766              # past it the producer gets a fresh producer id (Short.MaxValue - 1)
-NO_PRODUCER_ID = -1
 
 
 class TransactionCoordinator:
