@@ -521,6 +521,16 @@ def test_every_api_answers_a_denial_with_kafkas_error_code(dave, secured):
     assert wire.request(ApiVersionsRequest(), 3).error_code == 0
 
 
+def test_naming_only_denied_topics_shows_no_other_topic(dave, secured):
+    """DescribeTopicPartitions naming only a topic dave may not describe answers that denial and
+    nothing else: with the denied name taken out the request would mean "every topic"."""
+    seed = next(seed for seed in valid_requests(ADVERTISED) if seed.api.key == ApiKey.DESCRIBE_TOPIC_PARTITIONS)
+    request = seed.decode()
+    request.topics = [type(request.topics[0])(name="acl-other")]
+    response = _logged_in(secured, "dave").request(request, seed.version)
+    assert [(t.name, t.error_code) for t in response.topics] == [("acl-other", TOPIC)]
+
+
 def test_share_groups_need_read_on_the_topic(dave, secured):
     """dave may READ the group acl-group but not the topic acl-other: ShareFetch and ShareAcknowledge
     answer its partitions TOPIC_AUTHORIZATION_FAILED, ShareGroupHeartbeat subscribing to it is refused."""

@@ -90,7 +90,8 @@ def per_resource(field: str, check: Check, answers: str, denial: Callable[[type,
     async def rule(access, header, request, handle):
         codes = {id(entry): check(access, entry) for entry in getattr(request, field)}
         denied = _take_denied(request, field, lambda entry: codes[id(entry)] is None)
-        response = await handle(request)
+        # nothing left to ask: the handler is not called, as an empty list means "all" to some
+        response = await handle(request) if getattr(request, field) or not denied else _response(header)
         if response is not None and denied:
             setattr(response, answers, list(getattr(response, answers)) + [
                 denial(type(response), e, codes[id(e)]) for e in denied])
