@@ -196,15 +196,19 @@ def test_bad_transactional_requests_get_kafkas_error_codes(broker):
                                                                (topic, 0): ErrorCode.OPERATION_NOT_ATTEMPTED}
         assert add([(topic, [0])]) == {(topic, 0): 0}
 
-        def produce(partition):
+        def produce(partition, transactional_id=txn_id, before=b""):
             batch = encode_batch([Record(0, int(time.time() * 1000), None, b"x")], producer_id=pid,
                                  producer_epoch=epoch, base_sequence=0, attributes=ATTR_TRANSACTIONAL)
             Data = ProduceRequest.TopicProduceData
-            response = wire.request(ProduceRequest(transactional_id=txn_id, acks=-1, timeout_ms=30000, topic_data=[
-                Data(name=topic, partition_data=[Data.PartitionProduceData(index=partition, records=batch)])]), 7)
+            response = wire.request(ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=30000,
+                                                   topic_data=[Data(name=topic, partition_data=[
+                                                       Data.PartitionProduceData(index=partition,
+                                                                                 records=before + batch)])]), 7)
             return response.responses[0].partition_responses[0].error_code
 
         assert produce(1) == ErrorCode.INVALID_TXN_STATE      # partition 1 was never added
+        plain = encode_batch([Record(0, int(time.time() * 1000), None, b"plain")])
+        assert produce(0, None, before=plain) == ErrorCode.INVALID_REQUEST  # a transactional batch behind a plain one
         assert produce(0) == 0
 
         TopicOffsets = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic

@@ -31,8 +31,8 @@ from headwater.broker.txn.store import TransactionStore
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
-from headwater.records import (DECOMPRESSION_RATIO, NO_PRODUCER_ID, CorruptRecordError, InvalidRecordError, encode_batch,
-                               is_compressed, iter_batches, validate_produce)
+from headwater.records import (DECOMPRESSION_RATIO, NO_PRODUCER_ID, BatchHeader, CorruptRecordError, InvalidRecordError,
+                               encode_batch, is_compressed, iter_batches, validate_produce)
 
 if TYPE_CHECKING:
     from headwater.broker.http.metrics import BrokerMetrics
@@ -164,11 +164,12 @@ class Broker:
         return topic
 
     async def produce(self, topic_name: str, partition: int, records: bytes | None,
-                      admit: Callable[[], ErrorCode] | None = None) -> ProduceResult:
+                      admit: Callable[[list[BatchHeader]], ErrorCode] | None = None) -> ProduceResult:
         """A client's batches for one partition: never to an internal topic, validated as Kafka's
         log validator does, then appended. Compressed or large batches are validated on the validator
         thread (cramjam decompresses without the GIL), so the event loop keeps serving meanwhile.
-        ``admit`` is asked last, just before the append (the transaction may have ended meanwhile)."""
+        ``admit`` is asked last about every validated batch header, just before the append (the
+        transaction may have ended meanwhile)."""
         if is_internal_topic(topic_name):
             return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  message=f"cannot append to internal topic {topic_name!r}")
@@ -234,15 +235,16 @@ class Broker:
         return buf, batches
 
     def _append_valid(self, topic: Topic, partition: int, validated: tuple[bytearray, list] | ProduceResult,
-                      admit: Callable[[], ErrorCode] | None = None, flush_policy: bool = True) -> ProduceResult:
+                      admit: Callable[[list[BatchHeader]], ErrorCode] | None = None,
+                      flush_policy: bool = True) -> ProduceResult:
         """Append batches that passed validation: ``admit``, producer sequence checks, then the log
         (which applies its flush policy itself unless ``flush_policy`` is off: group commit does)."""
         if isinstance(validated, ProduceResult):
             return validated
-        refused = admit() if admit is not None else ErrorCode.NONE
+        buf, batches = validated
+        refused = admit([h for _, h in batches]) if admit is not None else ErrorCode.NONE
         if refused:
             return ProduceResult(refused)
-        buf, batches = validated
         plog = topic.partitions[partition]
         idempotent = [h for _, h in batches if h.producer_id != NO_PRODUCER_ID]
         if idempotent:

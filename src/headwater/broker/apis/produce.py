@@ -30,7 +30,7 @@ async def produce(broker, header, request):
         partitions = []
         for part in topic.partition_data:
             if refuse is None:
-                admit = partial(produce_error, broker, request.transactional_id, topic.name, part.index, part.records)
+                admit = partial(produce_error, broker, request.transactional_id, topic.name, part.index)
                 result = await broker.produce(topic.name, part.index, part.records, admit)
                 if result.error:
                     log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,

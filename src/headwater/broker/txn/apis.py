@@ -9,7 +9,7 @@ from collections import defaultdict
 from headwater.broker.groups.group import CommittedOffset
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
-from headwater.records import CorruptRecordError, read_header
+from headwater.records import BatchHeader
 
 from .transaction import Transaction, TxnState
 
@@ -95,19 +95,20 @@ async def end_txn(broker, header, request):
     return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(error, header.api_version, 2))
 
 
-def produce_error(broker, transactional_id: str | None, topic: str, partition: int, records: bytes | None) -> ErrorCode:
-    """The transactional checks of a Produce: transactional batches only from a producer with a
-    transactional id, whose epoch is current and whose transaction holds the partition."""
-    try:
-        batch = read_header(records or b"")
-    except CorruptRecordError:
-        return ErrorCode.NONE  # the log validator answers for it
+def produce_error(broker, transactional_id: str | None, topic: str, partition: int,
+                  batches: list[BatchHeader]) -> ErrorCode:
+    """The transactional checks of a Produce, on every batch it carries for the partition:
+    transactional batches only from a producer with a transactional id, whose epoch is current
+    and whose transaction holds the partition."""
     if transactional_id is None:
-        return ErrorCode.INVALID_REQUEST if batch.is_transactional else ErrorCode.NONE
-    if not batch.is_transactional:
+        return ErrorCode.INVALID_REQUEST if any(b.is_transactional for b in batches) else ErrorCode.NONE
+    if not all(b.is_transactional for b in batches):
         return ErrorCode.INVALID_REQUEST
-    return broker.transactions.verify_produce(transactional_id, batch.producer_id, batch.producer_epoch,
-                                              (topic, partition))
+    for producer_id, epoch in dict.fromkeys((b.producer_id, b.producer_epoch) for b in batches):
+        error = broker.transactions.verify_produce(transactional_id, producer_id, epoch, (topic, partition))
+        if error:
+            return error
+    return ErrorCode.NONE
 
 
 # --- administration ---------------------------------------------------------------------
