@@ -55,6 +55,8 @@ def test_bad_options_get_a_clear_error(spark, broker, tmp_path):
         spark.read.format("headwater").option("subscribe", "x").load().collect()
     with pytest.raises(Exception, match="'maxOffsetsPerTrigger' must be a positive integer"):
         run_to_end(headwater_stream(spark, broker.bootstrap, subscribe="x", maxOffsetsPerTrigger="lots"), tmp_path)
+    with pytest.raises(Exception, match="'kafka.auto.offset.reset' is not supported"):  # it would bypass failOnDataLoss
+        headwater_batch(spark, broker.bootstrap, subscribe="x", **{"kafka.auto.offset.reset": "latest"}).collect()
 
 
 def test_stream_honours_max_offsets_per_trigger_with_available_now(spark, broker, tmp_path):

@@ -55,11 +55,20 @@ class ReaderOptions:
     include_headers: bool
 
 
+# Client settings the source manages itself, refused as Spark's Kafka source refuses them: a
+# user's auto.offset.reset would skip lost records silently instead of failOnDataLoss deciding.
+MANAGED = {"auto.offset.reset": "set startingOffsets instead (failOnDataLoss decides what lost offsets do)",
+           "enable.auto.commit": "the query keeps its offsets in its checkpoint"}
+
+
 def client_config(options) -> dict:
     """The librdkafka settings: every `kafka.*` option with the prefix removed."""
     config = {k[len(CLIENT_PREFIX):]: v for k, v in options.items() if k.lower().startswith(CLIENT_PREFIX)}
     if "bootstrap.servers" not in config:
         raise OptionError("option 'kafka.bootstrap.servers' is required (e.g. 127.0.0.1:9092)")
+    for name, instead in MANAGED.items():
+        if name in config:
+            raise OptionError(f"option 'kafka.{name}' is not supported: {instead}")
     return config
 
 
