@@ -1,8 +1,16 @@
 """Client quotas in-process, on a clock moved by hand."""
+import asyncio
+from types import SimpleNamespace
+
 import pytest
 
-from headwater.broker.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotas
-from headwater.protocol.messages import ApiKey
+from headwater.broker.apis.client_quotas import alter_client_quotas
+from headwater.broker.quotas import (CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotas,
+                                     QuotaError)
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+
+AlterClientQuotasRequest = MESSAGE_CLASSES[ApiKey.ALTER_CLIENT_QUOTAS][0]
 
 
 class Clock:
@@ -44,3 +52,29 @@ def test_which_request_charges_which_quota():
     assert quotas.throttle("c", ApiKey.PRODUCE, 300, 10, 0.0) == 2.0     # 200 bytes over, at 100/s
     assert quotas.throttle("c", ApiKey.FETCH, 10, 150, 5.0) == 0.5       # a fetch's long poll is not charged
     assert quotas.throttle("c", ApiKey.METADATA, 10, 10**6, 0.3) == pytest.approx(2.0)  # 0.2 s over, at 0.1 s/s
+
+
+@pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf")])
+def test_a_quota_must_be_a_positive_number(value):
+    quotas = ClientQuotas()
+    with pytest.raises(QuotaError, match="must be a positive number"):
+        quotas.alter("heavy", PRODUCER_BYTE_RATE, value)  # NaN would never throttle
+    assert quotas.configs == {}
+
+
+def test_alter_client_quotas_checks_every_op_first_and_validate_only_changes_nothing():
+    broker = SimpleNamespace(quotas=ClientQuotas())
+    Entry = AlterClientQuotasRequest.EntryData
+
+    def alter(validate_only: bool, *ops: tuple[str, float]) -> int:
+        request = AlterClientQuotasRequest(validate_only=validate_only, entries=[Entry(
+            entity=[Entry.EntityData(entity_type=CLIENT_ID, entity_name="c")],
+            ops=[Entry.OpData(key=k, value=v, remove=False) for k, v in ops])])
+        return asyncio.run(alter_client_quotas(broker, None, request)).entries[0].error_code
+
+    assert alter(True, (PRODUCER_BYTE_RATE, float("nan"))) == ErrorCode.INVALID_REQUEST
+    assert alter(True, (PRODUCER_BYTE_RATE, 1000)) == ErrorCode.NONE
+    assert alter(False, (PRODUCER_BYTE_RATE, 1000), (CONSUMER_BYTE_RATE, -5)) == ErrorCode.INVALID_REQUEST
+    assert broker.quotas.configs == {}  # neither the validate-only op nor the good half of a refused entry
+    assert alter(False, (PRODUCER_BYTE_RATE, 1000)) == ErrorCode.NONE
+    assert broker.quotas.configs == {"c": {PRODUCER_BYTE_RATE: 1000}}

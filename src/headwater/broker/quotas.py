@@ -10,11 +10,12 @@ client above its quota is held to it whether or not it honours the field.
 from __future__ import annotations
 
 import json
-import os
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from headwater.log.layout import replace_atomically
 from headwater.protocol.messages import ApiKey
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
@@ -70,12 +71,17 @@ class ClientQuotas:
             used.append((CONSUMER_BYTE_RATE, response_bytes))
         return max((self.charge(client_id, key, amount) for key, amount in used), default=0.0)
 
-    def alter(self, entity: Entity, key: str, value: float | None) -> None:
-        """Set (or with None remove) one quota; saved at once."""
+    @staticmethod
+    def validate(key: str, value: float | None) -> None:
+        """Raise QuotaError unless ``value`` (None: removed) may be set as quota ``key``."""
         if key not in KEYS:
             raise QuotaError(f"unknown quota {key!r}; known: {', '.join(KEYS)}")
-        if value is not None and value <= 0:
-            raise QuotaError(f"quota {key} must be positive, got {value}")
+        if value is not None and not 0 < value < math.inf:  # NaN fails too: it would never throttle
+            raise QuotaError(f"quota {key} must be a positive number, got {value}")
+
+    def alter(self, entity: Entity, key: str, value: float | None) -> None:
+        """Set (or with None remove) one quota; saved at once."""
+        self.validate(key, value)
         if value is None:
             self.configs.get(entity, {}).pop(key, None)
             if not self.configs.get(entity, True):
@@ -88,6 +94,4 @@ class ClientQuotas:
     def _save(self) -> None:
         if self._path is None:
             return
-        tmp = self._path.with_suffix(".tmp")
-        tmp.write_text(json.dumps([{"client_id": e, "quotas": q} for e, q in self.configs.items()]))
-        os.replace(tmp, self._path)
+        replace_atomically(self._path, json.dumps([{"client_id": e, "quotas": q} for e, q in self.configs.items()]))

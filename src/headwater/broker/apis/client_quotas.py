@@ -46,11 +46,12 @@ async def alter_client_quotas(broker, header, request):
         else:
             entity = entry.entity[0].entity_name
             try:
-                for op in entry.ops:
-                    if not request.validate_only:
-                        broker.quotas.alter(entity, op.key, None if op.remove else op.value)
-                        log.info("quota %r of client-id %r set to %s", op.key, entity or "<default>",
-                                 "none" if op.remove else op.value)
+                for op in entry.ops:  # all checked before any is set, and with validate_only too
+                    broker.quotas.validate(op.key, None if op.remove else op.value)
+                for op in [] if request.validate_only else entry.ops:
+                    broker.quotas.alter(entity, op.key, None if op.remove else op.value)
+                    log.info("quota %r of client-id %r set to %s", op.key, entity or "<default>",
+                             "none" if op.remove else op.value)
             except QuotaError as exc:
                 error, message = ErrorCode.INVALID_REQUEST, str(exc)
         results.append(Entry(error_code=error, error_message=message,
