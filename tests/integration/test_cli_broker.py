@@ -16,6 +16,8 @@ def test_bad_arguments(tmp_path):
                         (["broker", "--data-dir", str(tmp_path), "--port", "70000"], "--port"),
                         (["broker", "--data-dir", str(tmp_path), "--num-partitions", "0"], "--num-partitions"),
                         (["broker", "--data-dir", str(tmp_path), "--flush", "sometimes"], "--flush"),
+                        (["broker", "--data-dir", str(tmp_path), "--failed-authentication-delay-ms", "-1"],
+                         "--failed-authentication-delay-ms"),
                         (["nonsense"], "invalid choice")):
         result = headwater(*args)
         assert result.returncode == 2

@@ -122,7 +122,7 @@ def add_parser(subparsers) -> None:
                    help="super.users: a principal every ACL check lets through (repeatable)")
     p.add_argument("--allow-everyone-if-no-acl-found", action="store_true",
                    help="on secured listeners, allow what no ACL names (PLAINTEXT listeners always do)")
-    p.add_argument("--failed-authentication-delay-ms", type=int, default=100,
+    p.add_argument("--failed-authentication-delay-ms", type=_non_negative, default=100,
                    help="wait before answering a failed authentication, doubled for each further failure "
                         "from the same host (default %(default)s)")
     p.add_argument("--num-partitions", default=1, type=_positive, help="partitions of auto-created topics")
@@ -184,7 +184,8 @@ def run(args) -> int:
     try:
         asyncio.run(serve(config, ready))
     except ssl.SSLError as exc:
-        raise CommandError(f"cannot use the certificate {args.ssl_certfile} and key {args.ssl_keyfile}: {exc}") from exc
+        raise CommandError(f"cannot load the TLS files (certificate {args.ssl_certfile}, key {args.ssl_keyfile}, "
+                           f"CA {args.ssl_cafile}): {exc}") from exc
     except DataDirInUse as exc:
         raise CommandError(str(exc)) from exc
     except NoSuchTopic as exc:

@@ -47,9 +47,9 @@ def listed(args) -> list[dict]:
         try:
             response = _one_shot(args, request, broker, ListGroupsRequest(states_filter=[], types_filter=["share"]), 5)
         except OSError:  # e.g. a broker without ListGroups v5 closes the connection
-            print(f"note: {broker} cannot list share groups (no ListGroups v5); share groups are not listed",
+            print(f"note: {broker} cannot list share groups (no ListGroups v5); its share groups are not listed",
                   file=sys.stderr)
-            return []
+            continue
         groups.extend(response.groups)
     return [{"group": g.group_id, "state": g.group_state.lower(), "type": "share"}
             for g in sorted(groups, key=lambda g: g.group_id)]

@@ -21,6 +21,10 @@ NO_UUID = uuid.UUID(int=0)
 from headwater.protocol import share_messages as share
 
 
+# FindCoordinator's key types
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
 class ApiKey(IntEnum):
     PRODUCE = 0
     FETCH = 1

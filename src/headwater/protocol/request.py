@@ -17,14 +17,13 @@ from kafka.protocol.api_header import ResponseHeader
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from scramp import ScramClient, ScramException
 
-from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
+from headwater.protocol.messages import GROUP_KEY, MESSAGE_CLASSES, ApiKey
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 UNDERSTOOD = {"security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
               "ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
               "ssl.endpoint.identification.algorithm"}
-GROUP_KEY = 0  # FindCoordinator's key type for a group (1 is a transactional id)
 
 
 class UnsupportedSecurity(Exception):

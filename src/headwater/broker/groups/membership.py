@@ -4,7 +4,7 @@ from __future__ import annotations
 from headwater.broker.endpoint import client_host
 from headwater.broker.security import connection
 from headwater.protocol.errors import ErrorCode
-from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.protocol.messages import GROUP_KEY, TRANSACTION_KEY, ApiKey, MESSAGE_CLASSES
 
 from .coordinator import JoinRequest
 
@@ -13,7 +13,6 @@ JoinGroupResponse = MESSAGE_CLASSES[ApiKey.JOIN_GROUP][1]
 SyncGroupResponse = MESSAGE_CLASSES[ApiKey.SYNC_GROUP][1]
 HeartbeatResponse = MESSAGE_CLASSES[ApiKey.HEARTBEAT][1]
 LeaveGroupResponse = MESSAGE_CLASSES[ApiKey.LEAVE_GROUP][1]
-GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
 async def find_coordinator(broker, header, request):

@@ -20,7 +20,7 @@ from headwater.broker.security.acls import CLUSTER_NAME, Authorizer, ResourceTyp
 from headwater.broker.security.connection import Connection
 from headwater.broker.security.listeners import SecurityProtocol
 from headwater.protocol.errors import ErrorCode
-from headwater.protocol.messages import ApiKey, ProtocolError
+from headwater.protocol.messages import GROUP_KEY, TRANSACTION_KEY, ApiKey, ProtocolError
 
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -173,8 +173,8 @@ async def _describe_topic_partitions(access, header, request, handle):
 
 
 async def _find_coordinator(access, header, request, handle):
-    key_type = getattr(request, "key_type", 0)
-    resource, code = ((ResourceType.TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED) if key_type == 1
+    key_type = getattr(request, "key_type", GROUP_KEY)
+    resource, code = ((ResourceType.TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED) if key_type == TRANSACTION_KEY
                       else (ResourceType.GROUP, GROUP_DENIED))
     if access.may(Op.DESCRIBE, resource, request.key):
         return await handle(request)
