@@ -24,7 +24,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from headwater.testing import PostgresServer, bench_arguments, start_broker, wait_until
+from headwater.testing import PostgresServer, bench_arguments, cpu_seconds, start_broker, wait_until
 
 # (table, approximate row size, payload expression, single-row transactions?)
 WORKLOADS = [
@@ -44,12 +44,6 @@ def topic(table: str) -> str:
 
 def topic_size(consumer, table):
     return sum(consumer.get_watermark_offsets(TopicPartition(topic(table), p), timeout=10)[1] for p in range(PARTITIONS))
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, all its threads (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def write(pg, table, payload, rows, one_per_txn):

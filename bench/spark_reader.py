@@ -11,8 +11,6 @@ confluent-kafka's `consume(10,000)` with nothing done to the messages.
 from __future__ import annotations
 
 import argparse
-import os
-import resource
 import tempfile
 import time
 from contextlib import nullcontext
@@ -24,24 +22,16 @@ from spark_source import fill
 from headwater.spark.cluster import consumer
 from headwater.spark.partition_reader import (ROWS_PER_BATCH, OffsetRange, collector_paused, to_arrow,
                                               arrow_schema, read_range, reader_config)
-from headwater.testing import BrokerProcess, bench_arguments
-
-
-def cpu_seconds(pid: int | None = None) -> float:
-    if pid is None:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds
 
 
 def fastest(stage, rows: int, broker_pid: int) -> tuple[float, float, float]:
     """(wall, CPU, broker CPU) microseconds per row of the fastest of three runs."""
     runs = []
     for _ in range(3):
-        wall, cpu, broker = time.perf_counter(), cpu_seconds(), cpu_seconds(broker_pid)
+        wall, cpu, broker = time.perf_counter(), time.process_time(), cpu_seconds(broker_pid)
         stage()
-        runs.append((time.perf_counter() - wall, cpu_seconds() - cpu, cpu_seconds(broker_pid) - broker))
+        runs.append((time.perf_counter() - wall, time.process_time() - cpu, cpu_seconds(broker_pid) - broker))
     return tuple(x / rows * 1e6 for x in min(runs))
 
 

@@ -48,6 +48,11 @@ def test_every_bench_is_found():
     assert "tables.py" not in {bench.name for bench in BENCHES}
 
 
+def test_the_readme_lists_every_bench():
+    readme = (BENCH_DIR.parent / "README.md").read_text()
+    assert [bench.name for bench in BENCHES if f"bench/{bench.name}" not in readme] == []
+
+
 @pytest.mark.parametrize("bench", BENCHES, ids=lambda bench: bench.stem)
 def test_bench_smoke_prints_its_table(bench):
     result = run(bench, "--smoke", timeout=400)
