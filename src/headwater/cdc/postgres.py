@@ -33,7 +33,7 @@ class Table:
     name: str
     columns: list[tuple[str, int]]  # [(name, type_oid)] in column order
     key: list[str]  # primary key column names
-    topic: str = ""  # where the stream sends the table's events
+    topic: str  # where the table's events go
     # [(name, text -> JSON or None)]: each column's type looked up once, not per value
     converters: list[tuple[str, Callable[[str], Any] | None]] = field(init=False, repr=False)
 
@@ -82,14 +82,14 @@ def parse_table(name: str) -> tuple[str, str]:
     return schema or "public", table
 
 
-def load_table(conn, schema: str, name: str) -> Table:
+def load_table(conn, schema: str, name: str, topic: str) -> Table:
     with conn.cursor() as cur:
         cur.execute("SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                     "WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')", (schema, name))
         row = cur.fetchone()
         if row is None:
             raise CdcError(f"table {schema}.{name} does not exist in database {conn.info.dbname}")
-        return Table(schema, name, _columns(cur, row[0]), _primary_key(cur, row[0]))
+        return Table(schema, name, _columns(cur, row[0]), _primary_key(cur, row[0]), topic)
 
 
 def _columns(cur, relid: int) -> list[tuple[str, int]]:
@@ -162,7 +162,8 @@ class PostgresConnector(Connector):
 
     def _prepare(self, conn) -> list[Table]:
         check_wal_level(conn)
-        tables = [load_table(conn, *parse_table(name)) for name in self.table_names]
+        tables = [load_table(conn, schema, name, topic_name(self.prefix, schema, name))
+                  for schema, name in map(parse_table, self.table_names)]
         idents = sql.SQL(", ").join(sql.Identifier(t.schema, t.name) for t in tables)
         with conn.cursor() as cur:
             cur.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (self.publication,))
@@ -267,8 +268,7 @@ class PostgresConnector(Connector):
     def _send_read(self, batch: Batch, db: str, lsn: int, xid: int, ts_ms: int, table: Table, values: tuple,
                    marker: str) -> None:
         source = Source("postgresql", db, table.schema, table.name, lsn, xid, ts_ms, marker)
-        topic = topic_name(self.prefix, table.schema, table.name)
-        for event in row_events(topic, table.key, "r", None, _row(table, values), source.as_json()):
+        for event in row_events(table.topic, table.key, "r", None, _row(table, values), source.as_json()):
             self._shipper.send(event, batch)
         self.progress.snapshotted += 1
         if self.progress.snapshotted % 1000 == 0:
@@ -369,13 +369,17 @@ class _Stream:
     def handle_all(self, received: list[tuple[int, bytes]]) -> None:
         """Decode a run of messages and hand their events to the producer as one batch per
         transaction (or per run, within a large transaction)."""
-        decode, handle, outbox = pgoutput.decode, self.handle, self.outbox
+        decode, handle = pgoutput.decode, self.handle
         for lsn, payload in received:
             handle(lsn, decode(payload))
-        if outbox:
-            self.shipper.send_many(outbox, self.txn.batch)
-            outbox.clear()
+        self.send_outbox()
         self.progress.lsn = max(self.progress.lsn, received[-1][0])
+
+    def send_outbox(self) -> None:
+        """Hand the events decoded so far to the producer, in one batch."""
+        if self.outbox:
+            self.shipper.send_many(self.outbox, self.txn.batch)
+            self.outbox.clear()
 
     def store(self, lsn: int) -> None:
         self.to_store = None
@@ -401,9 +405,7 @@ class _Stream:
         elif kind is pgoutput.Begin:
             self.txn = _Transaction(msg, self.shipper.tracker.open(), msg.final_lsn < self.resume_lsn)
         elif kind is pgoutput.Commit:
-            if self.outbox:  # sent before the batch gets its position: an empty queue then covers them
-                self.shipper.send_many(self.outbox, self.txn.batch)
-                self.outbox.clear()
+            self.send_outbox()  # before the batch gets its position: an empty queue then covers them
             self.shipper.tracker.close(self.txn.batch, msg.end_lsn)
             self.txn = None
         elif kind is pgoutput.Relation:
