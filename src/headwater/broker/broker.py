@@ -32,7 +32,7 @@ from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, Partit
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
 from headwater.records import (DECOMPRESSION_RATIO, NO_PRODUCER_ID, BatchHeader, CorruptRecordError, InvalidRecordError,
-                               encode_batch, is_compressed, iter_batches, validate_produce)
+                               encode_batch, is_compressed, validate_produce)
 
 if TYPE_CHECKING:
     from headwater.broker.http.metrics import BrokerMetrics
@@ -307,14 +307,9 @@ class Broker:
     def _replay_producers(producers: PartitionProducers, plog: Log, offset: int) -> None:
         """Rebuild sequence state from the batches after ``offset`` (the snapshot's, else the
         active segment's start), so a producer retrying across a broker restart is still recognised."""
-        while offset < plog.log_end_offset:
-            chunk = plog.read(offset, 1 << 20)
-            if not chunk:
-                break
-            for _, header in iter_batches(chunk, validate=False):
-                if header.producer_id != NO_PRODUCER_ID and not header.is_control and header.last_offset >= offset:
-                    producers.appended(header, header.base_offset)
-                offset = header.last_offset + 1
+        for _, _, header in plog.batches(offset):
+            if header.producer_id != NO_PRODUCER_ID and not header.is_control:
+                producers.appended(header, header.base_offset)
 
     def delete_topic(self, name: str) -> None:
         self.log_manager.delete_topic(name)

@@ -25,9 +25,11 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
+from collections.abc import Iterator
 from pathlib import Path
 
-from headwater.records import MIN_BATCH_LENGTH, CorruptRecordError, read_header, set_base_offset, set_log_append_time
+from headwater.records import (MIN_BATCH_LENGTH, BatchHeader, CorruptRecordError, iter_batches, read_header,
+                               set_base_offset, set_log_append_time)
 
 from .config import LogConfig
 from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFSET, RECOVERY_POINT, TMP,
@@ -254,6 +256,20 @@ class Log:
                 if data is not None:
                     return data
             return b""
+
+    def batches(self, start: int, chunk_bytes: int = 1 << 20) -> Iterator[tuple[bytes, int, BatchHeader]]:
+        """The batches holding offsets ``start`` and after, read a chunk at a time and not
+        validated: (chunk, the batch's position in it, its header). Raises CorruptRecordError
+        where the batches' framing is broken."""
+        offset = start
+        while offset < self.log_end_offset:
+            chunk = self.read(offset, chunk_bytes)
+            if not chunk:
+                return
+            for pos, header in iter_batches(chunk, validate=False):
+                if header.last_offset >= offset:
+                    yield chunk, pos, header
+                offset = header.last_offset + 1
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp >= ``timestamp``, or None."""

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from headwater.broker.broker import Broker
 from headwater.broker.share.partition import RecordState
 from headwater.log import Log
-from headwater.records import Record, decode_records, iter_batches
+from headwater.records import Record, decode_records
 
-READ_CHUNK = 1 << 20  # bytes of batches read from a log at a time when browsing
 # Where `headwater cdc` connectors keep their positions unless given --positions-topic.
 CDC_POSITIONS_TOPIC = "headwater-cdc-positions"
 
@@ -44,14 +43,11 @@ def records_from(plog: Log, offset: int, limit: int) -> list[Record]:
     """Up to ``limit`` records at or after ``offset`` (control batches skipped), in offset order."""
     found: list[Record] = []
     offset = max(offset, plog.log_start_offset)
-    while len(found) < limit and offset < plog.log_end_offset:
-        chunk = plog.read(offset, READ_CHUNK)
-        if not chunk:
+    for chunk, pos, header in plog.batches(offset):
+        if len(found) >= limit:
             break
-        for pos, header in iter_batches(chunk, validate=False):
-            if not header.is_control:
-                found.extend(r for r in decode_records(chunk, pos)[1] if r.offset >= offset)
-            offset = header.last_offset + 1
+        if not header.is_control:
+            found.extend(r for r in decode_records(chunk, pos)[1] if r.offset >= offset)
     return found[:limit]
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from headwater.log import Log
 from headwater.log.txn_index import AbortedTxn
-from headwater.records import BatchHeader, encode_marker, iter_batches
+from headwater.records import BatchHeader, encode_marker
 
 if TYPE_CHECKING:
     from headwater.broker.growth import GrowthSignals
@@ -23,19 +23,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("headwater.txn")
 
 COORDINATOR_EPOCH = 0            # one broker: the coordinator never moves
-READ_CHUNK = 1 << 20
-
-
-def _headers(plog: Log, start: int) -> Iterator[BatchHeader]:
-    offset = start
-    while offset < plog.log_end_offset:
-        chunk = plog.read(offset, READ_CHUNK)
-        if not chunk:
-            return
-        for _, header in iter_batches(chunk, validate=False):
-            if header.last_offset >= offset:
-                yield header
-            offset = header.last_offset + 1
 
 
 class TxnPartitions:
@@ -73,7 +60,7 @@ class TxnPartitions:
         if plog is None:
             return
         first = None
-        for header in _headers(plog, plog.log_start_offset):
+        for _, _, header in plog.batches(plog.log_start_offset):
             if header.producer_id != producer_id:
                 continue
             if header.is_control:
