@@ -3,8 +3,8 @@ previous round ran.
 
 A produce that must be durable before it is answered (acks=all with ``--flush always``, or
 a topic's flush.messages / flush.ms due) appends to the page cache at once, then awaits
-``durable(logs)``. Rounds are run by one flusher thread per broker, that is per data
-directory (one thread per partition would mean thousands of threads at thousands of
+``durable(logs)``. One GroupCommit per broker, that is per data directory, runs its rounds
+one at a time (a thread per partition would mean thousands of threads at thousands of
 partitions). A round fsyncs each log touched since the previous round started, once, however
 many requests touched it, the logs at the same time on a few fsync threads: on ext4 three
 fsyncs of different files took 7.2 ms one after another and 1.1 ms at once, as the file
@@ -26,7 +26,6 @@ FSYNC_THREADS = 8   # logs fsynced at once within a round
 class GroupCommit:
     def __init__(self, sync: Callable[[Hashable], None]):
         self._sync = sync  # fsync one log (Log.flush); called on the flusher thread
-        self._flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="group-commit")
         self._fsyncs = ThreadPoolExecutor(max_workers=FSYNC_THREADS, thread_name_prefix="fsync")
         self._waiting: dict[Hashable, None] = {}      # logs touched since the running round started
         self._next: asyncio.Future[Errors] | None = None  # the round that will cover them
@@ -53,12 +52,8 @@ class GroupCommit:
         logs, self._waiting = list(self._waiting), {}
         done, self._next = self._next, None
         self._running = True
-        fsyncs = loop.run_in_executor(self._flusher, self._sync_all, logs)
-        fsyncs.add_done_callback(lambda finished: self._round_finished(loop, done, finished))
-
-    def _sync_all(self, logs: list[Hashable]) -> Errors:
-        outcomes = zip(logs, self._fsyncs.map(self._sync_one, logs))
-        return {plog: error for plog, error in outcomes if error is not None}
+        fsyncs = asyncio.gather(*(loop.run_in_executor(self._fsyncs, self._sync_one, plog) for plog in logs))
+        fsyncs.add_done_callback(lambda finished: self._round_finished(loop, done, logs, finished))
 
     def _sync_one(self, plog: Hashable) -> OSError | None:
         try:
@@ -67,8 +62,8 @@ class GroupCommit:
             return exc
         return None
 
-    def _round_finished(self, loop: asyncio.AbstractEventLoop, done: asyncio.Future[Errors],
-                        finished: asyncio.Future[Errors]) -> None:
+    def _round_finished(self, loop: asyncio.AbstractEventLoop, done: asyncio.Future[Errors], logs: list[Hashable],
+                        finished: asyncio.Future[list[OSError | None]]) -> None:
         self._running = False
         self.rounds += 1
         if finished.cancelled():  # the broker is shutting down
@@ -76,10 +71,9 @@ class GroupCommit:
         elif finished.exception() is not None:
             done.set_exception(finished.exception())
         else:
-            done.set_result(finished.result())
+            done.set_result({plog: error for plog, error in zip(logs, finished.result()) if error is not None})
         if self._waiting:
             self._start_round(loop)
 
     def close(self) -> None:
-        self._flusher.shutdown()
         self._fsyncs.shutdown()

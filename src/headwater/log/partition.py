@@ -10,7 +10,7 @@ Files in the directory besides the segments:
                        validated one by one and the log truncated at the first bad one.
 
 Threads: the broker calls everything from its event loop; the log cleaner and retention
-may run on another thread, fsyncs on the broker's flusher thread (group commit). ``lock``
+may run on another thread, fsyncs on the broker's group-commit threads. ``lock``
 guards the segment list and every file operation (held briefly: one append, one read, one
 swap; never across an fsync, so appends go on while the log is flushed); ``maintenance_lock``
 is held by whoever deletes or rewrites closed segments (cleaner, retention) so they never
