@@ -88,6 +88,18 @@ def kafka_python_config(args) -> dict:
     return config
 
 
+def kafka_python_admin(args, client_id: str = "headwater-cli"):
+    """kafka-python's admin client for ``args`` (for the APIs confluent-kafka's lacks); an
+    unreachable broker is a CommandError."""
+    from kafka import KafkaAdminClient  # the commands that use it import kafka-python; the others need not
+    from kafka.errors import KafkaError as KafkaPythonError
+
+    try:
+        return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, **kafka_python_config(args),
+                                client_id=client_id, request_timeout_ms=30000)
+    except KafkaPythonError as exc:
+        raise CommandError(f"cannot reach a broker at {args.bootstrap_server}: {exc}") from None
+
 def emit(args, rows: list[dict], title: str | None = None) -> None:
     """Print rows as a table, or as a JSON list with --json."""
     if getattr(args, "json", False):

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import argparse
 
-from kafka import KafkaAdminClient
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 from headwater.broker.quotas import CLIENT_ID, KEYS
-from headwater.cli.common import CommandError, add_client_args, emit, kafka_python_config
+from headwater.cli.common import CommandError, add_client_args, emit, kafka_python_admin
 
 
 MATCH_ANY = 2
@@ -45,7 +44,7 @@ def _setting(text: str) -> tuple[str, float]:
 
 
 def _send(args, request):
-    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap_server, **kafka_python_config(args), client_id="headwater-quotas")
+    admin = kafka_python_admin(args, "headwater-quotas")
     try:
         return admin._manager.run(admin._manager.send, request)
     finally:

@@ -10,7 +10,7 @@ import time
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError, TransactionalIdNotFoundError
 
-from headwater.cli.common import CommandError, add_client_args, emit, kafka_python_config
+from headwater.cli.common import CommandError, add_client_args, emit, kafka_python_admin
 
 
 def add_parser(subparsers) -> None:
@@ -25,14 +25,6 @@ def add_parser(subparsers) -> None:
             command.add_argument("transactional_id")
         add_client_args(command)
         command.set_defaults(func=func)
-
-
-def _admin(args) -> KafkaAdminClient:
-    try:
-        return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, **kafka_python_config(args), client_id="headwater-cli",
-                                request_timeout_ms=30000)
-    except KafkaError as exc:
-        raise CommandError(f"cannot reach a broker at {args.bootstrap_server}: {exc}") from None
 
 
 def _row(txn_id: str, d, now_ms: int) -> dict:
@@ -57,7 +49,7 @@ def _describe(admin: KafkaAdminClient, txn_ids: list[str]) -> list[dict]:
 
 
 def list_transactions(args) -> int:
-    admin = _admin(args)
+    admin = kafka_python_admin(args)
     try:
         listed = [t.transactional_id for ts in admin.list_transactions().values() for t in ts]
         emit(args, _describe(admin, listed), title="transactions")
@@ -67,7 +59,7 @@ def list_transactions(args) -> int:
 
 
 def describe_transaction(args) -> int:
-    admin = _admin(args)
+    admin = kafka_python_admin(args)
     try:
         emit(args, _describe(admin, [args.transactional_id]), title=f"transaction {args.transactional_id}")
     finally:
