@@ -230,6 +230,28 @@ def test_a_restart_finishes_a_prepared_commit_and_aborts_an_open_transaction(dat
         broker.close()
 
 
+def test_a_restart_aborts_every_open_transaction_of_a_partition_from_its_own_first_batch(data_dir, clock):
+    broker = open_broker(data_dir, clock)
+    a, b = Producer(broker, "a"), Producer(broker, "b")
+    a.send("t", 0, b"a1")                          # 0: a's first transaction...
+    assert a.end(commit=True) == E.NONE            # 1: ...committed
+    b.send("t", 0, b"b1")                          # 2: b's transaction opens
+    a.send("t", 0, b"a2")                          # 3: a's second one opens after its marker
+    b.send("t", 0, b"b2")                          # 4
+    broker.close()
+
+    broker = open_broker(data_dir, clock)
+    try:
+        first = {a.pid: 3, b.pid: 2}                # each from its own first batch, past a's marker
+        ends = markers(broker)[1:]                 # the two abort markers, in whichever order
+        assert [(pid, commit) for _, pid, _, commit in ends] in ([(a.pid, False), (b.pid, False)],
+                                                                 [(b.pid, False), (a.pid, False)])
+        assert aborted(broker) == [AbortedTxn(pid, first[pid], offset) for offset, pid, _, _ in ends]
+        assert lso(broker) == 7
+    finally:
+        broker.close()
+
+
 def test_the_cleaner_removes_aborted_records_and_leaves_open_transactions_alone(broker):
     broker.log_manager.create_topic("c", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
     plog = broker.log_manager.get_log("c", 0)

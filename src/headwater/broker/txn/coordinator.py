@@ -34,6 +34,7 @@ log = logging.getLogger("headwater.txn")
 MAX_TIMEOUT_MS = 900_000       # transaction.max.timeout.ms, Kafka's default
 ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000   # transactional.id.expiration.ms: an id idle this long is forgotten
 MAX_EPOCH = 32766              # past it the producer gets a fresh producer id (Short.MaxValue - 1)
+UNFINISHED = (Ongoing, PrepareCommit, PrepareAbort)   # what a restart must finish or abort
 
 
 class TransactionCoordinator:
@@ -43,18 +44,27 @@ class TransactionCoordinator:
         self._allocate, self._groups = allocate_producer_id, groups
         self.completed = {True: 0, False: 0}   # transactions committed (True) and aborted since the start
         self._txns: dict[str, Transaction] = store.load()
+        self._recover_open_partitions()
         for txn in list(self._txns.values()):
             self._recover(txn)
             if txn.state in IDLE:
                 self._arm_expiry(txn)
         log.info("loaded %d transactional id(s) from __transaction_state", len(self._txns))
 
+    def _recover_open_partitions(self) -> None:
+        """At start: where each unfinished transaction begins in each of its partitions."""
+        unfinished: dict[TopicPartition, set[int]] = {}
+        for txn in self._txns.values():
+            if txn.state in UNFINISHED:
+                for topic_partition in txn.partitions:
+                    unfinished.setdefault(topic_partition, set()).add(txn.producer_id)
+        for (topic, partition), producer_ids in unfinished.items():
+            self.partitions.recover_open(topic, partition, producer_ids)
+
     def _recover(self, txn: Transaction) -> None:
         """At start: finish a decided transaction, abort an open one (fencing its producer)."""
-        if txn.state not in (Ongoing, PrepareCommit, PrepareAbort):
+        if txn.state not in UNFINISHED:
             return
-        for topic, partition in txn.partitions:
-            self.partitions.recover_open(topic, partition, txn.producer_id)
         if txn.state is PrepareCommit:
             self._write_markers(txn, commit=True)
         else:

@@ -52,23 +52,23 @@ class TxnPartitions:
         first_open = plog.first_unstable_offset   # kept with _open: read per partition by every fetch
         return max(plog.log_end_offset if first_open is None else first_open, plog.log_start_offset)
 
-    def recover_open(self, topic: str, partition: int, producer_id: int) -> None:
-        """After a restart: find where ``producer_id``'s unfinished transaction begins in this
-        partition (its first transactional batch after its last marker), so the marker that
-        ends it indexes it right."""
+    def recover_open(self, topic: str, partition: int, producer_ids: set[int]) -> None:
+        """After a restart: find where each of ``producer_ids``' unfinished transactions begins in
+        this partition (its first transactional batch after its last marker), so the marker that
+        ends it indexes it right. One walk of the partition serves every producer."""
         plog = self._logs.get_log(topic, partition)
         if plog is None:
             return
-        first = None
+        first: dict[int, int] = {}
         for _, _, header in plog.batches(plog.log_start_offset):
-            if header.producer_id != producer_id:
+            if header.producer_id not in producer_ids:
                 continue
             if header.is_control:
-                first = None
-            elif header.is_transactional and first is None:
-                first = header.base_offset
-        if first is not None:
-            self._opened(topic, partition, plog, producer_id, first)
+                first.pop(header.producer_id, None)
+            elif header.is_transactional:
+                first.setdefault(header.producer_id, header.base_offset)
+        for producer_id, offset in first.items():
+            self._opened(topic, partition, plog, producer_id, offset)
 
     def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> bool:
         """End ``producer_id``'s transaction in one partition (a partition deleted meanwhile needs
