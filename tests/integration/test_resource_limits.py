@@ -4,9 +4,12 @@ The broker answers each with a Kafka error code, keeps serving, and loses nothin
 acknowledged. The full disk is a real tmpfs filled by a file (tests/small_disk.py); the
 descriptor limit is the broker process's own RLIMIT_NOFILE.
 """
+import subprocess
+import sys
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaAdminClient
 from kafka.protocol.metadata import MetadataRequest
 
 from headwater.testing import BrokerProcess
@@ -85,6 +88,23 @@ def test_full_disk_answers_storage_error_then_production_resumes_and_survives_a_
         finally:
             if proc.proc.poll() is None:
                 proc.stop()
+
+
+def test_a_first_start_on_a_full_disk_is_a_one_line_error_and_the_next_start_gets_a_cluster_id(tmp_path):
+    with small_disk(tmp_path / "disk", "1m") as disk:
+        filler = fill_up(disk)
+        failed = subprocess.run([sys.executable, "-m", "headwater", "broker", "--data-dir", str(disk / "data"),
+                                 "--port", "0"], capture_output=True, text=True, timeout=60)
+        assert failed.returncode != 0
+        assert failed.stderr.strip().splitlines() == [failed.stderr.strip()]
+        assert "No space left on device" in failed.stderr and "Traceback" not in failed.stderr
+        filler.unlink()
+        proc = BrokerProcess(disk / "data", log_file=tmp_path / "broker.log").start()
+        try:
+            cluster_id = KafkaAdminClient(bootstrap_servers=proc.bootstrap).describe_cluster()["cluster_id"]
+            assert cluster_id and cluster_id == (disk / "data" / "cluster-id").read_text()
+        finally:
+            proc.stop()
 
 
 def _metadata_auto_create(wire: Wire, names: list[str]) -> list[int]:

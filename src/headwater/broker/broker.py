@@ -28,6 +28,7 @@ from headwater.broker.quotas import ClientQuotas
 from headwater.broker.txn.coordinator import TransactionCoordinator
 from headwater.broker.txn.partitions import TxnPartitions
 from headwater.broker.txn.store import TransactionStore
+from headwater.log.layout import replace_atomically
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
@@ -151,9 +152,11 @@ class Broker:
     @staticmethod
     def _load_cluster_id(data_dir: Path) -> str:
         path = data_dir / "cluster-id"
-        if not path.exists():
-            path.write_text(uuid.uuid4().hex[:22])
-        return path.read_text().strip()
+        cluster_id = path.read_text().strip() if path.exists() else ""
+        if not cluster_id:  # a new directory, or one whose first start found the disk full
+            cluster_id = uuid.uuid4().hex[:22]
+            replace_atomically(path, cluster_id)
+        return cluster_id
 
     def topic_for_produce(self, name: str):
         """The topic, auto-created when the broker allows it; None if it does not exist."""
