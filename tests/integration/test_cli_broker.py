@@ -18,11 +18,20 @@ def test_bad_arguments(tmp_path):
                         (["broker", "--data-dir", str(tmp_path), "--flush", "sometimes"], "--flush"),
                         (["broker", "--data-dir", str(tmp_path), "--failed-authentication-delay-ms", "-1"],
                          "--failed-authentication-delay-ms"),
+                        (["broker", "--data-dir", str(tmp_path), "--http-listener", "ftp://127.0.0.1:0"],
+                         "--http-listener"),
                         (["nonsense"], "invalid choice")):
         result = headwater(*args)
         assert result.returncode == 2
         assert words in result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_an_https_console_without_a_certificate_is_refused(tmp_path):
+    result = headwater("broker", "--data-dir", str(tmp_path), "--http-listener", "https://127.0.0.1:0")
+    assert result.returncode == 1
+    assert "an https:// --http-listener needs a certificate and key" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_second_broker_on_same_data_dir_or_port_is_refused(broker, tmp_path):

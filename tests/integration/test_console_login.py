@@ -2,7 +2,9 @@
 SCRAM credentials: plain HTTP requests and Debian's chromium get nothing before logging in,
 the data after; a wrong password is refused, logged with the peer and slowed down."""
 import base64
+import http.client
 import json
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -130,3 +132,37 @@ def test_login_in_the_browser(secured, browser):  # noqa: F811 (the fixture)
     log_in(PASSWORD)
     wait_for(browser, lambda: browser.current_url.endswith(f"/topics/{TOPIC}"), "the topic page")
     wait_for(browser, lambda: all(value in browser.page_source for value in VALUES), "the topic's records")
+
+
+def test_over_https_the_console_needs_the_certificate_and_its_cookie_is_secure(tmp_path):
+    certs, data = tmp_path / "certs", tmp_path / "data"
+    for args in (["certs", "--out", str(certs)],
+                 ["users", "create", "--data-dir", str(data), "alice", "--password", PASSWORD, "--iterations", "4096"]):
+        subprocess.run([sys.executable, "-m", "headwater", *args], check=True, capture_output=True)
+    with BrokerProcess(data, "--listener", "SASL_PLAINTEXT://127.0.0.1:0", "--http-listener", "https://127.0.0.1:0",
+                       "--ssl-certfile", str(certs / "broker.pem"), "--ssl-keyfile", str(certs / "broker.key"),
+                       "--super-user", "User:alice") as proc:
+        assert proc.console_url.startswith("https://127.0.0.1:")
+        trusted = ssl.create_default_context(cafile=certs / "ca.pem")
+        https = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=trusted))
+        basic = "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+        with https.open(urllib.request.Request(proc.console_url + "metrics", headers={"Authorization": basic}),
+                        timeout=30) as response:
+            assert response.status == 200 and "headwater_" in response.read().decode()
+        form = urllib.parse.urlencode({"user": "alice", "password": PASSWORD}).encode()
+        try:
+            https.open(urllib.request.Request(proc.console_url + "login", data=form), timeout=30)
+            raise AssertionError("a login answers with a redirect")
+        except urllib.error.HTTPError as redirect:
+            assert redirect.code == 303
+            cookie = redirect.headers["set-cookie"]
+        assert cookie.startswith("headwater_console=") and "secure" in cookie.lower()
+
+        untrusted = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ssl.create_default_context()))
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            untrusted.open(proc.console_url + "metrics", timeout=30)
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            _http.open(proc.console_url.replace("https://", "http://") + "metrics", timeout=30).read()
+        with https.open(urllib.request.Request(proc.console_url + "metrics", headers={"Authorization": basic}),
+                        timeout=30) as response:
+            assert response.status == 200  # still serving

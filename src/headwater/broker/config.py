@@ -33,6 +33,7 @@ class BrokerConfig:
     fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots (KIP-227)
     udp_listeners: list = field(default_factory=list)  # ingest.udp.UdpListenerConfig: StatsD / raw datagrams
     http_listener: tuple[str, int] | None = None  # where /metrics and the web console are served; None: nowhere
+    http_tls: bool = False                        # serve them over HTTPS, with the broker's certificate (tls)
     console_allow_writes: bool = False            # may the console reset offsets
     listeners: list[Listener] = field(default_factory=list)  # listeners; none: PLAINTEXT on host:port
     tls: TlsSettings | None = None                # ssl.* settings of the SSL and SASL_SSL listeners
@@ -47,6 +48,8 @@ class BrokerConfig:
             self.listeners = [Listener(SecurityProtocol.PLAINTEXT, self.host, self.port, advertised)]
         if self.tls is None and any(listener.protocol.tls for listener in self.listeners):
             raise ValueError("an SSL or SASL_SSL listener needs a certificate and key (--ssl-certfile, --ssl-keyfile)")
+        if self.tls is None and self.http_tls:
+            raise ValueError("an https:// --http-listener needs a certificate and key (--ssl-certfile, --ssl-keyfile)")
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -44,6 +44,16 @@ def _address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _http_listener(text: str) -> tuple[bool, tuple[str, int]]:
+    """[http://|https://]HOST:PORT: (HTTPS?, address)."""
+    scheme, separator, address = text.partition("://")
+    if not separator:
+        scheme, address = "http", text
+    if scheme not in ("http", "https"):
+        raise ValueError(text)
+    return scheme == "https", _address(address)
+
+
 def _udp(address: str, topic: str, mode: str) -> UdpListenerConfig:
     try:
         host, port = _address(address)
@@ -146,8 +156,9 @@ def add_parser(subparsers) -> None:
                         "unthrottled)")
     p.add_argument("--max-incremental-fetch-session-cache-slots", default=1000, type=_non_negative, metavar="N",
                    help="fetch sessions (KIP-227) kept; the least used give way, 0 turns them off (default %(default)s)")
-    p.add_argument("--http-listener", type=_address, metavar="HOST:PORT",
-                   help="serve Prometheus /metrics and the web console here (port 0: any free one); off by default")
+    p.add_argument("--http-listener", type=_http_listener, metavar="[https://]HOST:PORT",
+                   help="serve Prometheus /metrics and the web console here (port 0: any free one); https:// serves "
+                        "them over TLS with --ssl-certfile and --ssl-keyfile; off by default")
     p.add_argument("--console-allow-writes", action="store_true",
                    help="let the web console change state (reset a group's offsets); read-only by default")
     p.add_argument("--statsd-listener", nargs=2, action="append", default=[], metavar=("HOST:PORT", "TOPIC"),
@@ -174,7 +185,7 @@ def run(args) -> int:
         for listener in listeners if args.listener else ():
             print(f"{LISTENER_READY}{listener}", flush=True)
         if http is not None:
-            print(f"{CONSOLE_READY}http://{http[0]}:{http[1]}/", flush=True)
+            print(f"{CONSOLE_READY}{'https' if config.http_tls else 'http'}://{http[0]}:{http[1]}/", flush=True)
 
     # CPython collects its youngest generation every 700 new container objects; a broker's requests
     # make thousands (a fetch on 2,000 partitions: futures, tuples, response objects), and each
@@ -217,7 +228,8 @@ def _config(args) -> BrokerConfig:
                         retention_check_interval_ms=args.retention_check_interval_ms,
                         cleaner_interval_ms=args.cleaner_interval_ms,
                         cleaner_io_max_bytes_per_second=args.cleaner_io_max_bytes_per_second,
-                        http_listener=args.http_listener,
+                        http_listener=args.http_listener[1] if args.http_listener else None,
+                        http_tls=bool(args.http_listener and args.http_listener[0]),
                         fetch_session_cache_slots=args.max_incremental_fetch_session_cache_slots,
                         console_allow_writes=args.console_allow_writes, listeners=args.listener,
                         tls=_tls(args), sasl_mechanisms=args.sasl_mechanisms,

@@ -35,8 +35,10 @@ class HttpListener:
         secured = any(listener.protocol.sasl for listener in broker.config.listeners)
         login = ConsoleLogin(broker, server.failed_logins) if secured else None
         app = Console(broker, metrics, self.history, allow_writes, login).app()
+        tls = broker.config.tls if broker.config.http_tls else None
         self._uvicorn = _LoopServer(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                                                   timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+                                                   timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                                                   ssl_certfile=tls and tls.certfile, ssl_keyfile=tls and tls.keyfile))
         self._socket = socket.create_server((host, port), reuse_port=False)
         self._task: asyncio.Task | None = None
 

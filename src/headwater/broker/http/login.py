@@ -6,7 +6,7 @@ SASL PLAIN uses (``CredentialStore.check_password``: the SCRAM keys derived agai
 user's stored salt and iterations, compared in constant time), and the user needs DESCRIBE on
 the cluster, as the console shows every topic and group. Browsers log in through a form and
 then carry a signed session cookie (starlette's SessionMiddleware: HttpOnly, SameSite=Strict,
-so another site cannot post the console's forms); scripts and Prometheus may send HTTP Basic
+so another site cannot post the console's forms; Secure when the console is served over HTTPS); scripts and Prometheus may send HTTP Basic
 credentials with each request instead. Failed logins are logged with the peer and slowed down
 by the same per-host delay as failed SASL logins.
 """
@@ -51,7 +51,7 @@ class ConsoleLogin:
     def middleware(self) -> list[Middleware]:
         # A fresh key per broker start: sessions end when the broker restarts.
         return [Middleware(SessionMiddleware, secret_key=secrets.token_urlsafe(32), session_cookie=SESSION_COOKIE,
-                           max_age=SESSION_S, same_site="strict"),
+                           max_age=SESSION_S, same_site="strict", https_only=self.broker.config.http_tls),
                 Middleware(_Gate, login=self)]
 
     async def check(self, user: str, password: str, peer: str) -> None:
