@@ -61,7 +61,8 @@ def run(master: str, bootstrap: str, workdir: Path, per_trigger: int, conf: list
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "headwater", "pipelines", "run", "windows", "--master", master,
                            "--bootstrap-server", bootstrap, "--output", str(workdir), "--set", f"events={TOPIC}",
-                           "--set", f"per-trigger={per_trigger}", *conf], capture_output=True, text=True)
+                           "--set", f"per-trigger={per_trigger}", *conf], capture_output=True, text=True,
+                          env=SparkStandaloneCluster.driver_env())
     wall = time.monotonic() - started
     if done.returncode:
         raise RuntimeError(f"{master}: {done.stderr[-3000:]}")

@@ -276,11 +276,17 @@ class SparkStandaloneCluster:
         self.master: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen | None] = [None] * workers
 
+    @staticmethod
+    def driver_env() -> dict[str, str]:
+        """The environment of a process on this cluster (a driver too): it listens on loopback, as
+        the master and workers do (a driver with a cluster master binds the host's address)."""
+        return {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+
     def _start(self, name: str, main_class: str, *args: str) -> subprocess.Popen:
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
         with open(self.directory / f"{name}.log", "ab") as log:
             return subprocess.Popen([self.spark_class, main_class, "--host", "127.0.0.1", "--port", "0",
-                                     "--webui-port", "0", *args], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                     "--webui-port", "0", *args], stdout=log, stderr=subprocess.STDOUT,
+                                    env=self.driver_env(),
                                     start_new_session=True, preexec_fn=_die_with_parent)
 
     def _await_log(self, name: str, marker: str, proc: subprocess.Popen, timeout: float = 120) -> str:

@@ -114,7 +114,7 @@ def pipelines_run(cluster, bootstrap: str, workdir: Path, names: list[str], **pa
 def run_cli(cluster, command: list[str], workdir: Path) -> None:
     """Run a command line to its end, its output in workdir/cli.log."""
     with open(workdir / "cli.log", "ab") as log:
-        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=600)
+        done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=600, env=cluster.driver_env())
     assert done.returncode == 0, (workdir / "cli.log").read_text()[-4000:] + cluster.log_tail()
 
 
@@ -153,7 +153,7 @@ def test_worker_killed_mid_query_then_the_sink_is_still_exact(shop, spark_cluste
 
     command = pipelines_run(spark_cluster, bootstrap, tmp_path, ["windows"], **{"per-trigger": str(per_trigger)})
     with open(tmp_path / "cli.log", "ab") as log:
-        driver = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        driver = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=spark_cluster.driver_env())
     try:
         wait_until(lambda: driver.poll() is not None or batches_written(tmp_path / "windows.db") >= 2, timeout=300,
                    what="two micro-batches")

@@ -65,8 +65,9 @@ def session(master: str | None = None, app_name: str = "headwater", conf: dict |
     # Workers must run the interpreter that has Headwater installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     local = master is None or master.startswith("local")
+    if local:  # on a cluster the driver must be reachable from executors on other hosts
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name).master(master or "local[2]")
     for key, value in {**(LOCAL_CONF if local else cluster_conf()), **(conf or {})}.items():
         builder = builder.config(key, value)
