@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import glob
+import itertools
 import os
 import pwd
 import resource
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import cramjam
@@ -214,6 +216,28 @@ def bench_arguments(parser: argparse.ArgumentParser, smoke: dict) -> argparse.Na
         parser.set_defaults(**smoke)
         args = parser.parse_args()
     return args
+
+
+def produce_all(producer, topic: str, values: Iterable[bytes | None], *, keys: Iterable | None = None,
+                partitions: Iterable[int] | None = None, poll_every: int = 1000, **options) -> int:
+    """Hand every value to a confluent-kafka ``producer``, in order, with ``keys`` and ``partitions``
+    alongside when given (``options`` such as on_delivery go to every produce call). A full local
+    queue (BufferError) is waited out by serving delivery reports, and they are served every
+    ``poll_every`` messages; the caller flushes. Returns how many values were queued."""
+    extras = zip(itertools.repeat(None) if keys is None else keys,
+                 itertools.repeat(-1) if partitions is None else partitions)   # -1: the partitioner's choice
+    queued = 0
+    for value, (key, partition) in zip(values, extras):
+        while True:
+            try:
+                producer.produce(topic, value, key, partition, **options)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        queued += 1
+        if queued % poll_every == 0:
+            producer.poll(0)
+    return queued
 
 
 def wait_until(condition, timeout=60, interval=0.3, what="condition"):

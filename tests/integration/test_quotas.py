@@ -5,8 +5,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 from confluent_kafka import Producer
+
+from headwater.testing import produce_all
 
 QUOTA = 100_000  # bytes/s for client id "heavy"
 VALUE = b"x" * 1000
@@ -32,15 +35,14 @@ class Flood:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run)
 
-    def _run(self) -> None:
+    def _values(self) -> Iterator[bytes]:
         while not self.stop.is_set():
-            try:
-                self.producer.produce("flood", VALUE, on_delivery=self._delivered)
-            except BufferError:
-                self.producer.poll(0.05)
-            self.producer.poll(0)
+            yield VALUE
             if self.pace:
                 time.sleep(1 / self.pace)
+
+    def _run(self) -> None:
+        produce_all(self.producer, "flood", self._values(), on_delivery=self._delivered, poll_every=1)
         self.producer.flush(30)
 
     def _delivered(self, err, msg) -> None:
