@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,7 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
-from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, wait_until
+from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, mock_cluster_process, wait_until
 
 from tables import table  # bench/tables.py
 
@@ -40,14 +39,6 @@ BASE = {"partitions": 1, "connections": 1, "groups": 1}
 AXES = {"partitions": [1, 100, 1_000, 5_000], "connections": [1, 100, 1_000], "groups": [1, 10, 100]}
 IDLE_TOPIC = "idle"
 IDLE_POLL_S = 0.5   # librdkafka's fetch.wait.max.ms
-# The mock cluster lives inside a client handle: this child process holds one, so its CPU is the mock's.
-MOCK_SCRIPT = """
-import sys
-from headwater.testing import MockKafkaCluster
-mock = MockKafkaCluster(brokers=1)
-print(mock.bootstrap, flush=True)
-sys.stdin.read()
-"""
 
 
 @dataclass
@@ -246,13 +237,8 @@ def main() -> int:
         points += measure("Headwater", broker.bootstrap, broker.proc.pid, args)
     finally:
         broker.kill()   # a clean shutdown of thousands of partitions is no part of the measure
-    mock = subprocess.Popen([sys.executable, "-c", MOCK_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        points += measure("librdkafka mock (C)", mock.stdout.readline().strip(), mock.pid, args, mock=True)
-    finally:
-        mock.stdin.close()
-        mock.wait(30)
+    with mock_cluster_process() as (mock_pid, mock_bootstrap):
+        points += measure("librdkafka mock (C)", mock_bootstrap, mock_pid, args, mock=True)
     plot(points, args.plot, args)
     console.print(f"plot: {args.plot}")
     Console().print(table(f"Cost growth: {args.messages:,} messages at {args.rate:,} msg/s per point", [{
