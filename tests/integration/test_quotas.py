@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import socket
 import subprocess
 import sys
 import threading
@@ -96,3 +97,14 @@ def test_a_consumer_above_its_byte_rate_is_throttled_to_it(broker):
     assert any(t.throttle_time > 0 for t in throttles)
     # held to the quota: what arrived past the first second's burst and the last fetch took its time at the rate
     assert elapsed >= 0.9 * (sum(map(len, values)) - rate - FETCH_BYTES) / rate
+
+
+def test_quotas_against_no_broker_is_one_line_soon():
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        address = "127.0.0.1:%d" % s.getsockname()[1]
+    result = subprocess.run([sys.executable, "-m", "headwater", "quotas", "describe", "--bootstrap-server", address],
+                            capture_output=True, text=True, timeout=25)   # kafka-python alone would wait 30 s
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"headwater: error: cannot reach a broker at {address}")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_TIMEOUT_MS = 5000  # kafka-python's own default waits 30 s for a broker that is not there
 
 
 class CommandError(Exception):
@@ -137,7 +138,8 @@ def kafka_python_admin(args, client_id: str = "headwater-cli"):
 
     try:
         return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, **kafka_python_config(args),
-                                client_id=client_id, request_timeout_ms=30000)
+                                client_id=client_id, request_timeout_ms=30000,
+                                bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
     except KafkaPythonError as exc:
         raise CommandError(f"cannot reach a broker at {args.bootstrap_server}: {exc}") from None
 
