@@ -434,7 +434,8 @@ def mock_cluster_process(topics: dict[str, int] | None = None) -> Iterator[tuple
     """A one-broker MockKafkaCluster in a child process of its own, so that its CPU is measured
     apart from the clients': (its pid, its address) until the block ends."""
     script = ("import json, sys\nfrom headwater.testing import MockKafkaCluster\n"
-              "mock = MockKafkaCluster(1, json.loads(sys.argv[1]))\nprint(mock.bootstrap, flush=True)\nsys.stdin.read()")
+              "mock = MockKafkaCluster(1, json.loads(sys.argv[1]))\n"
+              "print(mock.bootstrap, flush=True)\nsys.stdin.read()")
     with subprocess.Popen([sys.executable, "-c", script, json.dumps(topics or {})], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, text=True) as mock:
         try:

@@ -42,9 +42,10 @@ def test_an_unreadable_log_fails_its_partition_alone_and_the_broker_serves_on(br
     os.truncate(layout.segment_file(layout.partition_dir(broker.data_dir, "damaged", 0), 0, layout.LOG), 30)
     F = FetchRequest[11]
     request = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
-                session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[F.FetchTopic(topic="damaged", partitions=[
-                    F.FetchTopic.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
-                                                partition_max_bytes=1 << 20) for p in (0, 1, 2)])])
+                session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[F.FetchTopic(
+                    topic="damaged", partitions=[F.FetchTopic.FetchPartition(
+                        partition=p, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                        partition_max_bytes=1 << 20) for p in (0, 1, 2)])])
     answered = {p.partition_index: p for p in Wire(broker.bootstrap).request(request, 11).responses[0].partitions}
     assert answered[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR == 56
     for p in (1, 2):

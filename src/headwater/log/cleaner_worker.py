@@ -49,7 +49,8 @@ class CleanerWorker:
         except (EOFError, OSError):
             code = self._reap()
             if self._stopped:
-                raise CleanerStopped(f"the log cleaner worker was stopped while cleaning {job.directory.name}") from None
+                raise CleanerStopped(f"the log cleaner worker was stopped while cleaning {job.directory.name}") \
+                    from None
             raise WorkerDied(f"the log cleaner worker ended while cleaning {job.directory.name} "
                              f"(exit code {code})") from None
         if not ok:
