@@ -117,7 +117,7 @@ def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, r
     """(broker CPU s, deliveries, sorted latencies in s) of one point of the curve."""
     topic, partitions, connections, groups = f"cost-{name}", shape["partitions"], shape["connections"], shape["groups"]
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1})
-    if not mock:   # the mock broker names no controller, so CreateTopics never leaves the client: it auto-creates
+    if not mock:   # the mock broker answers no CreateTopics: its topics are made with it (mock_topics)
         create_topic(bootstrap, topic, partitions)
     producer.produce(topic, b"warm", partition=0)   # the consumers read it before the clock starts
     producer.flush(30)
@@ -166,11 +166,16 @@ def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, r
     return cpu, messages * groups, sorted(latencies)
 
 
+def mock_topics() -> dict[str, int]:
+    """Every topic a run on the mock broker uses, with its partitions (run_point's names)."""
+    points = {f"cost-{axis}-{value}": {**BASE, axis: value}["partitions"] for axis, values in AXES.items()
+              for value in values}
+    return {IDLE_TOPIC: 1, **points}
+
+
 def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> list[Point]:
-    """The base point, then each axis grown from it (the mock broker only along the axes it can take)."""
-    if mock:
-        Producer({"bootstrap.servers": bootstrap}).list_topics(IDLE_TOPIC, timeout=10)   # auto-created
-    else:
+    """The base point, then each axis grown from it."""
+    if not mock:
         create_topic(bootstrap, IDLE_TOPIC, 1)
 
     def point(axis: str, value: int) -> Point:
@@ -184,8 +189,6 @@ def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> 
     base = point("partitions", BASE["partitions"])
     points = []
     for axis, values in AXES.items():
-        if mock and axis == "partitions":   # its auto-created topics have 4 partitions, no more
-            continue
         points += [point(axis, value) if value != BASE[axis] else Point(broker, axis, value, *list(
             vars(base).values())[3:]) for value in values]
     return points
@@ -237,7 +240,7 @@ def main() -> int:
         points += measure("Headwater", broker.bootstrap, broker.proc.pid, args)
     finally:
         broker.kill()   # a clean shutdown of thousands of partitions is no part of the measure
-    with mock_cluster_process() as (mock_pid, mock_bootstrap):
+    with mock_cluster_process(mock_topics()) as (mock_pid, mock_bootstrap):
         points += measure("librdkafka mock (C)", mock_bootstrap, mock_pid, args, mock=True)
     plot(points, args.plot, args)
     console.print(f"plot: {args.plot}")
