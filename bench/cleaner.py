@@ -18,6 +18,7 @@ There is no peer: no Kafka (JVM) broker can be installed here to run its cleaner
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import re
 import tempfile
@@ -31,7 +32,7 @@ from rich.console import Console
 
 from headwater.log import LogConfig, LogManager
 from headwater.records import Compression, Record, encode_batch
-from headwater.testing import BrokerProcess, bench_arguments
+from headwater.testing import BrokerProcess, bench_arguments, produce_all
 
 from tables import table  # bench/tables.py
 
@@ -92,18 +93,15 @@ def produce_rate(bootstrap: str, topic: str, seconds: float, stop) -> tuple[floa
                          "queue.buffering.max.messages": 1_000_000})
     producer.produce(topic, b"warm-up")
     producer.flush(30)
-    sent, value = 0, b"x" * 100
     start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        try:
-            producer.produce(topic, value)
-            sent += 1
-        except BufferError:
-            producer.poll(0.005)
-        if sent % 10_000 == 0:
-            producer.poll(0)
-            if stop():
-                break
+
+    def values():
+        for sent in itertools.count():
+            if time.perf_counter() - start >= seconds or (sent and sent % 10_000 == 0 and stop()):
+                return
+            yield b"x" * 100
+
+    sent = produce_all(producer, topic, values())
     producer.flush(120)
     return sent / (time.perf_counter() - start), sent
 
@@ -118,13 +116,8 @@ def fill_backlog(bootstrap: str, topic: str, records: int, keys: int, segment_by
     # Batches well below a segment, so the backlog spans closed (cleanable) segments.
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4",
                          "batch.size": segment_bytes // 4, "queue.buffering.max.messages": 1_000_000})
-    for key, value in updates(records, keys):
-        while True:
-            try:
-                producer.produce(topic, key=key, value=value)
-                break
-            except BufferError:
-                producer.poll(0.01)
+    for_values, for_keys = itertools.tee(updates(records, keys))   # consumed in step: a pair buffered at most
+    produce_all(producer, topic, (value for _, value in for_values), keys=(key for key, _ in for_keys))
     producer.flush(120)
 
 

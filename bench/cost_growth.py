@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,7 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
-from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, wait_until
+from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, mock_cluster_process, wait_until
 
 from tables import table  # bench/tables.py
 
@@ -40,14 +39,6 @@ BASE = {"partitions": 1, "connections": 1, "groups": 1}
 AXES = {"partitions": [1, 100, 1_000, 5_000], "connections": [1, 100, 1_000], "groups": [1, 10, 100]}
 IDLE_TOPIC = "idle"
 IDLE_POLL_S = 0.5   # librdkafka's fetch.wait.max.ms
-# The mock cluster lives inside a client handle: this child process holds one, so its CPU is the mock's.
-MOCK_SCRIPT = """
-import sys
-from headwater.testing import MockKafkaCluster
-mock = MockKafkaCluster(brokers=1)
-print(mock.bootstrap, flush=True)
-sys.stdin.read()
-"""
 
 
 @dataclass
@@ -126,7 +117,7 @@ def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, r
     """(broker CPU s, deliveries, sorted latencies in s) of one point of the curve."""
     topic, partitions, connections, groups = f"cost-{name}", shape["partitions"], shape["connections"], shape["groups"]
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1})
-    if not mock:   # the mock broker names no controller, so CreateTopics never leaves the client: it auto-creates
+    if not mock:   # the mock broker answers no CreateTopics: its topics are made with it (mock_topics)
         create_topic(bootstrap, topic, partitions)
     producer.produce(topic, b"warm", partition=0)   # the consumers read it before the clock starts
     producer.flush(30)
@@ -175,11 +166,16 @@ def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, r
     return cpu, messages * groups, sorted(latencies)
 
 
+def mock_topics() -> dict[str, int]:
+    """Every topic a run on the mock broker uses, with its partitions (run_point's names)."""
+    points = {f"cost-{axis}-{value}": {**BASE, axis: value}["partitions"] for axis, values in AXES.items()
+              for value in values}
+    return {IDLE_TOPIC: 1, **points}
+
+
 def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> list[Point]:
-    """The base point, then each axis grown from it (the mock broker only along the axes it can take)."""
-    if mock:
-        Producer({"bootstrap.servers": bootstrap}).list_topics(IDLE_TOPIC, timeout=10)   # auto-created
-    else:
+    """The base point, then each axis grown from it."""
+    if not mock:
         create_topic(bootstrap, IDLE_TOPIC, 1)
 
     def point(axis: str, value: int) -> Point:
@@ -193,8 +189,6 @@ def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> 
     base = point("partitions", BASE["partitions"])
     points = []
     for axis, values in AXES.items():
-        if mock and axis == "partitions":   # its auto-created topics have 4 partitions, no more
-            continue
         points += [point(axis, value) if value != BASE[axis] else Point(broker, axis, value, *list(
             vars(base).values())[3:]) for value in values]
     return points
@@ -246,13 +240,8 @@ def main() -> int:
         points += measure("Headwater", broker.bootstrap, broker.proc.pid, args)
     finally:
         broker.kill()   # a clean shutdown of thousands of partitions is no part of the measure
-    mock = subprocess.Popen([sys.executable, "-c", MOCK_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-    try:
-        points += measure("librdkafka mock (C)", mock.stdout.readline().strip(), mock.pid, args, mock=True)
-    finally:
-        mock.stdin.close()
-        mock.wait(30)
+    with mock_cluster_process(mock_topics()) as (mock_pid, mock_bootstrap):
+        points += measure("librdkafka mock (C)", mock_bootstrap, mock_pid, args, mock=True)
     plot(points, args.plot, args)
     console.print(f"plot: {args.plot}")
     Console().print(table(f"Cost growth: {args.messages:,} messages at {args.rate:,} msg/s per point", [{

@@ -10,6 +10,7 @@ Consumers are confluent-kafka (librdkafka); group members of the throughput run 
 processes. One Headwater broker on loopback; no Kafka peer is available on this machine.
 """
 import argparse
+import itertools
 import multiprocessing as mp
 import statistics
 import tempfile
@@ -20,7 +21,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from headwater.testing import bench_arguments, start_broker, wait_until
+from headwater.testing import bench_arguments, produce_all, start_broker, wait_until
 
 SESSION_MS = 6000
 
@@ -125,14 +126,7 @@ def produce(bootstrap, topic, records):
     create_topic(bootstrap, topic, 8)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
                          "compression.type": "none"})
-    value = b"x" * 100
-    for i in range(records):
-        while True:
-            try:
-                producer.produce(topic, value=value, key=str(i).encode())
-                break
-            except BufferError:
-                producer.poll(0.1)
+    produce_all(producer, topic, itertools.repeat(b"x" * 100, records), keys=(str(i).encode() for i in range(records)))
     assert producer.flush(120) == 0
 
 

@@ -17,10 +17,7 @@ no consumer shows each broker's own idle cost.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import glob
 import math
-import subprocess
 import sys
 import tempfile
 import threading
@@ -29,7 +26,6 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-import confluent_kafka
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition as KafkaTopicPartition
@@ -37,33 +33,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from tables import table
 
-from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds
+from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, mock_cluster_process
 
 TOPIC = "idle"
 WARM_UP_SECONDS = 3.0   # assignment, metadata and the first (full) fetch happen before the count starts
-
-
-
-def serve_mock_broker(partitions: int) -> None:
-    """The peer, in a process of its own so its CPU is measured like the broker's: librdkafka's
-    mock cluster through its C API (confluent-kafka does not expose the call that gives a mock
-    topic more than 4 partitions). Prints its address and runs until stdin closes."""
-    lib = ctypes.CDLL(glob.glob(str(Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs" /
-                                    "librdkafka*.so*"))[0])
-    pointer = ctypes.c_void_p
-    lib.rd_kafka_conf_new.restype = pointer
-    lib.rd_kafka_new.restype, lib.rd_kafka_new.argtypes = pointer, [ctypes.c_int, pointer, ctypes.c_char_p,
-                                                                     ctypes.c_size_t]
-    lib.rd_kafka_mock_cluster_new.restype, lib.rd_kafka_mock_cluster_new.argtypes = pointer, [pointer, ctypes.c_int]
-    lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
-    lib.rd_kafka_mock_cluster_bootstraps.argtypes = [pointer]
-    lib.rd_kafka_mock_topic_create.argtypes = [pointer, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
-    error = ctypes.create_string_buffer(512)
-    handle = lib.rd_kafka_new(0, lib.rd_kafka_conf_new(), error, len(error))   # 0: RD_KAFKA_PRODUCER
-    cluster = lib.rd_kafka_mock_cluster_new(handle, 1)
-    lib.rd_kafka_mock_topic_create(cluster, TOPIC.encode(), partitions, 1)
-    print(lib.rd_kafka_mock_cluster_bootstraps(cluster).decode(), flush=True)
-    sys.stdin.read()
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:
@@ -126,11 +99,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=20.0, help="how long each idle consumer is measured")
-    parser.add_argument("--serve-mock-broker", action="store_true", help=argparse.SUPPRESS)
     args = bench_arguments(parser, {"partitions": 50, "seconds": 1.0})
-    if args.serve_mock_broker:
-        serve_mock_broker(args.partitions)
-        return 0
 
     workdir = Path(tempfile.mkdtemp(prefix="headwater-bench-idle-"))
     flags = ("--flush", "never", "--max-partitions-per-request", str(args.partitions), "--http-listener", "127.0.0.1:0")
@@ -138,12 +107,10 @@ def main() -> int:
     rows = []
     with BrokerProcess(workdir / "on", *flags) as on, \
             BrokerProcess(workdir / "off", *flags, "--max-incremental-fetch-session-cache-slots", "0") as off, \
-            subprocess.Popen([sys.executable, __file__, "--serve-mock-broker", "--partitions", str(args.partitions)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as mock:
-        mock_bootstrap = mock.stdout.readline().strip()
+            mock_cluster_process({TOPIC: args.partitions}) as (mock_pid, mock_bootstrap):
         brokers = {"Headwater, sessions on": (on.proc.pid, on.console_url, on.bootstrap),
                    "Headwater, sessions off": (off.proc.pid, off.console_url, off.bootstrap),
-                   "librdkafka mock broker (C)": (mock.pid, None, mock_bootstrap)}
+                   "librdkafka mock broker (C)": (mock_pid, None, mock_bootstrap)}
         for broker in (on, off):
             create_topic(broker.bootstrap, args.partitions)
         for client, idle in clients.items():
@@ -152,7 +119,6 @@ def main() -> int:
                     continue   # kafka-python 3 does not get past bootstrapping from the mock broker
                 rows.append({"consumer": client, "broker": name,
                              **broker_load(pid, console_url, idle, bootstrap, args.partitions, args.seconds)})
-        mock.stdin.close()
     Console(width=150).print(table(f"Broker CPU with one idle consumer on {args.partitions:,} partitions, "
                                    f"{args.seconds:g} s each", rows))
     return 0

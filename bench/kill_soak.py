@@ -13,11 +13,13 @@ violations (a partition's numbers not increasing). Any of those makes the exit s
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
 
-from headwater.testing import BrokerProcess
+from headwater.testing import BrokerProcess, produce_all
 
 TOPIC = "soak"
 
@@ -67,20 +69,20 @@ class Producing(threading.Thread):
         else:
             self.failed += 1
 
-    def run(self) -> None:
+    def _values(self) -> Iterator[bytes]:
+        """``p:n`` for partition p in turn (as run's partitions cycle), until stopped."""
         sequence = [0] * self.partitions
         while not self.stop.is_set():
             p = self.produced % self.partitions
-            try:
-                self.producer.produce(TOPIC, value=b"%d:%d" % (p, sequence[p]), partition=p, on_delivery=self._report)
-            except BufferError:
-                self.producer.poll(0.05)
-                continue
+            yield b"%d:%d" % (p, sequence[p])
             sequence[p] += 1
             self.produced += 1
-            self.producer.poll(0)
             if self.produced % 100 == 0:
                 time.sleep(0.005)   # a steady stream, not a flood: the broker also restarts on these cores
+
+    def run(self) -> None:
+        produce_all(self.producer, TOPIC, self._values(), partitions=itertools.cycle(range(self.partitions)),
+                    on_delivery=self._report, poll_every=1)
         self.producer.flush(180)
 
 

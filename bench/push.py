@@ -10,6 +10,7 @@ one HTTP request per record plus JSON and base64; the native consumer gets batch
 Headwater broker on loopback; no Kafka or Pub/Sub peer is available on this machine.
 """
 import argparse
+import itertools
 import base64
 import http.client
 import json
@@ -27,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 
 from headwater.push.receiver import WebhookReceiver
-from headwater.testing import bench_arguments, start_broker, wait_until
+from headwater.testing import bench_arguments, produce_all, start_broker, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tables import table  # noqa: E402
@@ -37,9 +38,8 @@ VALUE = b"v" * 200
 
 def produce(bootstrap: str, topic: str, count: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(count):
-        producer.produce(topic, VALUE, key=b"key-%d" % (i % 100))
-        producer.poll(0)
+    produce_all(producer, topic, itertools.repeat(VALUE, count), keys=(b"key-%d" % (i % 100) for i in range(count)),
+                poll_every=1)
     producer.flush(60)
 
 

@@ -8,6 +8,7 @@ One broker child process with a listener of each protocol; confluent-kafka (libr
 the client. Certificates come from `headwater certs`, the user from `headwater users`.
 """
 import argparse
+import itertools
 import statistics
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from rich.console import Console
 
-from headwater.testing import BrokerProcess, bench_arguments
+from headwater.testing import BrokerProcess, bench_arguments, produce_all
 from tables import table
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
@@ -41,13 +42,7 @@ def produce(config: dict, topic: str, messages: int, size: int) -> float:
     failures = []
     report = lambda err, msg: err is not None and failures.append(err)
     started = time.perf_counter()
-    for _ in range(messages):
-        while True:
-            try:
-                producer.produce(topic, value, on_delivery=report)
-                break
-            except BufferError:
-                producer.poll(0.01)
+    produce_all(producer, topic, itertools.repeat(value, messages), on_delivery=report)
     assert producer.flush(120) == 0
     if failures:
         raise SystemExit(f"{len(failures)} messages not delivered: {failures[0]}")

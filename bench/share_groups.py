@@ -14,6 +14,7 @@ from the first delivery to the last acknowledgement.
 from __future__ import annotations
 
 import argparse
+import itertools
 import multiprocessing as mp
 import os
 import shutil
@@ -27,7 +28,7 @@ from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from rich.console import Console
 
-from headwater.testing import bench_arguments, start_broker
+from headwater.testing import bench_arguments, produce_all, start_broker
 from tables import table  # bench/tables.py
 
 CONSUMERS = (1, 4, 8)
@@ -170,9 +171,7 @@ def main() -> None:
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             admin.create_topics([NewTopic("work", 1, 1)])["work"].result(30)
             producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-            for _ in range(args.messages):
-                producer.produce("work", payload)
-                producer.poll(0)
+            produce_all(producer, "work", itertools.repeat(payload, args.messages), poll_every=1)
             producer.flush(60)
             for n in CONSUMERS:
                 group = f"bench-share-{n}"

@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
 
-from headwater.testing import BrokerProcess, SparkStandaloneCluster, bench_arguments
+from headwater.testing import BrokerProcess, SparkStandaloneCluster, bench_arguments, produce_all
 
 TOPIC = "bench-events"
 BASE_MS = 1_700_000_000_000
@@ -44,14 +44,8 @@ def fill(bootstrap: str, events: int, partitions: int) -> None:
     admin.create_topics([NewTopic(TOPIC, partitions)])[TOPIC].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     rng = random.Random(1)
-    for i in range(events):
-        event = {"event_id": f"e{i}", "user_id": f"u{rng.randrange(50)}", "ts_ms": BASE_MS + i * 2_000}
-        while True:
-            try:
-                producer.produce(TOPIC, json.dumps(event).encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
+    produce_all(producer, TOPIC, (json.dumps({"event_id": f"e{i}", "user_id": f"u{rng.randrange(50)}",
+                                              "ts_ms": BASE_MS + i * 2_000}).encode() for i in range(events)))
     if producer.flush(120):
         raise RuntimeError("events not acknowledged")
 

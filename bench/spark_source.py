@@ -17,6 +17,7 @@ rate source, and produce-to-window-result latency.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
 import time
@@ -30,20 +31,13 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 import headwater.spark
 from headwater.spark.partition_reader import ROWS_PER_BATCH, arrow_schema
 from headwater.spark.source import SCHEMA
-from headwater.testing import BrokerProcess, bench_arguments
+from headwater.testing import BrokerProcess, bench_arguments, produce_all
 
 
 def fill(bootstrap: str, topic: str, rows: int, size: int = 100) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                          "compression.type": "none"})
-    value = b"x" * size
-    for i in range(rows):
-        while True:
-            try:
-                producer.produce(topic, value, str(i).encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
+    produce_all(producer, topic, itertools.repeat(b"x" * size, rows), keys=(str(i).encode() for i in range(rows)))
     producer.flush(120)
 
 

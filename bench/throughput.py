@@ -22,6 +22,7 @@ messages as it still holds ("messages consumed").
 from __future__ import annotations
 
 import argparse
+import itertools
 import shutil
 import statistics
 import subprocess
@@ -35,7 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from headwater.testing import BrokerProcess, MockKafkaCluster, bench_arguments
+from headwater.testing import BrokerProcess, MockKafkaCluster, bench_arguments, produce_all
 
 VALUE = b"x" * 100
 GROUP_COMMIT_SUBJECT = "Group commit for flush=always"  # the commit the "before" broker precedes
@@ -50,16 +51,15 @@ def produce_throughput(bootstrap: str, topic: str, n: int) -> float:
                          "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
     producer.produce(topic, VALUE)
     producer.flush(30)  # metadata and connection are warm before the clock starts
+
+    def values():
+        for i in range(n):
+            if i % 100_000 == 0:
+                console.print(f"  produced {i:,}/{n:,}", end="\r")
+            yield VALUE
+
     start = time.perf_counter()
-    for i in range(n):
-        try:
-            producer.produce(topic, VALUE)
-        except BufferError:
-            producer.poll(0.005)
-            producer.produce(topic, VALUE)
-        if i % 100_000 == 0:
-            producer.poll(0)
-            console.print(f"  produced {i:,}/{n:,}", end="\r")
+    produce_all(producer, topic, values())
     producer.flush(120)
     return time.perf_counter() - start
 
@@ -146,15 +146,8 @@ def durable_produce(bootstrap: str, topic: str, seconds: float, producers: int =
             latencies.append(msg.latency())
 
     def run(producer: Producer, deadline: float) -> None:
-        i = 0
-        while time.perf_counter() < deadline:
-            try:
-                producer.produce(topic, VALUE, on_delivery=delivered)
-            except BufferError:
-                producer.poll(0.005)
-            i += 1
-            if i % 1000 == 0:
-                producer.poll(0)
+        produce_all(producer, topic, itertools.takewhile(lambda _: time.perf_counter() < deadline,
+                                                         itertools.repeat(VALUE)), on_delivery=delivered)
         producer.flush(60)
 
     clients = [Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,

@@ -13,6 +13,7 @@ rounds (max - min over the median: on a shared machine, read small differences a
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import tempfile
@@ -22,7 +23,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from rich.console import Console
 
-from headwater.testing import BrokerProcess, MockKafkaCluster, bench_arguments
+from headwater.testing import BrokerProcess, MockKafkaCluster, bench_arguments, produce_all
 
 from tables import table  # bench/tables.py
 
@@ -47,15 +48,9 @@ def run_mode(bootstrap: str, topic: str, seconds: float, commit_ms: int | None) 
             acked += 1
 
     def produce_until(deadline: float) -> None:
-        i = 0
-        while time.perf_counter() < deadline:
-            try:
-                producer.produce(topic, VALUE, partition=i % PARTITIONS, on_delivery=delivered)
-            except BufferError:
-                producer.poll(0.005)
-            i += 1
-            if i % 1000 == 0:
-                producer.poll(0)
+        produce_all(producer, topic, itertools.takewhile(lambda _: time.perf_counter() < deadline,
+                                                         itertools.repeat(VALUE)),
+                    partitions=itertools.cycle(range(PARTITIONS)), on_delivery=delivered)
 
     transactions = 0
     if commit_ms is not None:

@@ -3,8 +3,13 @@ to send them, and the options every benchmark shares: for tests, the demo and be
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import dataclasses
+import functools
 import glob
+import itertools
+import json
 import os
 import pwd
 import resource
@@ -16,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import cramjam
@@ -216,6 +223,28 @@ def bench_arguments(parser: argparse.ArgumentParser, smoke: dict) -> argparse.Na
     return args
 
 
+def produce_all(producer, topic: str, values: Iterable[bytes | None], *, keys: Iterable | None = None,
+                partitions: Iterable[int] | None = None, poll_every: int = 1000, **options) -> int:
+    """Hand every value to a confluent-kafka ``producer``, in order, with ``keys`` and ``partitions``
+    alongside when given (``options`` such as on_delivery go to every produce call). A full local
+    queue (BufferError) is waited out by serving delivery reports, and they are served every
+    ``poll_every`` messages; the caller flushes. Returns how many values were queued."""
+    extras = zip(itertools.repeat(None) if keys is None else keys,
+                 itertools.repeat(-1) if partitions is None else partitions)   # -1: the partitioner's choice
+    queued = 0
+    for value, (key, partition) in zip(values, extras):
+        while True:
+            try:
+                producer.produce(topic, value, key, partition, **options)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        queued += 1
+        if queued % poll_every == 0:
+            producer.poll(0)
+    return queued
+
+
 def wait_until(condition, timeout=60, interval=0.3, what="condition"):
     """Poll until `condition()` returns a truthy value, and return it; raise TimeoutError
     after `timeout` seconds. For background work (a rebalance, a cleaner pass, a
@@ -254,8 +283,6 @@ def zstd_bomb(size: int) -> bytes:
 def _die_with_parent() -> None:
     """In a child before exec: SIGKILL it when the process that started it ends, even
     without cleaning up (a test run killed by its timeout), so no JVM is left behind."""
-    import ctypes
-
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
 
 
@@ -345,25 +372,79 @@ class SparkStandaloneCluster:
         self.stop()
 
 
+@functools.cache
+def _librdkafka() -> ctypes.CDLL:
+    """The librdkafka that confluent-kafka's wheel bundles, typed for its mock cluster C API
+    (confluent-kafka itself offers no call that creates a mock topic)."""
+    import confluent_kafka
+
+    lib = ctypes.CDLL(glob.glob(str(Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs" /
+                                    "librdkafka*.so*"))[0])
+    pointer = ctypes.c_void_p
+    lib.rd_kafka_conf_new.restype = pointer
+    lib.rd_kafka_conf_set.argtypes = [pointer, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_new.restype = pointer
+    lib.rd_kafka_new.argtypes = [ctypes.c_int, pointer, ctypes.c_char_p, ctypes.c_size_t]
+    lib.rd_kafka_destroy.argtypes = [pointer]
+    lib.rd_kafka_mock_cluster_new.restype, lib.rd_kafka_mock_cluster_new.argtypes = pointer, [pointer, ctypes.c_int]
+    lib.rd_kafka_mock_cluster_destroy.argtypes = [pointer]
+    lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
+    lib.rd_kafka_mock_cluster_bootstraps.argtypes = [pointer]
+    lib.rd_kafka_mock_topic_create.argtypes = [pointer, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    return lib
+
+
+def _destroy_mock(lib: ctypes.CDLL, cluster: int, handle: int) -> None:
+    lib.rd_kafka_mock_cluster_destroy(cluster)
+    lib.rd_kafka_destroy(handle)
+
+
 class MockKafkaCluster:
     """librdkafka's mock cluster: `brokers` Kafka-protocol brokers (in C, inside this
-    process, each on its own loopback port) that auto-create topics with partition
-    leaders spread over the brokers. A second implementation of the protocol, for
-    client-side code that must not assume one broker. It lives as long as this object."""
+    process, each on its own loopback port) that auto-create topics (4 partitions each) with
+    partition leaders spread over the brokers; `topics` are created up front with the partitions
+    given. A second implementation of the protocol, for client-side code that must not assume
+    one broker, and a peer for the benches. It lives as long as this object."""
 
-    def __init__(self, brokers: int = 3):
-        from confluent_kafka import Producer
-
-        self._handle = Producer({"test.mock.num.brokers": brokers, "bootstrap.servers": "", "log_level": 0})
-        found = self._handle.list_topics(timeout=10).brokers.values()
-        self.brokers = {b.id: f"{b.host}:{b.port}" for b in sorted(found, key=lambda b: b.id)}
+    def __init__(self, brokers: int = 3, topics: dict[str, int] | None = None):
+        lib = _librdkafka()
+        conf, error = lib.rd_kafka_conf_new(), ctypes.create_string_buffer(512)
+        lib.rd_kafka_conf_set(conf, b"log_level", b"0", error, len(error))
+        handle = lib.rd_kafka_new(0, conf, error, len(error))   # 0: a producer, the mock's host handle
+        cluster = lib.rd_kafka_mock_cluster_new(handle, brokers)
+        weakref.finalize(self, _destroy_mock, lib, cluster, handle)
+        for name, partitions in (topics or {}).items():
+            lib.rd_kafka_mock_topic_create(cluster, name.encode(), partitions, 1)
+        # the mock numbers its brokers from 1 and lists them in that order
+        addresses = lib.rd_kafka_mock_cluster_bootstraps(cluster).decode().split(",")
+        self.brokers = dict(enumerate(addresses, 1))
+        self._metadata = None
 
     @property
     def bootstrap(self) -> str:
         """One broker's address only: clients must find the others from Metadata."""
-        return next(iter(self.brokers.values()))
+        return self.brokers[1]
 
     def leaders(self, topic: str) -> dict[int, int]:
         """partition -> the id of the broker leading it (creating the topic if needed)."""
-        metadata = self._handle.list_topics(topic, timeout=10).topics[topic]
+        from confluent_kafka import Producer
+
+        if self._metadata is None:   # a client only once asked: a bench measures the mock's process alone
+            self._metadata = Producer({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        metadata = self._metadata.list_topics(topic, timeout=10).topics[topic]
         return {p: info.leader for p, info in metadata.partitions.items()}
+
+
+@contextlib.contextmanager
+def mock_cluster_process(topics: dict[str, int] | None = None) -> Iterator[tuple[int, str]]:
+    """A one-broker MockKafkaCluster in a child process of its own, so that its CPU is measured
+    apart from the clients': (its pid, its address) until the block ends."""
+    script = ("import json, sys\nfrom headwater.testing import MockKafkaCluster\n"
+              "mock = MockKafkaCluster(1, json.loads(sys.argv[1]))\n"
+              "print(mock.bootstrap, flush=True)\nsys.stdin.read()")
+    with subprocess.Popen([sys.executable, "-c", script, json.dumps(topics or {})], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as mock:
+        try:
+            yield mock.pid, mock.stdout.readline().strip()
+        finally:
+            mock.stdin.close()   # it exits when its stdin closes

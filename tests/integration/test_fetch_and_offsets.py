@@ -1,11 +1,16 @@
-"""Long-polling fetches wake on append; ListOffsets finds earliest, latest and by timestamp."""
+"""Long-polling fetches wake on append; a log that cannot be read fails its partition alone;
+ListOffsets finds earliest, latest and by timestamp."""
+import os
 import threading
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kafka.protocol.consumer import OffsetForLeaderEpochRequest
+from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 
 from headwater import records
+from headwater.log import layout
+from headwater.protocol.errors import ErrorCode
 
+from .clients import confluent_consume, confluent_produce
 from .test_bad_input import fetch, produce
 from .wire import Wire
 
@@ -28,6 +33,30 @@ def test_waiting_fetch_wakes_when_its_partition_grows(broker):
     assert not thread.is_alive()
     _, recs = records.decode_records(result["partition"].records)
     assert [r.value for r in recs] == [b"second"]
+
+
+def test_an_unreadable_log_fails_its_partition_alone_and_the_broker_serves_on(broker):
+    sent = confluent_produce(broker.bootstrap, "damaged", [(b"k%d" % i, b"v%d" % i, []) for i in range(20)])
+    assert {p for p, *_ in sent} == {0, 1, 2}
+    # the disk loses partition 0's segment under the running broker: its reads now find a cut batch header
+    os.truncate(layout.segment_file(layout.partition_dir(broker.data_dir, "damaged", 0), 0, layout.LOG), 30)
+    F = FetchRequest[11]
+    request = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[F.FetchTopic(
+                    topic="damaged", partitions=[F.FetchTopic.FetchPartition(
+                        partition=p, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1,
+                        partition_max_bytes=1 << 20) for p in (0, 1, 2)])])
+    answered = {p.partition_index: p for p in Wire(broker.bootstrap).request(request, 11).responses[0].partitions}
+    assert answered[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR == 56
+    for p in (1, 2):
+        assert answered[p].error_code == 0
+        data = answered[p].records
+        assert [r.value for pos, _ in records.iter_batches(data) for r in records.decode_records(data, pos)[1]] == \
+            [v for q, _, _, v, _ in sent if q == p]
+    # a real consumer still reads the healthy partitions, and the broker keeps serving
+    healthy = [m for m in sent if m[0] != 0]
+    assert sorted(confluent_consume(broker.bootstrap, "damaged", [1, 2], len(healthy))) == sorted(healthy)
+    assert broker.proc.poll() is None
 
 
 def test_list_offsets_earliest_latest_and_by_timestamp(broker):

@@ -1,16 +1,22 @@
 """Client quotas: a producer above its byte rate is held to it and told so; other clients are not."""
 from __future__ import annotations
 
+import itertools
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from headwater.testing import produce_all
 
 QUOTA = 100_000  # bytes/s for client id "heavy"
 VALUE = b"x" * 1000
 MEASURE = 10.0   # seconds, after a second of warm-up (the bucket starts with a second's burst)
+FETCH_BYTES = 16384  # small fetches: a consumer's throttle comes between them, not after one answer holding all
 
 
 def quotas(bootstrap, *args) -> str:
@@ -32,15 +38,14 @@ class Flood:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run)
 
-    def _run(self) -> None:
+    def _values(self) -> Iterator[bytes]:
         while not self.stop.is_set():
-            try:
-                self.producer.produce("flood", VALUE, on_delivery=self._delivered)
-            except BufferError:
-                self.producer.poll(0.05)
-            self.producer.poll(0)
+            yield VALUE
             if self.pace:
                 time.sleep(1 / self.pace)
+
+    def _run(self) -> None:
+        produce_all(self.producer, "flood", self._values(), on_delivery=self._delivered, poll_every=1)
         self.producer.flush(30)
 
     def _delivered(self, err, msg) -> None:
@@ -69,3 +74,37 @@ def test_a_producer_above_its_quota_is_throttled_to_it_and_others_are_not(broker
     assert any(t.throttle_time > 0 for t in heavy.throttles)  # librdkafka reports 0 too, when a throttle ends
     assert not light.throttles
     assert light.rate(start, end) > 2 * QUOTA, "a client without a quota is not held back to it"
+
+
+def test_a_consumer_above_its_byte_rate_is_throttled_to_it(broker):
+    rate, values = 100_000, [b"%06d" % i + VALUE for i in range(400)]   # 400 KB: ~3 s past the first second's burst
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": FETCH_BYTES})
+    produce_all(producer, "slow-read", values, partitions=itertools.repeat(0))
+    assert producer.flush(30) == 0
+    quotas(broker.bootstrap, "alter", "--client-id", "slow-reader", "--add", f"consumer_byte_rate={rate}")
+    throttles: list = []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "slow-reader", "group.id": "unused",
+                         "enable.auto.commit": False, "throttle_cb": throttles.append,
+                         "fetch.max.bytes": FETCH_BYTES, "max.partition.fetch.bytes": FETCH_BYTES,
+                         "message.max.bytes": FETCH_BYTES})
+    consumer.assign([TopicPartition("slow-read", 0, OFFSET_BEGINNING)])
+    got, start = [], time.monotonic()
+    while len(got) < len(values) and time.monotonic() - start < 120:
+        got += [m.value() for m in consumer.consume(100, 1.0) if not m.error()]
+    elapsed = time.monotonic() - start
+    consumer.close()
+    assert got == values
+    assert any(t.throttle_time > 0 for t in throttles)
+    # held to the quota: what arrived past the first second's burst and the last fetch took its time at the rate
+    assert elapsed >= 0.9 * (sum(map(len, values)) - rate - FETCH_BYTES) / rate
+
+
+def test_quotas_against_no_broker_is_one_line_soon():
+    with socket.socket() as s:   # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        address = "127.0.0.1:%d" % s.getsockname()[1]
+    result = subprocess.run([sys.executable, "-m", "headwater", "quotas", "describe", "--bootstrap-server", address],
+                            capture_output=True, text=True, timeout=25)   # kafka-python alone would wait 30 s
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"headwater: error: cannot reach a broker at {address}")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -1,4 +1,5 @@
 """Log compaction: the cleaned log equals a plain-Python dict of the latest record per key."""
+import logging
 import os
 import random
 import threading
@@ -6,8 +7,10 @@ import threading
 import pytest
 
 from headwater.log import Log, LogConfig, LogManager
-from headwater.log.cleaner import CleanerStats, clean_log, rewrite_segment
+from headwater.log.cleaner import CleanerStats, LogCleaner, clean_log, rewrite_segment
+from headwater.log.cleaner_worker import CleanerWorker
 from headwater.records import iter_batches
+from headwater.testing import wait_until
 
 from .test_log import CODECS, build_batch, crash, read_all
 
@@ -212,3 +215,24 @@ def test_a_rewrite_left_by_a_killed_cleaner_is_not_built_upon(tmp_path):
     clean_log(log, now_ms=T0 + 1000)
     assert read_all(log) == latest_per_key(appended, drop_tombstones=False)
     assert not junk.exists()
+
+
+def test_a_pass_running_when_the_worker_stops_ends_quietly(tmp_path, caplog):
+    logs = []
+    for i in range(3):
+        log = Log.open(tmp_path / f"c-{i}", compacted_config())
+        produce_updates(log, random.Random(i))
+        log.roll()
+        logs.append(log)
+    before = [read_all(log) for log in logs]
+    worker = CleanerWorker(io_max_bytes_per_second=20_000)   # throttled: the first log's job outlasts the stop
+    pass_ = threading.Thread(target=LogCleaner(worker.run).clean, args=(logs, T0 + DAY))
+    with caplog.at_level(logging.INFO, logger="headwater.log"):
+        pass_.start()
+        wait_until(lambda: worker._process is not None, timeout=30, interval=0.01, what="the worker to start")
+        worker.stop()
+        pass_.join(60)
+    assert not pass_.is_alive()
+    assert [r.getMessage() for r in caplog.records if "next pass" in r.getMessage()] == []
+    assert [read_all(log) for log in logs] == before   # the stopped pass left every log as it was
+    assert [list(log.directory.glob("*.cleaned")) for log in logs] == [[], [], []]

@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from headwater.log import Log, LogManager, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
-from headwater.records import CorruptRecordError, Record, decode_records, encode_batch, iter_batches
+from headwater.records import CorruptRecordError, Record, decode_records, encode_batch
 
 if TYPE_CHECKING:
     from headwater.broker.broker import ProduceResult
 
 log = logging.getLogger("headwater.broker")
-READ_CHUNK = 1 << 20
 # Segments small enough that the cleaner gets closed ones to work on.
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
 
@@ -32,17 +31,12 @@ Apply = Callable[[Any, Any], None]
 
 
 def replay(plog: Log, topic: str) -> Iterator[Record]:
-    offset, end = plog.log_start_offset, plog.log_end_offset
-    while offset < end:
-        chunk = plog.read(offset, READ_CHUNK)
-        if not chunk:
-            return
-        try:
-            batches = list(iter_batches(chunk, validate=False))
-        except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
-            log.error("replay of %s stops at offset %d: %s", topic, offset, exc)
-            return
-        for pos, header in batches:
+    end = plog.log_end_offset   # what the log held when the replay began
+    offset = plog.log_start_offset
+    try:
+        for chunk, pos, header in plog.batches(offset):
+            if header.base_offset >= end:
+                return
             offset = header.last_offset + 1
             if header.is_control:
                 continue
@@ -52,6 +46,8 @@ def replay(plog: Log, topic: str) -> Iterator[Record]:
                 log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, topic, exc)
                 continue
             yield from records
+    except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
+        log.error("replay of %s stops at offset %d: %s", topic, offset, exc)
 
 
 def json_bytes(obj) -> bytes:

@@ -148,13 +148,13 @@ class Server:
                 log.info("%s authenticated %r with %s", peer, conn.principal, conn.sasl.mechanism)
             throttle = 0.0
             if response is not None:
-                encoded = encode_response(header, endpoint.api, response)
-                throttle = self.broker.quotas.throttle(header.client_id, header.api_key, size, len(encoded),
+                # charged before encoding, so the throttle time goes into the one encoding of the response
+                throttle = self.broker.quotas.throttle(header.client_id, header.api_key, size,
+                                                       self._fetched_bytes(header.api_key, response),
                                                        time.perf_counter() - started)
                 if throttle and hasattr(response, "throttle_time_ms"):
                     response.throttle_time_ms = int(throttle * 1000)
-                    encoded = encode_response(header, endpoint.api, response)
-                writer.write(encoded)
+                writer.write(encode_response(header, endpoint.api, response))
                 await writer.drain()
             if conn.failed:
                 return  # as Kafka: the failure is answered, then the connection closed
@@ -164,6 +164,13 @@ class Server:
             # with requests already buffered would never yield the loop: one busy producer must not
             # starve the fetches waiting to deliver its records.
             await asyncio.sleep(throttle)
+
+    def _fetched_bytes(self, api_key: int, response) -> int:
+        """The record bytes a fetch response carries, what consumer_byte_rate counts (0 for other
+        APIs, and while no quota is set: an idle consumer's fetch names thousands of partitions)."""
+        if api_key != ApiKey.FETCH or not self.broker.quotas.configs:
+            return 0
+        return sum(len(p.records or b"") for topic in response.responses for p in topic.partitions)
 
     async def _refuse(self, conn: Connection, peer) -> None:
         delay = self.failed_logins.failed(conn.peer)

@@ -7,7 +7,6 @@ import gc
 import logging
 import ssl
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from headwater.broker.broker import DataDirInUse
@@ -16,7 +15,7 @@ from headwater.broker.security.listeners import Listener, TlsSettings
 from headwater.broker.security.sasl import ALL_MECHANISMS
 from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
 from headwater.broker.server import serve
-from headwater.cli.common import CommandError
+from headwater.cli.common import CommandError, name_value, non_negative_int, positive_float, positive_int
 from headwater.log import LogConfig
 from headwater.records import MESSAGE_MAX_BYTES
 
@@ -63,31 +62,8 @@ def _udp(address: str, topic: str, mode: str) -> UdpListenerConfig:
     return UdpListenerConfig(host, port, topic, mode)
 
 
-def _integer_from(minimum: int, name: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise ValueError(text)
-        return value
-    parse.__name__ = name   # argparse names the type in its error: "invalid positive value: '0'"
-    return parse
-
-
-_positive = _integer_from(1, "positive")
-_non_negative = _integer_from(0, "non-negative")
-
-
-def _positive_rate(text: str) -> float:
-    value = float(text)
-    if not 0 < value < float("inf"):
-        raise ValueError(text)
-    return value
-
-
 def _topic_config(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    name, value = name_value(text)
     try:
         LogConfig.from_topic_configs({name: value}, LogConfig())
     except ValueError as exc:
@@ -132,29 +108,29 @@ def add_parser(subparsers) -> None:
                    help="super.users: a principal every ACL check lets through (repeatable)")
     p.add_argument("--allow-everyone-if-no-acl-found", action="store_true",
                    help="on secured listeners, allow what no ACL names (PLAINTEXT listeners always do)")
-    p.add_argument("--failed-authentication-delay-ms", type=_non_negative, default=100,
+    p.add_argument("--failed-authentication-delay-ms", type=non_negative_int, default=100,
                    help="wait before answering a failed authentication, doubled for each further failure "
                         "from the same host (default %(default)s)")
-    p.add_argument("--num-partitions", default=1, type=_positive, help="partitions of auto-created topics")
-    p.add_argument("--max-partitions", default=10000, type=_positive,
+    p.add_argument("--num-partitions", default=1, type=positive_int, help="partitions of auto-created topics")
+    p.add_argument("--max-partitions", default=10000, type=positive_int,
                    help="partitions the broker holds over all topics (default %(default)s)")
-    p.add_argument("--max-partitions-per-request", default=1000, type=_positive,
+    p.add_argument("--max-partitions-per-request", default=1000, type=positive_int,
                    help="partitions one CreateTopics may ask for (default %(default)s)")
     p.add_argument("--no-auto-create", action="store_true", help="refuse produce/metadata for unknown topics")
     p.add_argument("--flush", choices=("always", "never"), default="always",
                    help="always: fsync before acknowledging an acks=all produce (default)")
-    p.add_argument("--message-max-bytes", default=MESSAGE_MAX_BYTES, type=_positive,
+    p.add_argument("--message-max-bytes", default=MESSAGE_MAX_BYTES, type=positive_int,
                    help="largest batch a produce may carry")
     p.add_argument("--log-config", action="append", default=[], type=_topic_config, metavar="NAME=VALUE",
                    help="broker default of a topic config, e.g. retention.ms=3600000 (repeatable)")
-    p.add_argument("--retention-check-interval-ms", default=300000, type=_positive,
+    p.add_argument("--retention-check-interval-ms", default=300000, type=positive_int,
                    help="how often retention deletes old segments (default %(default)s)")
-    p.add_argument("--cleaner-interval-ms", default=15000, type=_positive,
+    p.add_argument("--cleaner-interval-ms", default=15000, type=positive_int,
                    help="pause between log cleaner passes over compacted topics (default %(default)s)")
-    p.add_argument("--cleaner-io-max-bytes-per-second", type=_positive_rate, metavar="BYTES",
+    p.add_argument("--cleaner-io-max-bytes-per-second", type=positive_float, metavar="BYTES",
                    help="log.cleaner.io.max.bytes.per.second: the cleaner's reads and writes, at most (default: "
                         "unthrottled)")
-    p.add_argument("--max-incremental-fetch-session-cache-slots", default=1000, type=_non_negative, metavar="N",
+    p.add_argument("--max-incremental-fetch-session-cache-slots", default=1000, type=non_negative_int, metavar="N",
                    help="fetch sessions (KIP-227) kept; the least used give way, 0 turns them off (default %(default)s)")
     p.add_argument("--http-listener", type=_http_listener, metavar="[https://]HOST:PORT",
                    help="serve Prometheus /metrics and the web console here (port 0: any free one); https:// serves "

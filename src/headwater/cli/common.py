@@ -1,9 +1,10 @@
-"""Conventions every client-side command shares: where the broker is, tables or JSON, one-line errors."""
+"""Conventions every command shares: argument types, where the broker is, tables or JSON, one-line errors."""
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 
@@ -12,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_TIMEOUT_MS = 5000  # kafka-python's own default waits 30 s for a broker that is not there
 
 
 class CommandError(Exception):
@@ -30,6 +32,46 @@ def add_connection_args(parser) -> None:
     parser.add_argument("--command-config", type=client_properties, default={}, metavar="FILE",
                         help="client properties for a secured broker (security.protocol, sasl.mechanism, "
                              "sasl.username, sasl.password, ssl.ca.location, ... in librdkafka's names)")
+
+
+def name_value(text: str) -> tuple[str, str]:
+    """A NAME=VALUE argument (a config, a client property, a parameter), both sides stripped."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), value.strip()
+
+
+def _number(text: str, kind: type[int] | type[float]) -> int | float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                         f"got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _number(text, int)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _number(text, int)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _number(text, float)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
 
 
 def client_properties(path: str) -> dict[str, str]:
@@ -96,7 +138,8 @@ def kafka_python_admin(args, client_id: str = "headwater-cli"):
 
     try:
         return KafkaAdminClient(bootstrap_servers=args.bootstrap_server, **kafka_python_config(args),
-                                client_id=client_id, request_timeout_ms=30000)
+                                client_id=client_id, request_timeout_ms=30000,
+                                bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
     except KafkaPythonError as exc:
         raise CommandError(f"cannot reach a broker at {args.bootstrap_server}: {exc}") from None
 

@@ -6,16 +6,9 @@ import socket
 import time
 from pathlib import Path
 
-from headwater.cli.common import CommandError, add_connection_args, emit
+from headwater.cli.common import CommandError, add_connection_args, emit, name_value
 
 MASTER_TIMEOUT_S = 5.0
-
-
-def _assignment(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name.strip(), value.strip()
 
 
 def trigger(text: str) -> dict:
@@ -50,9 +43,9 @@ def add_parser(subparsers) -> None:
     run.add_argument("--trigger", type=trigger, default=trigger("available-now"),
                      help="available-now (default: everything in the topics, then stop), once, or an interval "
                      "such as '10 seconds' (run until interrupted)")
-    run.add_argument("--set", type=_assignment, action="append", default=[], dest="params", metavar="NAME=VALUE",
+    run.add_argument("--set", type=name_value, action="append", default=[], dest="params", metavar="NAME=VALUE",
                      help="a pipeline parameter (topic names, lateness, ...: see `headwater pipelines list`)")
-    run.add_argument("--conf", type=_assignment, action="append", default=[], metavar="KEY=VALUE",
+    run.add_argument("--conf", type=name_value, action="append", default=[], metavar="KEY=VALUE",
                      help="a Spark configuration setting, e.g. spark.executor.memory=1g")
     run.set_defaults(func=run_pipelines)
 

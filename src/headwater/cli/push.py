@@ -8,19 +8,9 @@ import os
 import sys
 import urllib.parse
 
-from headwater.cli.common import add_client_args
+from headwater.cli.common import add_client_args, name_value, positive_float, positive_int
 from headwater.push.retry import Backoff
 from headwater.push.subscription import PushConfig, PushSubscription
-
-
-def _positive(kind):
-    def parse(text: str):
-        value = kind(text)
-        if value <= 0:
-            raise ValueError(text)
-        return value
-    parse.__name__ = kind.__name__
-    return parse
 
 
 def _url(text: str) -> str:
@@ -28,13 +18,6 @@ def _url(text: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise argparse.ArgumentTypeError(f"expected an http:// or https:// URL, got {text!r}")
     return text
-
-
-def _property(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, value
 
 
 def add_parser(subparsers) -> None:
@@ -46,19 +29,19 @@ def add_parser(subparsers) -> None:
     p.add_argument("endpoint", type=_url, help="http:// or https:// URL the records are POSTed to")
     p.add_argument("--group", help="consumer group (default: push-TOPIC)")
     p.add_argument("--dead-letter-topic", help="where records go after --max-attempts (default: TOPIC.dlq)")
-    p.add_argument("--max-attempts", type=_positive(int), default=10, help="attempts per record (default %(default)s)")
-    p.add_argument("--max-in-flight", type=_positive(int), default=16,
+    p.add_argument("--max-attempts", type=positive_int, default=10, help="attempts per record (default %(default)s)")
+    p.add_argument("--max-in-flight", type=positive_int, default=16,
                    help="records outstanding at once: delivering, backing off or waiting their key's turn "
                    "(default %(default)s)")
     p.add_argument("--ordering", choices=("none", "key"), default="none",
                    help="key: one record at a time per key, in offset order; none: in parallel (default)")
-    p.add_argument("--timeout", type=_positive(float), default=10.0, help="seconds per attempt (default %(default)s)")
-    p.add_argument("--backoff", type=_positive(float), default=0.5,
+    p.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per attempt (default %(default)s)")
+    p.add_argument("--backoff", type=positive_float, default=0.5,
                    help="seconds before the 2nd attempt, doubling each time (default %(default)s)")
-    p.add_argument("--max-backoff", type=_positive(float), default=30.0, help="longest wait (default %(default)s)")
+    p.add_argument("--max-backoff", type=positive_float, default=30.0, help="longest wait (default %(default)s)")
     p.add_argument("--from-beginning", action="store_true",
                    help="a group without committed offsets starts at the oldest record, not the newest")
-    p.add_argument("-X", "--consumer-config", action="append", default=[], type=_property, metavar="NAME=VALUE",
+    p.add_argument("-X", "--consumer-config", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                    help="a librdkafka consumer property, e.g. session.timeout.ms=6000 (repeatable)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     add_client_args(p)

@@ -5,7 +5,6 @@ Partition sizes come from DescribeLogDirs, which only kafka-python's admin clien
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import socket
@@ -16,24 +15,11 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic, OffsetSpec)
 
-from headwater.cli.common import CommandError, add_client_args, client_config, emit, kafka_python_config
+from headwater.cli.common import (CommandError, add_client_args, client_config, emit, kafka_python_config, name_value,
+                                  positive_int)
 
 TIMEOUT = 15  # seconds for any one admin call: a missing broker is reported, not waited for
 METADATA_STEP = 0.5  # seconds: the first call is asked in steps, so a refused login or a closed port ends it early
-
-
-def _config(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
-    return name, value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
 
 
 def add_parser(subparsers) -> None:
@@ -42,8 +28,8 @@ def add_parser(subparsers) -> None:
 
     create = actions.add_parser("create", help="create a topic")
     create.add_argument("topic")
-    create.add_argument("--partitions", type=_positive, default=1, help="number of partitions (default 1)")
-    create.add_argument("--config", type=_config, action="append", default=[], metavar="NAME=VALUE",
+    create.add_argument("--partitions", type=positive_int, default=1, help="number of partitions (default 1)")
+    create.add_argument("--config", type=name_value, action="append", default=[], metavar="NAME=VALUE",
                         help="topic config, e.g. cleanup.policy=compact (repeatable)")
     create.set_defaults(func=create_topic)
 
@@ -57,9 +43,9 @@ def add_parser(subparsers) -> None:
 
     alter = actions.add_parser("alter", help="add partitions, set or remove topic configs")
     alter.add_argument("topic")
-    alter.add_argument("--partitions", type=_positive, metavar="N",
+    alter.add_argument("--partitions", type=positive_int, metavar="N",
                        help="grow the topic to N partitions (keys may then map to other partitions)")
-    alter.add_argument("--config", type=_config, action="append", default=[], metavar="NAME=VALUE",
+    alter.add_argument("--config", type=name_value, action="append", default=[], metavar="NAME=VALUE",
                        help="set a config (repeatable)")
     alter.add_argument("--delete-config", action="append", default=[], metavar="NAME",
                        help="remove an override: back to the default (repeatable)")

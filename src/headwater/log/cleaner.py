@@ -28,8 +28,8 @@ from collections.abc import Callable
 
 from headwater.records import CorruptRecordError
 
-from .compaction import (NOTHING_ABORTED, Aborted, BatchReader, CleanerStats, CleanJob, CleanResult, Markers,
-                         OffsetMap, SegmentToClean, WorkerDied, compact, write_cleaned)
+from .compaction import (NOTHING_ABORTED, Aborted, BatchReader, CleanerStats, CleanerStopped, CleanJob, CleanResult,
+                         Markers, OffsetMap, SegmentToClean, WorkerDied, compact, write_cleaned)
 from .layout import CLEANED, SWAP, UNCLEANABLE, fsync_directory, replace_atomically
 from .partition import Log
 from .segment import Segment
@@ -61,6 +61,8 @@ class LogCleaner:
                 replace_atomically(log.directory / UNCLEANABLE, str(exc), durable=False)
                 logger.error("log cleaner: %s is uncleanable, skipped from now on: %s", log.directory.name, exc)
                 continue
+            except CleanerStopped:
+                break   # the broker is stopping: the pass ends here, and nothing is left to say
             except WorkerDied as exc:
                 logger.warning("log cleaner: %s; the next pass cleans it again", exc)
                 continue

@@ -22,7 +22,7 @@ import sys
 import threading
 from multiprocessing.connection import Connection
 
-from .compaction import CleanJob, CleanResult, WorkerDied, compact
+from .compaction import CleanerStopped, CleanJob, CleanResult, WorkerDied, compact
 from .throttle import throttle_for
 
 logger = logging.getLogger("headwater.log")
@@ -47,8 +47,12 @@ class CleanerWorker:
             jobs.send(job)
             ok, value = answers.recv()
         except (EOFError, OSError):
+            code = self._reap()
+            if self._stopped:
+                raise CleanerStopped(f"the log cleaner worker was stopped while cleaning {job.directory.name}") \
+                    from None
             raise WorkerDied(f"the log cleaner worker ended while cleaning {job.directory.name} "
-                             f"(exit code {self._reap()})") from None
+                             f"(exit code {code})") from None
         if not ok:
             raise value
         return value
@@ -56,7 +60,7 @@ class CleanerWorker:
     def _connect(self) -> tuple[Connection, Connection]:
         with self._lock:
             if self._stopped:
-                raise WorkerDied("the log cleaner worker is stopped")
+                raise CleanerStopped("the log cleaner worker is stopped")
             if self._process is None or self._process.poll() is not None:
                 self._reap_locked()
                 rate = "" if self.io_max_bytes_per_second is None else str(self.io_max_bytes_per_second)

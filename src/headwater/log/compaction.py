@@ -71,8 +71,12 @@ class CleanJob:
 
 
 class WorkerDied(Exception):
-    """The process cleaning a log ended before answering (killed, or stopped with the broker):
-    the pass is dropped, and a later one starts over."""
+    """The process cleaning a log ended before answering (killed): the pass is dropped, and a
+    later one starts over."""
+
+
+class CleanerStopped(WorkerDied):
+    """The cleaner's worker was stopped with the broker: the pass ends, and no other follows."""
 
 
 @dataclass

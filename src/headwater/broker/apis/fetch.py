@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from typing import NamedTuple
 
 from headwater.broker.fetch_sessions import NO_SESSION, FetchPosition, Partition
@@ -16,8 +17,9 @@ from headwater.broker.growth import any_grows
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
-from headwater.records import iter_batches
+from headwater.records import CorruptRecordError, iter_batches
 
+log = logging.getLogger("headwater.broker")
 FetchResponse = MESSAGE_CLASSES[ApiKey.FETCH][1]
 TopicResult = FetchResponse.FetchableTopicResponse
 PartitionData = TopicResult.PartitionData
@@ -78,6 +80,11 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
                 records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget), min_one=total == 0)
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
+                errors = True
+            except (OSError, CorruptRecordError) as exc:   # this log cannot be read; the others still answer
+                log.warning("fetch from %s at offset %d: cannot read its log: %s", plog.directory.name,
+                            position.fetch_offset, exc)
+                error = ErrorCode.KAFKA_STORAGE_ERROR
                 errors = True
         if committed and not error:
             # read_committed: nothing at or past the LSO, and which transactions in range were aborted

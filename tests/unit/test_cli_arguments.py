@@ -1,0 +1,37 @@
+"""The argument types every command shares (cli/common.py): the same value gets the same answer
+and the same one-line message in every command that takes it."""
+import pytest
+
+from headwater.cli.main import build_parser
+
+
+def usage_error(capsys, *argv: str) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser(list(argv)).parse_args(argv)   # parsed only: a value let through would run the command
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["broker", "--data-dir", "d", "--num-partitions", "0"], "argument --num-partitions: must be at least 1, got 0"),
+    (["broker", "--data-dir", "d", "--failed-authentication-delay-ms", "-1"],
+     "argument --failed-authentication-delay-ms: must be at least 0, got -1"),
+    (["broker", "--data-dir", "d", "--cleaner-io-max-bytes-per-second", "inf"],
+     "argument --cleaner-io-max-bytes-per-second: expected a finite number, got 'inf'"),
+    (["topics", "create", "t", "--partitions", "0"], "argument --partitions: must be at least 1, got 0"),
+    (["topics", "create", "t", "--partitions", "two"], "argument --partitions: expected an integer, got 'two'"),
+    (["push", "t", "http://h/", "--max-in-flight", "0"], "argument --max-in-flight: must be at least 1, got 0"),
+    (["push", "t", "http://h/", "--timeout", "0"], "argument --timeout: must be more than 0, got 0"),
+    (["push", "t", "http://h/", "--timeout", "nan"], "argument --timeout: expected a finite number, got 'nan'"),
+    (["topics", "create", "t", "--config", "novalue"], "argument --config: expected NAME=VALUE, got 'novalue'"),
+    (["topics", "create", "t", "--config", "=5"], "argument --config: expected NAME=VALUE, got '=5'"),
+    (["push", "t", "http://h/", "-X", "fetch.min.bytes"],
+     "argument -X/--consumer-config: expected NAME=VALUE, got 'fetch.min.bytes'"),
+    (["pipelines", "run", "windows", "--set", "x"], "argument --set: expected NAME=VALUE, got 'x'"),
+    (["broker", "--data-dir", "d", "--log-config", "retention.ms"],
+     "argument --log-config: expected NAME=VALUE, got 'retention.ms'"),
+])
+def test_bad_values_get_one_line_naming_the_argument(capsys, argv, message):
+    assert usage_error(capsys, *argv).endswith(f": error: {message}")
