@@ -77,6 +77,11 @@ def row_events(topic: str, key_columns: list[str], op: str, before: dict | None,
     return [ChangeEvent(topic, key, _value(op, before, after, source))]
 
 
+def create_event(topic: str, key_columns: list[str], after: dict, source: dict) -> ChangeEvent:
+    """`row_events` of an insert (op c), its one event built directly."""
+    return ChangeEvent(topic, _key(key_columns, after), _value("c", None, after, source))
+
+
 def truncate_event(topic: str, source: dict) -> ChangeEvent:
     """A truncate has no row and so no key."""
     return ChangeEvent(topic, None, _value("t", None, None, source))

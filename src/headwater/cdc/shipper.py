@@ -133,16 +133,17 @@ class Shipper:
         return self.tracker.delivered
 
     def send(self, event: ChangeEvent, batch: Batch) -> None:
-        self.send_many([event], batch)
+        """Hand one event to the producer, which copies it: the connectors send each event as
+        soon as it is encoded, so its JSON is freed at once."""
+        batch.pending += 1
+        try:
+            self.producer.produce(event.topic, event.value, event.key, on_delivery=batch.delivered)
+        except BufferError:  # the local queue is full: the broker is slow or down
+            self._produce(event.topic, event.key, event.value, batch.delivered, None)
 
     def send_many(self, events: list[ChangeEvent], batch: Batch) -> None:
-        batch.pending += len(events)
-        produce, delivered = self.producer.produce, batch.delivered
         for event in events:
-            try:
-                produce(event.topic, event.value, event.key, on_delivery=delivered)
-            except BufferError:  # the local queue is full: the broker is slow or down
-                self._produce(event.topic, event.key, event.value, delivered, None)
+            self.send(event, batch)
 
     def produce(self, topic: str, key: bytes, value: bytes, on_acked: Callable[[], None],
                 partition: int | None = None) -> None:
