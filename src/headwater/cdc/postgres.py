@@ -19,7 +19,8 @@ from psycopg2 import sql
 
 from . import CdcError, SourceUnavailable, pgoutput, pgtypes
 from .connector import Connector, StatusTicker
-from .envelope import UNAVAILABLE, Source, create_event, row_events, topic_name, truncate_event
+from .envelope import (UNAVAILABLE, Source, create_event, create_template, row_events, topic_name,
+                       truncate_event)
 from .shipper import Batch, PositionStore, Shipper, new_producer
 
 SNAPSHOT_MODES = ("initial", "never", "when_needed")
@@ -108,14 +109,14 @@ def _primary_key(cur, relid: int) -> list[str]:
 def _row(table: Table, values: list) -> dict[str, Any]:
     row = {}
     for (name, convert), value in zip(table.converters, values):
-        if value is None or (convert is None and value.__class__ is str):  # the common cases first
-            row[name] = value
+        if value.__class__ is str:  # the common case first
+            row[name] = value if convert is None else convert(value)
+        elif value is None:
+            row[name] = None
         elif value is pgoutput.UNCHANGED:
             row[name] = UNAVAILABLE
-        elif isinstance(value, bytes):  # binary tuple data: we never ask for it, keep it lossless
+        else:  # binary tuple data: we never ask for it, keep it lossless
             row[name] = pgtypes.to_json(pgtypes.BYTEA, "\\x" + value.hex())
-        else:
-            row[name] = convert(value)
     return row
 
 
@@ -126,6 +127,7 @@ class _Transaction:
         self.batch = batch
         self.skip = skip  # already delivered before a crash: PostgreSQL may send it again
         self.sources: dict[int, dict] = {}  # relid -> the source block of its events, but the LSN
+        self.creates: dict[int, bytes] = {}  # relid -> the value of its inserts, as a create_template
 
 
 class PostgresConnector(Connector):
@@ -427,9 +429,11 @@ class _Stream:
         return source
 
     def insert(self, lsn: int, msg: pgoutput.Insert) -> None:
-        table = self.relations[msg.relid]
-        self.shipper.send(create_event(table.topic, table.key, _row(table, msg.new), self.source(msg.relid, lsn)),
-                          self.txn.batch)
+        table, txn = self.relations[msg.relid], self.txn
+        template = txn.creates.get(msg.relid)
+        if template is None:
+            template = txn.creates[msg.relid] = create_template(self.source(msg.relid, lsn))
+        self.shipper.send(create_event(table.topic, table.key, _row(table, msg.new), template, lsn), txn.batch)
 
     def row_change(self, lsn: int, msg: pgoutput.Insert | pgoutput.Update | pgoutput.Delete) -> None:
         table = self.relations[msg.relid]
