@@ -429,10 +429,16 @@ class _Stream:
         return source
 
     def insert(self, lsn: int, msg: pgoutput.Insert) -> None:
-        table, txn = self.relations[msg.relid], self.txn
+        """From the second insert into a table in a transaction on, the value is filled into a
+        template: building one costs more than one generic envelope, so it pays from there."""
+        txn = self.txn
         template = txn.creates.get(msg.relid)
         if template is None:
+            if msg.relid not in txn.sources:
+                self.row_change(lsn, msg)
+                return
             template = txn.creates[msg.relid] = create_template(self.source(msg.relid, lsn))
+        table = self.relations[msg.relid]
         self.shipper.send(create_event(table.topic, table.key, _row(table, msg.new), template, lsn), txn.batch)
 
     def row_change(self, lsn: int, msg: pgoutput.Insert | pgoutput.Update | pgoutput.Delete) -> None:
