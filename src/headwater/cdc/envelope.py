@@ -52,6 +52,9 @@ _dumps = orjson.dumps  # compact UTF-8 JSON, as json.dumps(separators=(",", ":")
 def _key(key_columns: list[str], row: dict | None) -> bytes | None:
     if not key_columns or row is None:
         return None
+    if len(key_columns) == 1:  # the usual primary key, without a comprehension
+        name = key_columns[0]
+        return _dumps({name: row.get(name)})
     return _dumps({name: row.get(name) for name in key_columns})
 
 
@@ -89,9 +92,11 @@ def create_template(source: dict) -> bytes:
             + tail.replace(b"%", b"%%") + b',"op":"c","ts_ms":%d}')
 
 
-def create_event(topic: str, key_columns: list[str], after: dict, template: bytes, lsn: int) -> ChangeEvent:
-    """The event of an insert (op c): `row_events` with the value from `create_template`."""
-    return ChangeEvent(topic, _key(key_columns, after), template % (_dumps(after), lsn, time.time_ns() // 1_000_000))
+def create_event(topic: str, key_columns: list[str], after: dict, template: bytes, lsn: int,
+                 ts_ms: int) -> ChangeEvent:
+    """The event of an insert (op c): `row_events` with the value from `create_template`,
+    processed at `ts_ms` (Unix milliseconds)."""
+    return ChangeEvent(topic, _key(key_columns, after), template % (_dumps(after), lsn, ts_ms))
 
 
 def truncate_event(topic: str, source: dict) -> ChangeEvent:

@@ -328,6 +328,7 @@ class _Stream:
         self.relations: dict[int, Table] = {}
         self.txn: _Transaction | None = None
         self.to_store: int | None = None
+        self.now_ms = 0  # see handle_all
 
     def loop(self, stopping: Callable[[], bool]) -> None:
         last_save = last_heartbeat = time.monotonic()
@@ -371,6 +372,7 @@ class _Stream:
         """Decode a run of messages and hand their events to the producer. Inserts, most of a
         stream, go straight to `insert`: each call less per event counts at this rate."""
         decode, handle, insert, Insert = pgoutput.decode, self.handle, self.insert, pgoutput.Insert
+        self.now_ms = time.time_ns() // 1_000_000  # the processing time of inserts: once per run
         for lsn, payload in received:
             msg = decode(payload)
             if msg.__class__ is Insert and not self.txn.skip:
@@ -439,7 +441,8 @@ class _Stream:
                 return
             template = txn.creates[msg.relid] = create_template(self.source(msg.relid, lsn))
         table = self.relations[msg.relid]
-        self.shipper.send(create_event(table.topic, table.key, _row(table, msg.new), template, lsn), txn.batch)
+        self.shipper.send(create_event(table.topic, table.key, _row(table, msg.new), template, lsn, self.now_ms),
+                          txn.batch)
 
     def row_change(self, lsn: int, msg: pgoutput.Insert | pgoutput.Update | pgoutput.Delete) -> None:
         table = self.relations[msg.relid]
