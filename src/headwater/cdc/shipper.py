@@ -134,7 +134,7 @@ class Shipper:
     def __init__(self, producer: Producer, on_wait: Callable[[], None] = lambda: None):
         self.producer = producer
         # Where our own producer collects failed deliveries; None: each event brings a callback.
-        self._failures: list[KafkaError] | None = getattr(producer, "failures", None)
+        self._failures = producer.failures if isinstance(producer, ConnectorProducer) else None
         self.tracker = AckTracker()
         self.on_wait = on_wait
         self._on_empty: list[_Acknowledgement] = []  # records produced outside the batches
