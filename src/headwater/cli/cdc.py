@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sqlite3
@@ -81,6 +82,10 @@ def _supervise(make_connector: Callable[[], Connector], args: argparse.Namespace
     stopping = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.append(True))
+    # Each event leaves a few short-lived objects behind and no cycles: young-generation
+    # collections every 700 allocations only cost time (~4% of a busy connector's CPU).
+    gc.freeze()
+    gc.set_threshold(20_000, 50, 100)
     has_run = False
     while not stopping:
         try:
