@@ -10,6 +10,8 @@ rate source, and produce-to-window-result latency.
    triggerExecution). A warm-up round, then the three take turns; the median round
    is reported, with the CPU per row it cost each process (the JVM, the Python
    processes Spark runs: task workers and the source's planner, and the broker).
+   headwater / floor is also given round by round (the two ran back to back, so load
+   that drifts over the run weighs on both), with the median of those ratios.
 2. Latency: events produced at a steady rate; a 1-second tumbling window count in
    update mode; for every window update written by foreachBatch, write time minus the
    produce time of the newest event in it. Median and p95.
@@ -233,7 +235,9 @@ def main() -> None:
         print(f"{name:<34}{rows:>10}{rows_per_s:>12,.0f}{rows_per_s / rate:>8.2f}"
               + "".join(f"{x * 1e6:>{w}.2f}" for x, w in zip(cpu_per_row, (17, 8, 8))))
     floor = medians["prebuilt Arrow (Python floor)"][1]
-    print(f"headwater / Python floor: {medians['headwater'][1] / floor:.2f}")
+    ratios = [run[1] / floor_run[1] for run, floor_run in zip(runs["headwater"], runs["prebuilt Arrow (Python floor)"])]
+    print(f"headwater / Python floor: {medians['headwater'][1] / floor:.2f} (medians); round by round "
+          + ", ".join(f"{r:.2f}" for r in ratios) + f", median {statistics.median(ratios):.2f}")
     print()
     lat.sort()
     print(f"produce -> 1 s window update at {args.rate} events/s for {args.seconds} s: "
