@@ -8,7 +8,10 @@ rate source, and produce-to-window-result latency.
    one prebuilt Arrow batch (the floor cost of any Python data source), same batch
    size, same session; rows/s = rows / time spent in micro-batches (Spark's
    triggerExecution). A warm-up round, then the three take turns; the median round
-   is reported.
+   is reported, with the CPU per row it cost each process (the JVM, the Python
+   processes Spark runs: task workers and the source's planner, and the broker).
+   headwater / floor is also given round by round (the two ran back to back, so load
+   that drifts over the run weighs on both), with the median of those ratios.
 2. Latency: events produced at a steady rate; a 1-second tumbling window count in
    update mode; for every window update written by foreachBatch, write time minus the
    produce time of the newest event in it. Median and p95.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import statistics
 import tempfile
 import time
@@ -31,7 +35,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 import headwater.spark
 from headwater.spark.partition_reader import ROWS_PER_BATCH, arrow_schema
 from headwater.spark.source import SCHEMA
-from headwater.testing import BrokerProcess, bench_arguments, produce_all
+from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, produce_all
 
 
 def fill(bootstrap: str, topic: str, rows: int, size: int = 100) -> None:
@@ -48,7 +52,7 @@ def batch_rate(query) -> tuple[int, float]:
     return rows, rows / seconds if seconds else 0.0
 
 
-def median_run(runs: list[tuple[int, float]]) -> tuple[int, float]:
+def median_run(runs: list[tuple]) -> tuple:
     return sorted(runs, key=lambda run: run[1])[len(runs) // 2]
 
 
@@ -99,17 +103,39 @@ class PrebuiltReader(DataSourceStreamReader):
             yield batch
 
 
-def throughput(stream, batches: int, checkpoint: Path) -> tuple[int, float]:
-    """Rows per second spent in `batches` micro-batches of `stream` into the noop sink."""
+def spark_cpu(jvm: int) -> tuple[float, float]:
+    """(the JVM's CPU seconds, its Python processes'), from /proc: the Python side is the
+    live processes below the JVM plus the ones it has reaped (its children's time)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stats[int(pid)] = [int(x) for x in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1:15]]
+        except (OSError, ValueError):  # gone meanwhile
+            continue
+    below, parents = set(), {jvm}
+    while parents:
+        parents = {pid for pid, f in stats.items() if f[0] in parents} - below
+        below |= parents
+    # Fields after the state: ppid ... utime(10) stime(11) cutime(12) cstime(13).
+    python = sum(sum(stats[pid][10:14]) for pid in below) + sum(stats[jvm][12:14])
+    return sum(stats[jvm][10:12]) / tick, python / tick
+
+
+def throughput(stream, batches: int, checkpoint: Path, cpu) -> tuple[int, float, tuple]:
+    """Rows per second spent in `batches` micro-batches of `stream` into the noop sink,
+    and the CPU seconds per row of each process `cpu()` measures."""
     # A pause between batches lets the query be stopped without interrupting one
     # (the pause is not counted: the rate is rows per second spent in batches).
+    before = cpu()
     query = (stream.writeStream.format("noop").option("checkpointLocation", str(checkpoint))
              .trigger(processingTime="1 second").start())
     while (query.lastProgress is None or query.lastProgress["batchId"] < batches - 1
            or query.status["isTriggerActive"]):
         time.sleep(0.05)
     query.stop()
-    return batch_rate(query)
+    rows, rate = batch_rate(query)
+    return rows, rate, tuple((after - first) / rows for after, first in zip(cpu(), before))
 
 
 def sources(spark, bootstrap: str, topic: str, per_batch: int) -> dict:
@@ -174,16 +200,21 @@ def main() -> None:
         spark.dataSource.register(PrebuiltSource)
         streams = sources(spark, broker.bootstrap, "bench", args.per_batch)
         batches = args.rows // args.per_batch
+        jvm = spark._jvm.ProcessHandle.current().pid()
+
+        def cpu() -> tuple[float, float, float]:
+            return (*spark_cpu(jvm), cpu_seconds(broker.proc.pid))
+
         # Each source runs once to warm the JVM and the Python workers, then they take
         # turns; the median round counts, since this small machine is noisy.
-        runs: dict[str, list[tuple[int, float]]] = {name: [] for name in streams}
+        runs: dict[str, list[tuple]] = {name: [] for name in streams}
         for round_ in range(args.rounds + 1):
             figures = []
             for name, stream in streams.items():
-                rows, rate = throughput(stream(), batches, workdir / f"ck-{round_}-{len(figures)}")
-                figures.append(f"{name} {rate:,.0f}")
+                run = throughput(stream(), batches, workdir / f"ck-{round_}-{len(figures)}", cpu)
+                figures.append(f"{name} {run[1]:,.0f}")
                 if round_:
-                    runs[name].append((rows, rate))
+                    runs[name].append(run)
             print(f"round {round_}{' (warm-up)' if round_ == 0 else ''}: " + ", ".join(figures) + " rows/s",
                   flush=True)
         lat = latency(spark, broker.bootstrap, "latency", args.rate, args.seconds, workdir)
@@ -192,11 +223,15 @@ def main() -> None:
     print()
     medians = {name: median_run(r) for name, r in runs.items()}
     rate = medians["rate-micro-batch"][1]
-    print(f"{'source -> noop sink, 2 partitions':<34}{'rows':>10}{'rows/s':>12}{'/ rate':>8}")
-    for name, (rows, rows_per_s) in medians.items():
-        print(f"{name:<34}{rows:>10}{rows_per_s:>12,.0f}{rows_per_s / rate:>8.2f}")
+    print(f"{'source -> noop sink, 2 partitions':<34}{'rows':>10}{'rows/s':>12}{'/ rate':>8}"
+          f"{'CPU us/row: JVM':>17}{'Python':>8}{'broker':>8}")
+    for name, (rows, rows_per_s, cpu_per_row) in medians.items():
+        print(f"{name:<34}{rows:>10}{rows_per_s:>12,.0f}{rows_per_s / rate:>8.2f}"
+              + "".join(f"{x * 1e6:>{w}.2f}" for x, w in zip(cpu_per_row, (17, 8, 8))))
     floor = medians["prebuilt Arrow (Python floor)"][1]
-    print(f"headwater / Python floor: {medians['headwater'][1] / floor:.2f}")
+    ratios = [run[1] / floor_run[1] for run, floor_run in zip(runs["headwater"], runs["prebuilt Arrow (Python floor)"])]
+    print(f"headwater / Python floor: {medians['headwater'][1] / floor:.2f} (medians); round by round "
+          + ", ".join(f"{r:.2f}" for r in ratios) + f", median {statistics.median(ratios):.2f}")
     print()
     lat.sort()
     print(f"produce -> 1 s window update at {args.rate} events/s for {args.seconds} s: "

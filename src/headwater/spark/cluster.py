@@ -6,7 +6,7 @@ code reads a Headwater broker or a Kafka cluster. Never joins a consumer group.
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
 
 from headwater.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, Subscription
 
@@ -66,22 +66,32 @@ class Cluster:
         return low_high
 
     def earliest(self, tps) -> dict[TP, int]:
-        return {tp: self.watermarks(tp)[0] for tp in tps}
+        return self._list_offsets(tps, OFFSET_BEGINNING)
 
     def latest(self, tps) -> dict[TP, int]:
-        return {tp: self.watermarks(tp)[1] for tp in tps}
+        return self._list_offsets(tps, OFFSET_END)
 
     def at_timestamp(self, tps, timestamp_ms: int) -> dict[TP, int]:
         """First offset with a timestamp >= timestamp_ms, or the end if there is none."""
+        found = self._list_offsets(tps, timestamp_ms)
+        missing = [tp for tp, offset in found.items() if offset < 0]
+        return {**found, **self.latest(missing)} if missing else found
+
+    def _list_offsets(self, tps, timestamp_ms: int) -> dict[TP, int]:
+        """One ListOffsets request per leader for all of `tps` (a watermark look-up would
+        be two round trips per partition, and this runs on every micro-batch).
+        OFFSET_BEGINNING and OFFSET_END are the protocol's earliest and latest."""
+        if not tps:
+            return {}
         query = [TopicPartition(t, p, timestamp_ms) for t, p in tps]
-        found = self._consumer.offsets_for_times(query, timeout=TIMEOUT_S)
-        result = {}
+        try:
+            found = self._consumer.offsets_for_times(query, timeout=TIMEOUT_S)
+        except KafkaException as e:
+            raise RuntimeError(f"cannot list offsets of {_names(tps)}: {e.args[0].str()}") from None
         for tp in found:
             if tp.error is not None:
-                raise RuntimeError(f"cannot look up timestamp {timestamp_ms} in {tp.topic}-{tp.partition}: {tp.error}")
-            key = (tp.topic, tp.partition)
-            result[key] = tp.offset if tp.offset >= 0 else self.watermarks(key)[1]
-        return result
+                raise RuntimeError(f"cannot list offsets of {tp.topic}-{tp.partition}: {tp.error.str()}")
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
 
     def resolve(self, spec: OffsetSpec, tps, name: str) -> dict[TP, int]:
         """Concrete offsets for `spec` on the given partitions."""
@@ -103,6 +113,10 @@ class Cluster:
                 given = self.watermarks(tp)[1]
             resolved[tp] = given
         return resolved
+
+
+def _names(tps) -> str:
+    return ", ".join(f"{t}-{p}" for t, p in tps)
 
 
 def to_json(offsets: dict[TP, int]) -> dict:

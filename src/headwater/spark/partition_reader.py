@@ -53,13 +53,14 @@ def reader_config(client: dict) -> dict:
     # Defaults for reading a bounded range as fast as possible (the user's kafka.* options
     # override them):
     # - librdkafka pauses fetching for fetch.queue.backoff.ms (default 1 s) whenever its
-    #   prefetch queue is full; a task reads as fast as it can, so resume almost at once;
+    #   prefetch queue is full; a task reads as fast as it can, so resume almost at once
+    #   (the pause outlives unassign(): the next task's first fetch waits for it too);
     # - it prefetches queued.min.messages (default 100,000) ahead, records past the
     #   range's end that are parsed and thrown away: one batch ahead is enough;
     # - a fetch that reached the end of the log waits fetch.wait.max.ms (default 500) at
     #   the broker, and holds up the next task's requests on the same connection.
     # The end-of-partition event is how a range with a compacted tail ends, so it is always on.
-    return {"fetch.queue.backoff.ms": 5, "queued.min.messages": ROWS_PER_BATCH, "fetch.wait.max.ms": 10,
+    return {"fetch.queue.backoff.ms": 1, "queued.min.messages": ROWS_PER_BATCH, "fetch.wait.max.ms": 10,
             **client, "enable.partition.eof": True}
 
 
