@@ -2,17 +2,21 @@
 no fetch is watching (finding 7 of issue 10: a Fetch naming unknown partitions leaked one
 future each, forever)."""
 import asyncio
+import struct
 
 from kafka.protocol.consumer import FetchRequest
 
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
+from headwater.broker.apis import ADVERTISED
 from headwater.broker.apis.fetch import fetch
+from headwater.broker.apis.log_admin import delete_records
 from headwater.broker.growth import GrowthSignals
-from headwater.protocol.messages import RequestHeader
+from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey, RequestHeader, parse_request
 from headwater.records import Record, encode_batch
 
 F = FetchRequest[11]
+DeleteRecords = MESSAGE_CLASSES[ApiKey.DELETE_RECORDS][0]
 
 
 def fetch_request(partitions: list[tuple[str, int]], max_wait_ms: int = 0):
@@ -63,3 +67,51 @@ def test_fetch_of_unknown_partitions_leaves_no_signal(tmp_path):
         finally:
             broker.close()
     asyncio.run(scenario())
+
+
+def test_an_idle_session_hears_of_appends_and_of_a_log_start_deletes_records_moved(tmp_path):
+    """The session reads only partitions it was told changed: both an append and DeleteRecords must tell it."""
+    async def scenario():
+        broker = Broker(BrokerConfig(data_dir=tmp_path))
+        try:
+            broker.log_manager.create_topic("t", 3)
+            header = RequestHeader(1, 11, 1, "test")
+            for _ in range(2):
+                assert broker.append("t", 1, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+            opening = fetch_request([("t", 0), ("t", 1), ("t", 2)])
+            opening.session_epoch, opening.topics[0].partitions[1].fetch_offset = 0, 2   # caught up everywhere
+            session_id = (await fetch(broker, header, opening)).session_id
+            assert session_id and len(broker.growth) == 3
+
+            def incremental(epoch, max_wait_ms=0):
+                request = fetch_request([], max_wait_ms)
+                request.session_id, request.session_epoch = session_id, epoch
+                return fetch(broker, header, request)
+
+            assert (await incremental(1)).responses == []
+            deleted = DeleteRecords(topics=[DeleteRecords.DeleteRecordsTopic(name="t", partitions=[
+                DeleteRecords.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=1, offset=1)])],
+                timeout_ms=0)
+            await delete_records(broker, RequestHeader(21, 2, 2, "test"), deleted)
+            [topic] = (await incremental(2)).responses
+            assert [(p.partition_index, p.log_start_offset, p.records) for p in topic.partitions] == [(1, 1, b"")]
+            waiting = asyncio.create_task(incremental(3, max_wait_ms=30_000))
+            await asyncio.sleep(0.05)
+            assert broker.append("t", 2, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+            [topic] = (await asyncio.wait_for(waiting, 30)).responses
+            assert [(p.partition_index, p.high_watermark) for p in topic.partitions] == [(2, 1)]
+        finally:
+            broker.close()
+    asyncio.run(scenario())
+
+
+def test_a_repeated_fetch_is_decoded_once_and_each_request_gets_its_own_copy():
+    """librdkafka sends the same 2,000-partition body every 500 ms; authorization replaces a request's topics."""
+    body = fetch_request([("t", p) for p in range(50)]).encode(version=11)
+    frame = struct.pack(">hhih", ApiKey.FETCH, 11, 7, 4) + b"test" + body
+    (_, first), (_, second) = parse_request(frame, ADVERTISED), parse_request(frame, ADVERTISED)
+    assert first is not second and first.topics[0].partitions[49].partition == 49
+    first.topics = []
+    assert len(second.topics) == 1 and len(parse_request(frame, ADVERTISED)[1].topics) == 1
+    other = struct.pack(">hhih", ApiKey.FETCH, 11, 8, 4) + b"test" + fetch_request([("t", 0)], 5).encode(version=11)
+    assert parse_request(other, ADVERTISED)[1].max_wait_ms == 5   # another body: decoded anew

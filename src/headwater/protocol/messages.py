@@ -8,6 +8,7 @@ advertise. Record batches stay opaque bytes here (see ``headwater.records``).
 """
 from __future__ import annotations
 
+import copy
 import struct
 import uuid
 from dataclasses import dataclass
@@ -212,15 +213,33 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
         raise UnsupportedVersion(header)
     if spec.request.flexible_version_q(version):
         pos = _skip_tagged_fields(frame, pos)
+    if api_key != ApiKey.FETCH:
+        return header, _decode(spec, version, header.api_name, memoryview(frame)[pos:])
+    # A consumer without a fetch session (librdkafka) sends the same body, naming every partition,
+    # every fetch.wait.max.ms: decoded once, and each request gets its own shallow copy, since
+    # authorization filters a request's topics by replacing them.
+    key = version, bytes(memoryview(frame)[pos:])
+    body = _REPEATED_FETCHES.pop(key, None) or _decode(spec, version, header.api_name, key[1])
+    _REPEATED_FETCHES[key] = body
+    if len(_REPEATED_FETCHES) > REPEATED_FETCHES_KEPT:
+        del _REPEATED_FETCHES[next(iter(_REPEATED_FETCHES))]   # the least recently seen
+    return header, copy.copy(body)
+
+
+REPEATED_FETCHES_KEPT = 64   # decoded Fetch requests kept, by version and body
+_REPEATED_FETCHES: dict[tuple[int, bytes], object] = {}
+
+
+def _decode(spec: Api, version: int, api_name: str, body: bytes | memoryview):
     try:
-        body = spec.request.decode(memoryview(frame)[pos:], version=version)
+        decoded = spec.request.decode(body, version=version)
     except Exception as exc:  # the generated decoder raises assorted errors on garbage
-        raise ProtocolError(f"malformed {header.api_name} v{version} request: {exc!r}") from exc
-    null = null_field(spec.request._struct, body, version)
+        raise ProtocolError(f"malformed {api_name} v{version} request: {exc!r}") from exc
+    null = null_field(spec.request._struct, decoded, version)
     if null is not None:
-        raise ProtocolError(f"malformed {header.api_name} v{version} request: {null} is null, "
+        raise ProtocolError(f"malformed {api_name} v{version} request: {null} is null, "
                             "and the schema does not allow null there")
-    return header, body
+    return decoded
 
 
 def null_field(struct, value, version: int, path: str = "") -> str | None:
