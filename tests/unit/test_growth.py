@@ -43,66 +43,66 @@ def test_watch_drops_the_future_when_its_last_watcher_leaves():
     asyncio.run(scenario())
 
 
-def test_fetch_of_unknown_partitions_leaves_no_signal(tmp_path):
-    async def scenario():
+def with_broker(tmp_path, topic: str, partitions: int, scenario) -> None:
+    """Run ``scenario(broker, header)`` on an in-process broker with one topic."""
+    async def run():
         broker = Broker(BrokerConfig(data_dir=tmp_path))
         try:
-            broker.log_manager.create_topic("real", 2)
-            header = RequestHeader(1, 11, 1, "test")
-            unknown = [(f"ghost-{i}", i % 7) for i in range(20_000)] + [("real", p) for p in range(5, 2_005)]
-            for start in range(0, len(unknown), 5_000):
-                response = await fetch(broker, header, fetch_request(unknown[start:start + 5_000]))
-                assert {p.error_code for t in response.responses for p in t.partitions} == {3}  # UNKNOWN_TOPIC_OR_PARTITION
-            assert len(broker.growth) == 0
-
-            # A fetch waiting on a real partition holds one signal while it waits and none after.
-            waiting = asyncio.create_task(fetch(broker, header, fetch_request([("real", 0)], max_wait_ms=30_000)))
-            while not len(broker.growth):
-                await asyncio.sleep(0.01)
-            assert len(broker.growth) == 1
-            assert broker.append("real", 0, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
-            response = await asyncio.wait_for(waiting, 30)
-            assert response.responses[0].partitions[0].records
-            assert len(broker.growth) == 0
+            broker.log_manager.create_topic(topic, partitions)
+            await scenario(broker, RequestHeader(1, 11, 1, "test"))
         finally:
             broker.close()
-    asyncio.run(scenario())
+    asyncio.run(run())
+
+
+def test_fetch_of_unknown_partitions_leaves_no_signal(tmp_path):
+    async def scenario(broker, header):
+        unknown = [(f"ghost-{i}", i % 7) for i in range(20_000)] + [("real", p) for p in range(5, 2_005)]
+        for start in range(0, len(unknown), 5_000):
+            response = await fetch(broker, header, fetch_request(unknown[start:start + 5_000]))
+            assert {p.error_code for t in response.responses for p in t.partitions} == {3}  # UNKNOWN_TOPIC_OR_PARTITION
+        assert len(broker.growth) == 0
+
+        # A fetch waiting on a real partition holds one signal while it waits and none after.
+        waiting = asyncio.create_task(fetch(broker, header, fetch_request([("real", 0)], max_wait_ms=30_000)))
+        while not len(broker.growth):
+            await asyncio.sleep(0.01)
+        assert len(broker.growth) == 1
+        assert broker.append("real", 0, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+        response = await asyncio.wait_for(waiting, 30)
+        assert response.responses[0].partitions[0].records
+        assert len(broker.growth) == 0
+    with_broker(tmp_path, "real", 2, scenario)
 
 
 def test_an_idle_session_hears_of_appends_and_of_a_log_start_deletes_records_moved(tmp_path):
     """The session reads only partitions it was told changed: both an append and DeleteRecords must tell it."""
-    async def scenario():
-        broker = Broker(BrokerConfig(data_dir=tmp_path))
-        try:
-            broker.log_manager.create_topic("t", 3)
-            header = RequestHeader(1, 11, 1, "test")
-            for _ in range(2):
-                assert broker.append("t", 1, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
-            opening = fetch_request([("t", 0), ("t", 1), ("t", 2)])
-            opening.session_epoch, opening.topics[0].partitions[1].fetch_offset = 0, 2   # caught up everywhere
-            session_id = (await fetch(broker, header, opening)).session_id
-            assert session_id and len(broker.growth) == 3
+    async def scenario(broker, header):
+        for _ in range(2):
+            assert broker.append("t", 1, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+        opening = fetch_request([("t", 0), ("t", 1), ("t", 2)])
+        opening.session_epoch, opening.topics[0].partitions[1].fetch_offset = 0, 2   # caught up everywhere
+        session_id = (await fetch(broker, header, opening)).session_id
+        assert session_id and len(broker.growth) == 3
 
-            def incremental(epoch, max_wait_ms=0):
-                request = fetch_request([], max_wait_ms)
-                request.session_id, request.session_epoch = session_id, epoch
-                return fetch(broker, header, request)
+        def incremental(epoch, max_wait_ms=0):
+            request = fetch_request([], max_wait_ms)
+            request.session_id, request.session_epoch = session_id, epoch
+            return fetch(broker, header, request)
 
-            assert (await incremental(1)).responses == []
-            deleted = DeleteRecords(topics=[DeleteRecords.DeleteRecordsTopic(name="t", partitions=[
-                DeleteRecords.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=1, offset=1)])],
-                timeout_ms=0)
-            await delete_records(broker, RequestHeader(21, 2, 2, "test"), deleted)
-            [topic] = (await incremental(2)).responses
-            assert [(p.partition_index, p.log_start_offset, p.records) for p in topic.partitions] == [(1, 1, b"")]
-            waiting = asyncio.create_task(incremental(3, max_wait_ms=30_000))
-            await asyncio.sleep(0.05)
-            assert broker.append("t", 2, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
-            [topic] = (await asyncio.wait_for(waiting, 30)).responses
-            assert [(p.partition_index, p.high_watermark) for p in topic.partitions] == [(2, 1)]
-        finally:
-            broker.close()
-    asyncio.run(scenario())
+        assert (await incremental(1)).responses == []
+        deleted = DeleteRecords(topics=[DeleteRecords.DeleteRecordsTopic(name="t", partitions=[
+            DeleteRecords.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=1, offset=1)])],
+            timeout_ms=0)
+        await delete_records(broker, RequestHeader(21, 2, 2, "test"), deleted)
+        [topic] = (await incremental(2)).responses
+        assert [(p.partition_index, p.log_start_offset, p.records) for p in topic.partitions] == [(1, 1, b"")]
+        waiting = asyncio.create_task(incremental(3, max_wait_ms=30_000))
+        await asyncio.sleep(0.05)
+        assert broker.append("t", 2, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+        [topic] = (await asyncio.wait_for(waiting, 30)).responses
+        assert [(p.partition_index, p.high_watermark) for p in topic.partitions] == [(2, 1)]
+    with_broker(tmp_path, "t", 3, scenario)
 
 
 def test_a_repeated_fetch_is_decoded_once_and_each_request_gets_its_own_copy():
