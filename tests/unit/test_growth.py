@@ -115,3 +115,13 @@ def test_a_repeated_fetch_is_decoded_once_and_each_request_gets_its_own_copy():
     assert len(second.topics) == 1 and len(parse_request(frame, ADVERTISED)[1].topics) == 1
     other = struct.pack(">hhih", ApiKey.FETCH, 11, 8, 4) + b"test" + fetch_request([("t", 0)], 5).encode(version=11)
     assert parse_request(other, ADVERTISED)[1].max_wait_ms == 5   # another body: decoded anew
+
+
+def test_repeated_fetches_kept_within_their_byte_budget():
+    from headwater.protocol.messages import _RecentFetches
+    recent = _RecentFetches(100)
+    for name in "abc":
+        recent.put((11, name.encode() * 40), name)
+    recent.put((11, b"x" * 101), "too big")
+    assert [recent.get((11, n.encode() * 40)) for n in "abc"] == [None, "b", "c"] and recent.kept_bytes == 80
+    assert recent.get((11, b"x" * 101)) is None and recent.get((12, b"c" * 40)) is None

@@ -219,15 +219,41 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
     # every fetch.wait.max.ms: decoded once, and each request gets its own shallow copy, since
     # authorization filters a request's topics by replacing them.
     key = version, bytes(memoryview(frame)[pos:])
-    body = _REPEATED_FETCHES.pop(key, None) or _decode(spec, version, header.api_name, key[1])
-    _REPEATED_FETCHES[key] = body
-    if len(_REPEATED_FETCHES) > REPEATED_FETCHES_KEPT:
-        del _REPEATED_FETCHES[next(iter(_REPEATED_FETCHES))]   # the least recently seen
+    body = _REPEATED_FETCHES.get(key)
+    if body is None:
+        body = _decode(spec, version, header.api_name, key[1])
+        _REPEATED_FETCHES.put(key, body)
     return header, copy.copy(body)
 
 
-REPEATED_FETCHES_KEPT = 64   # decoded Fetch requests kept, by version and body
-_REPEATED_FETCHES: dict[tuple[int, bytes], object] = {}
+class _RecentFetches:
+    """Decoded Fetch requests by version and body, the most recently seen kept within a budget
+    of body bytes (decoded, a body takes several times its size), so a flood of distinct
+    requests keeps no more than a few consumers' fetches do."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.kept_bytes = max_bytes, 0
+        self._bodies: dict[tuple[int, bytes], object] = {}   # least recently seen first
+
+    def get(self, key: tuple[int, bytes]):
+        body = self._bodies.pop(key, None)
+        if body is not None:
+            self._bodies[key] = body
+        return body
+
+    def put(self, key: tuple[int, bytes], body) -> None:
+        if len(key[1]) > self.max_bytes:
+            return
+        self._bodies[key] = body
+        self.kept_bytes += len(key[1])
+        while self.kept_bytes > self.max_bytes:
+            oldest = next(iter(self._bodies))
+            del self._bodies[oldest]
+            self.kept_bytes -= len(oldest[1])
+
+
+# About 256 KB: four librdkafka consumers on 2,000 partitions each (~60 KB a body).
+_REPEATED_FETCHES = _RecentFetches(256 * 1024)
 
 
 def _decode(spec: Api, version: int, api_name: str, body: bytes | memoryview):
