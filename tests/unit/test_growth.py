@@ -97,8 +97,11 @@ def test_an_idle_session_hears_of_appends_and_of_a_log_start_deletes_records_mov
         await delete_records(broker, RequestHeader(21, 2, 2, "test"), deleted)
         [topic] = (await incremental(2)).responses
         assert [(p.partition_index, p.log_start_offset, p.records) for p in topic.partitions] == [(1, 1, b"")]
+        watch = broker.fetch_sessions._sessions[session_id].watch
+        previous = watch.waiter
         waiting = asyncio.create_task(incremental(3, max_wait_ms=30_000))
-        await asyncio.sleep(0.05)
+        while watch.waiter is previous:   # until the fetch has read and waits
+            await asyncio.sleep(0.01)
         assert broker.append("t", 2, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
         [topic] = (await asyncio.wait_for(waiting, 30)).responses
         assert [(p.partition_index, p.high_watermark) for p in topic.partitions] == [(2, 1)]
