@@ -1,11 +1,13 @@
 """The fetch-session cache (KIP-227) stepped in-process: sessions opened, continued, refused,
 closed and evicted, and what each response carries, against Kafka's rules."""
+import asyncio
 import itertools
 from typing import NamedTuple
 
 import pytest
 
 from headwater.broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, MAX_EPOCH, NO_SESSION, FetchSessionCache
+from headwater.broker.growth import GrowthSignals, Watch
 from headwater.protocol.errors import ErrorCode
 
 
@@ -151,3 +153,95 @@ def test_a_session_never_holds_more_partitions_than_the_broker_has_room_for(cloc
     session_id = open_session(cache, A0, A1)
     context = cache.context(session_id, 1, wanted(("ghost", 0)))
     assert context.error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and len(cache) == 0
+
+
+# --- an idle session reads only what changed (issue 20: one idle consumer on 2,000 partitions) ---
+
+@pytest.fixture
+def signals():
+    return GrowthSignals()
+
+
+@pytest.fixture
+def watched_cache(clock, signals):
+    ids = itertools.count(101)
+    return FetchSessionCache(clock, max_slots=2, eviction_ms=1000, new_id=lambda: next(ids), signals=signals)
+
+
+def caught_up(cache, *partitions):
+    """A session whose consumer sits at the end (offset 10 = high watermark) of every partition."""
+    context = cache.context(NO_SESSION, INITIAL_EPOCH, wanted(*partitions, offset=10))
+    cache.answer(context, {p: quiet() for p in partitions})
+    return context.session_id
+
+
+def step(cache, session_id, epoch, news, add=()):
+    context = cache.context(session_id, epoch, wanted(*add, offset=10))
+    return [p for p, _ in context.targets], cache.answer(context, {p: news.get(p, quiet()) for p, _ in context.targets})
+
+
+def test_an_idle_session_reads_only_partitions_that_changed_were_named_or_are_due(watched_cache, signals):
+    session_id = caught_up(watched_cache, A0, A1, B0)
+    assert step(watched_cache, session_id, 1, {}) == ([], [])          # nothing read at all
+    signals.notify(*B0)                                                 # DeleteRecords: a new log start
+    assert step(watched_cache, session_id, 2, {B0: PartitionNews(ErrorCode.NONE, 10, 10, 4, b"")}) == ([B0], [B0])
+    assert step(watched_cache, session_id, 3, {}, add=[A1]) == ([A1], [])   # named: read, nothing new
+    # an error is read (and answered) at every fetch until it clears, without any change told
+    signals.notify(*A0)
+    assert step(watched_cache, session_id, 4, {A0: quiet(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)})[1] == [A0]
+    assert step(watched_cache, session_id, 5, {A0: quiet(error=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)})[1] == [A0]
+    assert step(watched_cache, session_id, 6, {})[1] == [A0]
+    assert step(watched_cache, session_id, 7, {}) == ([], [])
+    # records the response had no room for (fetch offset 10, high watermark 12) are read again until fetched
+    signals.notify(*A1)
+    assert step(watched_cache, session_id, 8, {A1: quiet(hw=12)}) == ([A1], [A1])
+    assert step(watched_cache, session_id, 9, {A1: quiet(hw=12)}) == ([A1], [])
+    assert step(watched_cache, session_id, 10, {}, add=[A1])[0] == [A1]   # the client moved to 10 again: quiet
+    assert step(watched_cache, session_id, 11, {}) == ([], [])
+
+
+def test_a_change_while_the_fetch_waits_is_read_in_the_session_order(watched_cache, signals):
+    session_id = caught_up(watched_cache, A0, A1, B0)
+    signals.notify(*B0)
+    context = watched_cache.context(session_id, 1, [])
+    assert [p for p, _ in context.targets] == [B0]
+    signals.notify(*A0)
+    watched_cache.changed(context)
+    assert [p for p, _ in context.targets] == [A0, B0]
+    assert watched_cache.answer(context, {A0: with_records(), B0: quiet()}) == [A0]
+    signals.notify(*A0), signals.notify(*B0)
+    assert step(watched_cache, session_id, 2, {})[0] == [B0, A0]         # A0 was answered last: it goes last
+
+
+def test_closed_evicted_and_emptied_sessions_leave_no_registration(watched_cache, signals, clock):
+    closed = caught_up(watched_cache, A0, A1)
+    watched_cache.context(closed, FINAL_EPOCH, [])
+    assert len(signals) == 0
+    emptied = caught_up(watched_cache, A0, A1)
+    watched_cache.context(emptied, 1, [], [A0, A1])
+    assert len(signals) == 0 and len(watched_cache) == 0
+    evicted, kept = caught_up(watched_cache, A0), caught_up(watched_cache, A0, A1)
+    assert caught_up(watched_cache, A0, A1, B0) not in (NO_SESSION, evicted)   # takes the smallest's slot
+    watched_cache.context(kept, INITIAL_EPOCH, [])                              # replaced by a full fetch
+    assert len(signals) == 3                                                     # A0, A1, B0 of the one left
+    too_big = FetchSessionCache(clock, max_size=2, signals=signals)
+    session_id = caught_up(too_big, A0, A1)
+    too_big.context(session_id, 1, wanted(("ghost", 0)))
+    assert len(too_big) == 0 and len(signals) == 3
+    forgetting = next(iter(watched_cache._sessions))
+    watched_cache.context(forgetting, 1, [], [B0])
+    assert len(signals) == 2
+
+
+def test_a_watch_is_woken_by_a_change_made_after_it_was_armed():
+    async def scenario():
+        signals, watch = GrowthSignals(), Watch()
+        signals.register(watch, [A0, A1])
+        watch.arm()
+        signals.notify(*A1)                       # as if appended while the fetch read the logs
+        assert await watch.wait(5) and watch.take_changed() == {A1}
+        watch.arm()
+        assert not await watch.wait(0.01)         # nothing changed: the wait times out
+        signals.unregister(watch, [A0, A1])
+        assert len(signals) == 0
+    asyncio.run(scenario())

@@ -2,17 +2,21 @@
 no fetch is watching (finding 7 of issue 10: a Fetch naming unknown partitions leaked one
 future each, forever)."""
 import asyncio
+import struct
 
 from kafka.protocol.consumer import FetchRequest
 
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
+from headwater.broker.apis import ADVERTISED
 from headwater.broker.apis.fetch import fetch
+from headwater.broker.apis.log_admin import delete_records
 from headwater.broker.growth import GrowthSignals
-from headwater.protocol.messages import RequestHeader
+from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey, RequestHeader, parse_request
 from headwater.records import Record, encode_batch
 
 F = FetchRequest[11]
+DeleteRecords = MESSAGE_CLASSES[ApiKey.DELETE_RECORDS][0]
 
 
 def fetch_request(partitions: list[tuple[str, int]], max_wait_ms: int = 0):
@@ -39,27 +43,88 @@ def test_watch_drops_the_future_when_its_last_watcher_leaves():
     asyncio.run(scenario())
 
 
-def test_fetch_of_unknown_partitions_leaves_no_signal(tmp_path):
-    async def scenario():
+def with_broker(tmp_path, topic: str, partitions: int, scenario) -> None:
+    """Run ``scenario(broker, header)`` on an in-process broker with one topic."""
+    async def run():
         broker = Broker(BrokerConfig(data_dir=tmp_path))
         try:
-            broker.log_manager.create_topic("real", 2)
-            header = RequestHeader(1, 11, 1, "test")
-            unknown = [(f"ghost-{i}", i % 7) for i in range(20_000)] + [("real", p) for p in range(5, 2_005)]
-            for start in range(0, len(unknown), 5_000):
-                response = await fetch(broker, header, fetch_request(unknown[start:start + 5_000]))
-                assert {p.error_code for t in response.responses for p in t.partitions} == {3}  # UNKNOWN_TOPIC_OR_PARTITION
-            assert len(broker.growth) == 0
-
-            # A fetch waiting on a real partition holds one signal while it waits and none after.
-            waiting = asyncio.create_task(fetch(broker, header, fetch_request([("real", 0)], max_wait_ms=30_000)))
-            while not len(broker.growth):
-                await asyncio.sleep(0.01)
-            assert len(broker.growth) == 1
-            assert broker.append("real", 0, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
-            response = await asyncio.wait_for(waiting, 30)
-            assert response.responses[0].partitions[0].records
-            assert len(broker.growth) == 0
+            broker.log_manager.create_topic(topic, partitions)
+            await scenario(broker, RequestHeader(1, 11, 1, "test"))
         finally:
             broker.close()
-    asyncio.run(scenario())
+    asyncio.run(run())
+
+
+def test_fetch_of_unknown_partitions_leaves_no_signal(tmp_path):
+    async def scenario(broker, header):
+        unknown = [(f"ghost-{i}", i % 7) for i in range(20_000)] + [("real", p) for p in range(5, 2_005)]
+        for start in range(0, len(unknown), 5_000):
+            response = await fetch(broker, header, fetch_request(unknown[start:start + 5_000]))
+            assert {p.error_code for t in response.responses for p in t.partitions} == {3}  # UNKNOWN_TOPIC_OR_PARTITION
+        assert len(broker.growth) == 0
+
+        # A fetch waiting on a real partition holds one signal while it waits and none after.
+        waiting = asyncio.create_task(fetch(broker, header, fetch_request([("real", 0)], max_wait_ms=30_000)))
+        while not len(broker.growth):
+            await asyncio.sleep(0.01)
+        assert len(broker.growth) == 1
+        assert broker.append("real", 0, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+        response = await asyncio.wait_for(waiting, 30)
+        assert response.responses[0].partitions[0].records
+        assert len(broker.growth) == 0
+    with_broker(tmp_path, "real", 2, scenario)
+
+
+def test_an_idle_session_hears_of_appends_and_of_a_log_start_deletes_records_moved(tmp_path):
+    """The session reads only partitions it was told changed: both an append and DeleteRecords must tell it."""
+    async def scenario(broker, header):
+        for _ in range(2):
+            assert broker.append("t", 1, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+        opening = fetch_request([("t", 0), ("t", 1), ("t", 2)])
+        opening.session_epoch, opening.topics[0].partitions[1].fetch_offset = 0, 2   # caught up everywhere
+        session_id = (await fetch(broker, header, opening)).session_id
+        assert session_id and len(broker.growth) == 3
+
+        def incremental(epoch, max_wait_ms=0):
+            request = fetch_request([], max_wait_ms)
+            request.session_id, request.session_epoch = session_id, epoch
+            return fetch(broker, header, request)
+
+        assert (await incremental(1)).responses == []
+        deleted = DeleteRecords(topics=[DeleteRecords.DeleteRecordsTopic(name="t", partitions=[
+            DeleteRecords.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=1, offset=1)])],
+            timeout_ms=0)
+        await delete_records(broker, RequestHeader(21, 2, 2, "test"), deleted)
+        [topic] = (await incremental(2)).responses
+        assert [(p.partition_index, p.log_start_offset, p.records) for p in topic.partitions] == [(1, 1, b"")]
+        watch = broker.fetch_sessions._sessions[session_id].watch
+        previous = watch.waiter
+        waiting = asyncio.create_task(incremental(3, max_wait_ms=30_000))
+        while watch.waiter is previous:   # until the fetch has read and waits
+            await asyncio.sleep(0.01)
+        assert broker.append("t", 2, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+        [topic] = (await asyncio.wait_for(waiting, 30)).responses
+        assert [(p.partition_index, p.high_watermark) for p in topic.partitions] == [(2, 1)]
+    with_broker(tmp_path, "t", 3, scenario)
+
+
+def test_a_repeated_fetch_is_decoded_once_and_each_request_gets_its_own_copy():
+    """librdkafka sends the same 2,000-partition body every 500 ms; authorization replaces a request's topics."""
+    body = fetch_request([("t", p) for p in range(50)]).encode(version=11)
+    frame = struct.pack(">hhih", ApiKey.FETCH, 11, 7, 4) + b"test" + body
+    (_, first), (_, second) = parse_request(frame, ADVERTISED), parse_request(frame, ADVERTISED)
+    assert first is not second and first.topics[0].partitions[49].partition == 49
+    first.topics = []
+    assert len(second.topics) == 1 and len(parse_request(frame, ADVERTISED)[1].topics) == 1
+    other = struct.pack(">hhih", ApiKey.FETCH, 11, 8, 4) + b"test" + fetch_request([("t", 0)], 5).encode(version=11)
+    assert parse_request(other, ADVERTISED)[1].max_wait_ms == 5   # another body: decoded anew
+
+
+def test_repeated_fetches_kept_within_their_byte_budget():
+    from headwater.protocol.messages import _RecentFetches
+    recent = _RecentFetches(100)
+    for name in "abc":
+        recent.put((11, name.encode() * 40), name)
+    recent.put((11, b"x" * 101), "too big")
+    assert [recent.get((11, n.encode() * 40)) for n in "abc"] == [None, "b", "c"] and recent.kept_bytes == 80
+    assert recent.get((11, b"x" * 101)) is None and recent.get((12, b"c" * 40)) is None

@@ -127,8 +127,10 @@ def test_manager_enforces_retention_and_cleans(tmp_path):
     for i in range(200):
         table.append(build_batch([(b"k%d" % (i % 5), b"v%d" % i, T0)]))
     table.roll()
-    assert manager.enforce_retention(now_ms=T0) > 0
+    moved = []
+    assert manager.enforce_retention(now_ms=T0, moved=lambda *p: moved.append(p)) > 0
     assert manager.get_log("bounded", 0).size_bytes < 3000 + 1500
+    assert moved == [("bounded", 0)]   # fetch sessions are told of the new log start
     stats = manager.clean(now_ms=T0 + 1)
     assert stats.logs_cleaned == 1 and stats.records_removed == 195
     assert [(k, v) for _, k, v, _ in read_all(table)] == [(b"k%d" % (i % 5), b"v%d" % i) for i in range(195, 200)]

@@ -118,7 +118,7 @@ class Broker:
                                       store=ShareStateStore(self.log_manager, self.append,
                                                             fsync_each_write=fsync_each_write))
         self.fetch_sessions = FetchSessionCache(clock, config.fetch_session_cache_slots,  # KIP-227, in memory
-                                                max_size=config.max_partitions)
+                                                max_size=config.max_partitions, signals=self.growth)
 
     def _dead_letter(self, group_id: str, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         """Write a record the share group gave up on to the group's dead-letter topic."""

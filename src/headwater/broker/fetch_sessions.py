@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from headwater.broker.clock import Clock
+from headwater.broker.growth import GrowthSignals, Watch
 from headwater.protocol.errors import ErrorCode
 
 NO_SESSION = 0       # the session id of a fetch (or a response) without a session
@@ -64,14 +65,26 @@ def _told(news: PartitionNews) -> tuple[int, int, int] | None:
 class CachedPartition:
     position: FetchPosition
     told: tuple[int, int, int] | None = None   # the offsets last sent; None: never sent
+    order: int = 0                             # read (and answered) in this order: last answered, last
 
 
 @dataclass
 class FetchSession:
+    """A session reads only what may have news: partitions the fetch names, those it must read
+    again (an error, records not yet fetched) and those its Watch saw change; the others are
+    quiet (what they would answer was already sent) until a change wakes the Watch."""
     id: int
     epoch: int                                  # the epoch the session's next fetch must carry
-    partitions: OrderedDict[Partition, CachedPartition]
+    partitions: dict[Partition, CachedPartition]
     last_used_ms: int
+    watch: Watch = field(default_factory=Watch)
+    unquiet: set[Partition] = field(default_factory=set)   # read at the next fetch whatever changes
+    answers: int = 0                            # a counter to order partitions by when last answered
+
+    def reorder(self, cached: CachedPartition) -> None:
+        """``cached`` goes last: the others go first next time, so no partition starves."""
+        self.answers += 1
+        cached.order = self.answers
 
 
 @dataclass
@@ -96,13 +109,22 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == MAX_EPOCH else epoch + 1
 
 
+def _unquiet(position: FetchPosition, news: PartitionNews) -> bool:
+    """Whether a partition must be read again without a change: an error is answered until it
+    clears, and records past the fetch offset (the response had no room for them) are still due."""
+    return bool(news.error) or position.fetch_offset != news.high_watermark
+
+
 class FetchSessionCache:
     """The broker's fetch sessions, a state machine over a clock: ``context`` when a fetch
-    arrives, ``answer`` with what its reads found when it is about to be answered."""
+    arrives, ``changed`` when its wait was woken, ``answer`` with what its reads found when it
+    is about to be answered. Each session's Watch is registered on ``signals`` while it lives."""
 
     def __init__(self, clock: Clock, max_slots: int = 1000, eviction_ms: int = 120_000, max_size: int = 10_000,
-                 new_id: Callable[[], int] = lambda: secrets.randbelow(MAX_EPOCH) + 1) -> None:
+                 new_id: Callable[[], int] = lambda: secrets.randbelow(MAX_EPOCH) + 1,
+                 signals: GrowthSignals | None = None) -> None:
         self.clock, self.max_slots, self.eviction_ms, self._new_id = clock, max_slots, eviction_ms, new_id
+        self.signals = signals if signals is not None else GrowthSignals()
         # Partitions per session: the broker's own partition limit, so a real consumer always fits and
         # a client naming made-up partitions epoch after epoch cannot grow a session without end.
         self.max_size = max_size
@@ -120,7 +142,8 @@ class FetchSessionCache:
                 forgotten: Iterable[Partition] = ()) -> FetchContext:
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             self.stats.fetches["full"] += 1
-            self._sessions.pop(session_id, None)   # a full fetch closes the session it names
+            if session_id in self._sessions:   # a full fetch closes the session it names
+                self._drop(self._sessions[session_id])
             return FetchContext(list(wanted), wants_session=epoch == INITIAL_EPOCH)
         session = self._sessions.get(session_id)
         error = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND if session is None else
@@ -129,58 +152,88 @@ class FetchSessionCache:
             self.stats.errors[error.name] += 1
             return FetchContext([], error=error)
         self.stats.fetches["incremental"] += 1
+        partitions, named, added = session.partitions, set(), []
         for partition, position in wanted:
-            cached = session.partitions.get(partition)
+            cached = partitions.get(partition)
             if cached is None:
-                session.partitions[partition] = CachedPartition(position)
+                cached = partitions[partition] = CachedPartition(position)
+                session.reorder(cached)
+                added.append(partition)
             else:
                 cached.position = position
-        for partition in forgotten:
-            session.partitions.pop(partition, None)
-        if len(session.partitions) > self.max_size:
-            del self._sessions[session.id]   # the client starts over, and its full fetch gets no session
+            named.add(partition)
+        self.signals.register(session.watch, added)
+        gone = [p for p in forgotten if partitions.pop(p, None) is not None]
+        self.signals.unregister(session.watch, gone)
+        session.unquiet.difference_update(gone)
+        if len(partitions) > self.max_size:
+            self._drop(session)   # the client starts over, and its full fetch gets no session
             self.stats.errors[ErrorCode.FETCH_SESSION_ID_NOT_FOUND.name] += 1
             return FetchContext([], error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
-        if not session.partitions:
-            del self._sessions[session.id]
+        if not partitions:
+            self._drop(session)
             return FetchContext([])
         session.epoch = next_epoch(session.epoch)
         session.last_used_ms = self.clock.now_ms()
         self._sessions.move_to_end(session.id)
-        return FetchContext([(p, c.position) for p, c in session.partitions.items()], session=session,
-                            session_id=session.id)
+        context = FetchContext([], session=session, session_id=session.id)
+        self._read_also(context, named | session.unquiet | session.watch.take_changed())
+        return context
+
+    def changed(self, context: FetchContext) -> None:
+        """A watched partition changed while the fetch waited: read it too."""
+        if context.session is not None:
+            self._read_also(context, context.session.watch.take_changed())
+
+    @staticmethod
+    def _read_also(context: FetchContext, more: set[Partition]) -> None:
+        partitions = context.session.partitions
+        more.update(p for p, _ in context.targets)
+        ordered = sorted((partitions[p].order, p) for p in more if p in partitions)
+        context.targets = [(p, partitions[p].position) for _, p in ordered]
 
     def answer(self, context: FetchContext, news: dict[Partition, PartitionNews]) -> list[Partition]:
         """The partitions the response carries, in order; opens the session a full fetch asked for."""
         if context.session is None:
             if context.wants_session and news:
-                context.session_id = self._open({p: CachedPartition(pos, _told(news[p]))
-                                                 for p, pos in context.targets})
+                context.session_id = self._open(context.targets, news)
             return [p for p, _ in context.targets]
         answered = []
-        partitions = context.session.partitions
+        session = context.session
         for partition, _ in context.targets:
-            found, cached = news[partition], partitions.get(partition)
+            found, cached = news[partition], session.partitions.get(partition)
             if cached is None:   # forgotten by a later fetch of the session while this one waited
                 continue
             if found.records or found.error or _offsets(found) != cached.told:
                 cached.told = _told(found)
-                partitions.move_to_end(partition)   # the others go first next time: no partition starves
+                session.reorder(cached)
                 answered.append(partition)
+            if _unquiet(cached.position, found):
+                session.unquiet.add(partition)
+            else:
+                session.unquiet.discard(partition)
         self.stats.partitions_answered_incrementally += len(answered)
         return answered
 
-    def _open(self, partitions: dict[Partition, CachedPartition]) -> int:
+    def _open(self, targets: list[tuple[Partition, FetchPosition]], news: dict[Partition, PartitionNews]) -> int:
         now = self.clock.now_ms()
-        if len(partitions) > self.max_size:
+        if len(targets) > self.max_size:
             return NO_SESSION
-        if len(self._sessions) >= self.max_slots and not (self._sessions and self._evict_for(len(partitions), now)):
+        if len(self._sessions) >= self.max_slots and not (self._sessions and self._evict_for(len(targets), now)):
             return NO_SESSION   # the cache is full (or off): this client fetches without a session
         session_id = self._new_id()
         while session_id in self._sessions:
             session_id = self._new_id()
-        self._sessions[session_id] = FetchSession(session_id, 1, OrderedDict(partitions), now)
+        session = FetchSession(session_id, 1, {p: CachedPartition(pos, _told(news[p]), i)
+                                               for i, (p, pos) in enumerate(targets)}, now, answers=len(targets))
+        session.unquiet.update(p for p, pos in targets if _unquiet(pos, news[p]))
+        self.signals.register(session.watch, session.partitions)
+        self._sessions[session_id] = session
         return session_id
+
+    def _drop(self, session: FetchSession) -> None:
+        del self._sessions[session.id]
+        self.signals.unregister(session.watch, session.partitions)
 
     def _evict_for(self, size: int, now: int) -> bool:
         oldest = next(iter(self._sessions.values()))
@@ -189,6 +242,6 @@ class FetchSessionCache:
             if len(smallest.partitions) >= size:
                 return False
             oldest = smallest
-        del self._sessions[oldest.id]
+        self._drop(oldest)
         self.stats.evictions += 1
         return True

@@ -2,26 +2,64 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 Partition = tuple[str, int]
 
 
-class GrowthSignals:
-    """One shared future per watched partition, completed (and replaced) when the partition grows.
+class Watch:
+    """A long-lived watcher of many partitions (a fetch session, or one full fetch): which of them
+    changed since it last looked, and the future of the fetch waiting on them, if one waits.
 
-    A partition has a future only while some fetch watches it: the last watcher to leave
-    drops it, so what this holds is bounded by the fetches waiting now, never by the names
-    clients have ever asked about.
+    Registered once per partition, not once per fetch, so an idle consumer's fetch on thousands
+    of partitions costs the broker one future, whatever the number of partitions."""
+    __slots__ = ("changed", "waiter")
+
+    def __init__(self) -> None:
+        self.changed: set[Partition] = set()
+        self.waiter: asyncio.Future | None = None
+
+    def take_changed(self) -> set[Partition]:
+        changed, self.changed = self.changed, set()
+        return changed
+
+    def arm(self) -> None:
+        """A fresh waiter, made before reading the logs: a change during the read still wakes it."""
+        self.waiter = asyncio.get_running_loop().create_future()
+
+    async def wait(self, timeout: float) -> bool:
+        """Until a watched partition changes (True) or ``timeout`` seconds pass (False)."""
+        try:
+            await asyncio.wait_for(self.waiter, timeout)
+            return True
+        except TimeoutError:
+            return False
+
+    def wake(self, partition: Partition) -> None:
+        self.changed.add(partition)
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+
+class GrowthSignals:
+    """Who is told when a partition grows: one shared future per partition some short wait
+    watches (``watch``: share fetches, the console), and the Watches registered on it (fetches
+    and fetch sessions).
+
+    A partition has a future only while some fetch watches it, and Watches only while their
+    fetch or session lives, so what this holds is bounded by the fetches and sessions there
+    are now, never by the names clients have ever asked about.
     """
 
     def __init__(self) -> None:
         self._futures: dict[Partition, asyncio.Future] = {}
         self._watchers: dict[Partition, int] = {}   # how many fetches watch each partition
+        self._watches: dict[Partition, set[Watch]] = {}   # the Watches registered on each partition
 
     def __len__(self) -> int:
-        return len(self._futures)
+        """Entries held: a future or a set of Watches per partition (none once nothing watches)."""
+        return len(self._futures) + len(self._watches)
 
     @contextmanager
     def watch(self, partitions: list[Partition]) -> Iterator[list[asyncio.Future]]:
@@ -47,34 +85,34 @@ class GrowthSignals:
                     del watchers[p]
                     futures.pop(p, None)
 
+    def register(self, watch: Watch, partitions: Iterable[Partition]) -> None:
+        watches = self._watches
+        for p in partitions:
+            watchers = watches.get(p)
+            if watchers is None:
+                watches[p] = {watch}
+            else:
+                watchers.add(watch)
+
+    def unregister(self, watch: Watch, partitions: Iterable[Partition]) -> None:
+        watches = self._watches
+        for p in partitions:
+            watchers = watches.get(p)
+            if watchers is not None:
+                watchers.discard(watch)
+                if not watchers:
+                    del watches[p]
+
     def notify(self, topic: str, partition: int) -> None:
-        fut = self._futures.pop((topic, partition), None)
+        """``partition`` grew, or its offsets (log start, last stable) or existence changed."""
+        key = (topic, partition)
+        fut = self._futures.pop(key, None)
         if fut is not None and not fut.done():
             fut.set_result(None)
+        for watch in self._watches.get(key, ()):
+            watch.wake(key)
 
     def forget_topic(self, topic: str) -> None:
-        for key in [k for k in self._futures if k[0] == topic]:
+        for key in {k for k in [*self._futures, *self._watches] if k[0] == topic}:
             self.notify(*key)
 
-
-async def any_grows(signals: list[asyncio.Future], timeout: float) -> bool:
-    """Wait until one of ``signals`` completes (True) or ``timeout`` seconds pass (False).
-
-    asyncio.wait would do, at three to four times the cost: it copies the futures into a set
-    and checks each for a coroutine first, and an idle consumer's fetch waits on thousands."""
-    waiter = asyncio.get_running_loop().create_future()
-
-    def wake(_: asyncio.Future) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    for signal in signals:
-        signal.add_done_callback(wake)
-    try:
-        await asyncio.wait_for(waiter, timeout)
-        return True
-    except TimeoutError:
-        return False
-    finally:
-        for signal in signals:
-            signal.remove_done_callback(wake)

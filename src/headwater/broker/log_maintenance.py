@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from headwater.log import LogManager
@@ -25,8 +26,11 @@ log = logging.getLogger("headwater.broker")
 
 class LogMaintenance:
     def __init__(self, logs: LogManager, retention_check_interval_ms: int, cleaner_interval_ms: int,
-                 cleaner_io_max_bytes_per_second: float | None = None):
+                 cleaner_io_max_bytes_per_second: float | None = None,
+                 moved: Callable[[str, int], None] = lambda topic, partition: None):
         self.logs = logs
+        self._moved = moved   # told on the event loop of each partition whose log start retention moved
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.cleaner_worker = CleanerWorker(cleaner_io_max_bytes_per_second)
         logs.cleaner.run = self.cleaner_worker.run
         self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
@@ -34,6 +38,7 @@ class LogMaintenance:
         self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self._tasks = [asyncio.create_task(self._every(interval, work)) for interval, work in self._schedule]
 
     async def stop(self) -> None:
@@ -55,7 +60,8 @@ class LogMaintenance:
                 log.exception("log maintenance pass failed")
 
     def _retention(self, now_ms: int) -> None:
-        deleted = self.logs.enforce_retention(now_ms)
+        # A fetch session reads a partition only once told it changed: the new log start is news.
+        deleted = self.logs.enforce_retention(now_ms, lambda *p: self._loop.call_soon_threadsafe(self._moved, *p))
         if self.metrics is not None:
             self.metrics.retention_deleted(deleted)
         if deleted:

@@ -46,7 +46,7 @@ class Server:
         cfg = broker.config
         self.failed_logins = FailedLogins(cfg.failed_authentication_delay_ms / 1000)
         self.maintenance = LogMaintenance(broker.log_manager, cfg.retention_check_interval_ms, cfg.cleaner_interval_ms,
-                                          cfg.cleaner_io_max_bytes_per_second)
+                                          cfg.cleaner_io_max_bytes_per_second, moved=broker.growth.notify)
         self.http: HttpListener | None = None
         if cfg.http_listener is not None:
             self.http = HttpListener(self, *cfg.http_listener, allow_writes=cfg.console_allow_writes)

@@ -26,6 +26,7 @@ import logging
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -221,9 +222,16 @@ class LogManager:
     def _logs(self) -> list[Log]:
         return [log for topic in list(self.topics.values()) for log in topic.partitions]
 
-    def enforce_retention(self, now_ms: int) -> int:
-        """Delete the segments retention allows in every log; returns how many went."""
-        return sum(enforce_retention(log, now_ms) for log in self._logs())
+    def enforce_retention(self, now_ms: int, moved: Callable[[str, int], None] = lambda topic, partition: None) -> int:
+        """Delete the segments retention allows in every log; returns how many went. ``moved`` is
+        told of each partition whose log start offset moved (from this thread)."""
+        deleted = 0
+        for topic in list(self.topics.values()):
+            for partition, log in enumerate(topic.partitions):
+                if count := enforce_retention(log, now_ms):
+                    deleted += count
+                    moved(topic.name, partition)
+        return deleted
 
     def clean(self, now_ms: int) -> CleanerStats:
         """One log cleaner pass over every compacted log; safe to call from a background thread."""

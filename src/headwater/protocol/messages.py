@@ -8,6 +8,7 @@ advertise. Record batches stay opaque bytes here (see ``headwater.records``).
 """
 from __future__ import annotations
 
+import copy
 import struct
 import uuid
 from dataclasses import dataclass
@@ -212,15 +213,59 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
         raise UnsupportedVersion(header)
     if spec.request.flexible_version_q(version):
         pos = _skip_tagged_fields(frame, pos)
+    if api_key != ApiKey.FETCH:
+        return header, _decode(spec, version, header.api_name, memoryview(frame)[pos:])
+    # A consumer without a fetch session (librdkafka) sends the same body, naming every partition,
+    # every fetch.wait.max.ms: decoded once, and each request gets its own shallow copy, since
+    # authorization filters a request's topics by replacing them.
+    key = version, bytes(memoryview(frame)[pos:])
+    body = _REPEATED_FETCHES.get(key)
+    if body is None:
+        body = _decode(spec, version, header.api_name, key[1])
+        _REPEATED_FETCHES.put(key, body)
+    return header, copy.copy(body)
+
+
+class _RecentFetches:
+    """Decoded Fetch requests by version and body, the most recently seen kept within a budget
+    of body bytes (decoded, a body takes several times its size), so a flood of distinct
+    requests keeps no more than a few consumers' fetches do."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes, self.kept_bytes = max_bytes, 0
+        self._bodies: dict[tuple[int, bytes], object] = {}   # least recently seen first
+
+    def get(self, key: tuple[int, bytes]):
+        body = self._bodies.pop(key, None)
+        if body is not None:
+            self._bodies[key] = body
+        return body
+
+    def put(self, key: tuple[int, bytes], body) -> None:
+        if len(key[1]) > self.max_bytes:
+            return
+        self._bodies[key] = body
+        self.kept_bytes += len(key[1])
+        while self.kept_bytes > self.max_bytes:
+            oldest = next(iter(self._bodies))
+            del self._bodies[oldest]
+            self.kept_bytes -= len(oldest[1])
+
+
+# About 256 KB: four librdkafka consumers on 2,000 partitions each (~60 KB a body).
+_REPEATED_FETCHES = _RecentFetches(256 * 1024)
+
+
+def _decode(spec: Api, version: int, api_name: str, body: bytes | memoryview):
     try:
-        body = spec.request.decode(memoryview(frame)[pos:], version=version)
+        decoded = spec.request.decode(body, version=version)
     except Exception as exc:  # the generated decoder raises assorted errors on garbage
-        raise ProtocolError(f"malformed {header.api_name} v{version} request: {exc!r}") from exc
-    null = null_field(spec.request._struct, body, version)
+        raise ProtocolError(f"malformed {api_name} v{version} request: {exc!r}") from exc
+    null = null_field(spec.request._struct, decoded, version)
     if null is not None:
-        raise ProtocolError(f"malformed {header.api_name} v{version} request: {null} is null, "
+        raise ProtocolError(f"malformed {api_name} v{version} request: {null} is null, "
                             "and the schema does not allow null there")
-    return header, body
+    return decoded
 
 
 def null_field(struct, value, version: int, path: str = "") -> str | None:

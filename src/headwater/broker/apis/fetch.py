@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
-from headwater.broker.fetch_sessions import NO_SESSION, FetchPosition, Partition
-from headwater.broker.growth import any_grows
+from headwater.broker.fetch_sessions import NO_SESSION, FetchContext, FetchPosition, Partition
+from headwater.broker.growth import GrowthSignals, Watch
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -126,6 +128,20 @@ def _topic_results(answered: list[Partition], reads: dict[Partition, PartitionRe
     return [TopicResult(topic=topic, partitions=partitions) for topic, partitions in by_topic.items()]
 
 
+@contextmanager
+def _watch(signals: GrowthSignals, context: FetchContext) -> Iterator[Watch]:
+    """What the fetch waits on: its session's Watch, else one on its partitions for this fetch only."""
+    if context.session is not None:
+        yield context.session.watch
+        return
+    watch, partitions = Watch(), [p for p, _ in context.targets]
+    signals.register(watch, partitions)
+    try:
+        yield watch
+    finally:
+        signals.unregister(watch, partitions)
+
+
 async def fetch(broker, header, request):
     sessions = broker.fetch_sessions
     context = sessions.context(request.session_id, request.session_epoch, _wanted(request), _forgotten(request))
@@ -133,16 +149,16 @@ async def fetch(broker, header, request):
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=NO_SESSION, responses=[])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
-    # Only partitions that exist get a signal: a client naming unknown ones must not make the broker keep state.
-    watched = [p for p, _ in context.targets if broker.log_manager.get_log(*p) is not None]
-    while True:
-        with broker.growth.watch(watched) as signals:
+    with _watch(broker.growth, context) as watch:
+        while True:
+            watch.arm()   # before reading: an append between the read and the wait still wakes it
             reads, total, errors = _read_partitions(broker, context.targets, request)
             remaining = deadline - loop.time()
-            if total >= request.min_bytes or errors or remaining <= 0 or not signals:
+            if total >= request.min_bytes or errors or remaining <= 0 or not (context.targets or context.session):
                 break
-            if not await any_grows(signals, remaining):
-                break   # time is up and nothing grew: the reads above still stand
+            if not await watch.wait(remaining):
+                break   # time is up and nothing changed: the reads above still stand
+            sessions.changed(context)
     answered = sessions.answer(context, reads)
     responses = _topic_results(answered, reads)
     if broker.metrics is not None:

@@ -28,6 +28,7 @@ async def delete_records(broker, header, request):
             offset = plog.log_end_offset if part.offset == HIGH_WATERMARK else part.offset
             try:
                 low_watermark = plog.delete_records_before(offset)
+                broker.growth.notify(topic, part.partition_index)   # the new log start is news to fetch sessions
                 log.info("records of %s-%d before %d deleted", topic, part.partition_index, low_watermark)
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
