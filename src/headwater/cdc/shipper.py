@@ -156,10 +156,6 @@ class Shipper:
         except BufferError:  # the local queue is full: the broker is slow or down
             self._produce(event.topic, event.key, event.value, batch.delivered, None)
 
-    def send_many(self, events: list[ChangeEvent], batch: Batch) -> None:
-        for event in events:
-            self.send(event, batch)
-
     def produce(self, topic: str, key: bytes, value: bytes, on_acked: Callable[[], None],
                 partition: int | None = None) -> None:
         """Produce one record; `on_acked()` runs from `poll` once the broker acknowledged it."""
