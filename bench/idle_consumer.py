@@ -36,7 +36,6 @@ from tables import table
 from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, mock_cluster_process
 
 TOPIC = "idle"
-WARM_UP_SECONDS = 3.0   # assignment, metadata and the first (full) fetch happen before the count starts
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:
@@ -74,13 +73,13 @@ def fetches(console_url: str | None) -> float:
 
 
 def broker_load(pid: int, console_url: str | None, client: Callable | None, bootstrap: str, partitions: int,
-                seconds: float) -> dict[str, str]:
+                seconds: float, warm_up: float) -> dict[str, str]:
     """The broker's CPU (% of one core) and fetches per second over ``seconds`` while ``client`` idled on it."""
     stop = threading.Event()
     thread = threading.Thread(target=client, args=(bootstrap, partitions, stop)) if client else None
     if thread:
         thread.start()
-    time.sleep(WARM_UP_SECONDS)
+    time.sleep(warm_up)
     answered = fetches(console_url)   # scraped outside the measured window: /metrics costs CPU too
     used, start = cpu_seconds(pid), time.monotonic()
     time.sleep(seconds)
@@ -99,7 +98,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=20.0, help="how long each idle consumer is measured")
-    args = bench_arguments(parser, {"partitions": 50, "seconds": 1.0})
+    parser.add_argument("--warm-up", type=float, default=3.0,
+                        help="seconds before the count starts (assignment, metadata and the first, full fetch)")
+    args = bench_arguments(parser, {"partitions": 50, "seconds": 1.0, "warm_up": 0.5})
 
     workdir = Path(tempfile.mkdtemp(prefix="headwater-bench-idle-"))
     flags = ("--flush", "never", "--max-partitions-per-request", str(args.partitions), "--http-listener", "127.0.0.1:0")
@@ -118,7 +119,8 @@ def main() -> int:
                 if client == "kafka-python" and console_url is None:
                     continue   # kafka-python 3 does not get past bootstrapping from the mock broker
                 rows.append({"consumer": client, "broker": name,
-                             **broker_load(pid, console_url, idle, bootstrap, args.partitions, args.seconds)})
+                             **broker_load(pid, console_url, idle, bootstrap, args.partitions, args.seconds,
+                                          args.warm_up)})
     Console(width=150).print(table(f"Broker CPU with one idle consumer on {args.partitions:,} partitions, "
                                    f"{args.seconds:g} s each", rows))
     return 0
