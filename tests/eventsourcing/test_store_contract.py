@@ -172,3 +172,14 @@ def test_sqlite_stores_opened_at_once_on_a_new_file(tmp_path):
         for store in opened:
             assert store.query("PRAGMA journal_mode") == [("wal",)]
             store.close()
+
+
+@pytest.mark.timeout(30)
+def test_sqlite_stores_without_a_file_keep_their_own_journal_mode():
+    """An in-memory or temporary database has no WAL; opening one must not wait for it."""
+    for path, mode in ((":memory:", "memory"), ("", "delete")):
+        store = SqliteEventStore(path)
+        store.append("cart-1", [NewEvent("ItemAdded", {"sku": "a"})])
+        assert [e.type for e in store.read_all()] == ["ItemAdded"]
+        assert store.query("PRAGMA journal_mode") == [(mode,)]
+        store.close()

@@ -31,16 +31,20 @@ class SqliteEventStore(EventStore):
     def _connect(self):
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=LOCK_TIMEOUT_S, check_same_thread=False)
         # Turning a new database to WAL takes a lock SQLite does not wait for (no busy handler):
-        # stores opened at once on a fresh file retry. The mode then stays in the file.
+        # stores opened at once on a fresh file retry. The mode then stays in the file. An
+        # in-memory or temporary database has no file, so no WAL: it keeps its own mode.
+        has_file = bool(conn.execute("PRAGMA database_list").fetchone()[2])
         deadline = time.monotonic() + LOCK_TIMEOUT_S
-        while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        while True:
             try:
-                conn.execute("PRAGMA journal_mode = WAL")
-            except sqlite3.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
-        return conn
+                if conn.execute("PRAGMA journal_mode = WAL").fetchone()[0] == "wal" or not has_file:
+                    return conn
+                failure = sqlite3.OperationalError(f"cannot switch {self.path} to WAL")
+            except sqlite3.OperationalError as exc:   # 'database is locked'
+                failure = exc
+            if time.monotonic() > deadline:
+                raise failure
+            time.sleep(0.01)
 
     def _schema(self) -> list[str]:
         return SCHEMA
