@@ -101,18 +101,15 @@ class Cluster:
             return self.latest(tps)
         if spec.kind == "timestamp":
             return self.at_timestamp(tps, spec.timestamp_ms)
-        resolved = {}
+        given = {}
         for tp in tps:
             topic, partition = tp
             if topic not in spec.offsets:
                 raise OptionError(f"option '{name}' gives no offsets for topic {topic!r}")
-            given = spec.offsets[topic].get(partition, EARLIEST if name == "startingOffsets" else LATEST)
-            if given == EARLIEST:
-                given = self.watermarks(tp)[0]
-            elif given == LATEST:
-                given = self.watermarks(tp)[1]
-            resolved[tp] = given
-        return resolved
+            given[tp] = spec.offsets[topic].get(partition, EARLIEST if name == "startingOffsets" else LATEST)
+        # -2 and -1 each in one request for all their partitions
+        return {**given, **self.earliest([tp for tp, o in given.items() if o == EARLIEST]),
+                **self.latest([tp for tp, o in given.items() if o == LATEST])}
 
 
 def _names(tps) -> str:
