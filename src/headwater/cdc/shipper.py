@@ -47,12 +47,16 @@ def producer_config(bootstrap: str, security: dict[str, str] | None = None) -> d
 
 class ConnectorProducer(Producer):
     """The connectors' own producer. It reports failed deliveries only, all to one callback
-    that collects them in `failures`: events then carry no callback of their own, which
+    that keeps the first in `failure`: events then carry no callback of their own, which
     saves a quarter of the cost of handing an event to librdkafka."""
 
     def __init__(self, config: dict):
-        self.failures: list[KafkaError] = []
-        super().__init__({**config, "on_delivery": lambda err, _msg: self.failures.append(err)})
+        self.failure: KafkaError | None = None
+        super().__init__({**config, "on_delivery": self._failed})
+
+    def _failed(self, err: KafkaError, _msg) -> None:
+        if self.failure is None:
+            self.failure = err
 
 
 def new_producer(bootstrap: str, security: dict[str, str] | None = None) -> Producer:
@@ -133,8 +137,8 @@ class Shipper:
 
     def __init__(self, producer: Producer, on_wait: Callable[[], None] = lambda: None):
         self.producer = producer
-        # Where our own producer collects failed deliveries; None: each event brings a callback.
-        self._failures = producer.failures if isinstance(producer, ConnectorProducer) else None
+        # Our own producer keeps the first failed delivery itself; another gets a callback per event.
+        self._callbacks = not isinstance(producer, ConnectorProducer)
         self.tracker = AckTracker()
         self.on_wait = on_wait
         self._on_empty: list[_Acknowledgement] = []  # records produced outside the batches
@@ -149,7 +153,7 @@ class Shipper:
         soon as it is encoded, so its JSON is freed at once."""
         batch.pending += 1
         try:
-            if self._failures is None:
+            if self._callbacks:
                 self.producer.produce(event.topic, event.value, event.key, on_delivery=batch.delivered)
             else:
                 self.producer.produce(event.topic, event.value, event.key)
@@ -195,8 +199,8 @@ class Shipper:
         return durable
 
     def _acknowledged(self) -> int | None:
-        if self._failures and self.tracker.error is None:
-            self.tracker.error = self._failures[0]
+        if not self._callbacks and self.tracker.error is None:
+            self.tracker.error = self.producer.failure
         if self.tracker.error is not None:
             raise DeliveryFailed(f"broker refused a change event: {self.tracker.error}")
         if len(self.producer) == 0:  # nothing in flight, no failure waiting to be reported
