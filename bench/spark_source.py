@@ -35,7 +35,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 import headwater.spark
 from headwater.spark.partition_reader import ROWS_PER_BATCH, arrow_schema
 from headwater.spark.source import SCHEMA
-from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, produce_all
+from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, proc_stat, produce_all
 
 
 def fill(bootstrap: str, topic: str, rows: int, size: int = 100) -> None:
@@ -110,14 +110,14 @@ def spark_cpu(jvm: int) -> tuple[float, float]:
     stats = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            stats[int(pid)] = [int(x) for x in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1:15]]
+            stats[int(pid)] = [int(x) for x in proc_stat(int(pid))[1:15]]   # ppid (0) ... cstime (13)
         except (OSError, ValueError):  # gone meanwhile
             continue
     below, parents = set(), {jvm}
     while parents:
         parents = {pid for pid, f in stats.items() if f[0] in parents} - below
         below |= parents
-    # Fields after the state: ppid ... utime(10) stime(11) cutime(12) cstime(13).
+    # utime, stime: 10, 11; cutime, cstime (its reaped children): 12, 13
     python = sum(sum(stats[pid][10:14]) for pid in below) + sum(stats[jvm][12:14])
     return sum(stats[jvm][10:12]) / tick, python / tick
 

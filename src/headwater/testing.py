@@ -204,10 +204,16 @@ def sql(dsn: str, statement: str, params=None) -> list[tuple] | None:
         conn.close()
 
 
+def proc_stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (Linux), from 0: state, ppid, ...,
+    utime 11, stime 12, cutime 13, cstime 14 (in clock ticks)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time process ``pid`` has used so far, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+    """User + system CPU time process ``pid`` has used so far."""
+    fields = proc_stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bench_arguments(parser: argparse.ArgumentParser, smoke: dict) -> argparse.Namespace:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from headwater.testing import BrokerProcess, wait_until
+from headwater.testing import BrokerProcess, proc_stat, wait_until
 
 from .logview import create_topic, produce_rounds, read_all
 from .test_compaction import COMPACTED, as_view, latest_per_key, roll_with_marker
@@ -47,7 +47,7 @@ def workers_started(proc: BrokerProcess) -> list[int]:
 
 def alive(pid: int) -> bool:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        state = proc_stat(pid)[0]
     except FileNotFoundError:
         return False
     return state != "Z"
