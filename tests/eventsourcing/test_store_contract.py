@@ -167,7 +167,7 @@ def test_sqlite_stores_opened_at_once_on_a_new_file(tmp_path):
     for attempt in range(50):
         path = str(tmp_path / f"new{attempt}.db")
         opened = []
-        run_writers(lambda: opened.append(SqliteEventStore(path)) or opened[-1], 6, lambda store, w: None)
+        run_writers(lambda: SqliteEventStore(path), 6, lambda store, w: opened.append(store))
         assert len(opened) == 6
         for store in opened:
             assert store.query("PRAGMA journal_mode") == [("wal",)]
