@@ -19,7 +19,9 @@ def test_bad_arguments(tmp_path):
                         (["broker", "--data-dir", str(tmp_path), "--failed-authentication-delay-ms", "-1"],
                          "--failed-authentication-delay-ms"),
                         (["broker", "--data-dir", str(tmp_path), "--http-listener", "ftp://127.0.0.1:0"],
-                         "--http-listener"),
+                         "--http-listener: expected [http://|https://]HOST:PORT, got 'ftp://127.0.0.1:0'"),
+                        (["broker", "--data-dir", str(tmp_path), "--port", "abc"],
+                         "--port: expected a port from 0 to 65535, got 'abc'"),
                         (["nonsense"], "invalid choice")):
         result = headwater(*args)
         assert result.returncode == 2

@@ -7,7 +7,9 @@ import gc
 import logging
 import ssl
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from headwater.broker.broker import DataDirInUse
 from headwater.broker.config import BrokerConfig
@@ -53,6 +55,16 @@ def _http_listener(text: str) -> tuple[bool, tuple[str, int]]:
     return scheme == "https", _address(address)
 
 
+def _expecting(parse: Callable[[str], Any], form: str) -> Callable[[str], Any]:
+    """``parse`` as an argparse type: its ValueError becomes "expected FORM, got TEXT"."""
+    def argument(text: str):
+        try:
+            return parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}") from None
+    return argument
+
+
 def _udp(address: str, topic: str, mode: str) -> UdpListenerConfig:
     try:
         host, port = _address(address)
@@ -90,8 +102,9 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("broker", help="run a Kafka-compatible broker")
     p.add_argument("--data-dir", required=True, type=Path, help="where the logs live")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
-    p.add_argument("--port", default=9092, type=_port, help="port, 0 for any free one (default %(default)s)")
-    p.add_argument("--advertised-listener", type=_listener, metavar="HOST:PORT",
+    p.add_argument("--port", default=9092, type=_expecting(_port, "a port from 0 to 65535"),
+                   help="port, 0 for any free one (default %(default)s)")
+    p.add_argument("--advertised-listener", type=_expecting(_listener, "HOST:PORT"), metavar="HOST:PORT",
                    help="address given to clients in Metadata, when they reach the broker through a proxy or NAT")
     p.add_argument("--listener", action="append", default=[], type=_security_listener,
                    metavar="PROTOCOL://HOST:PORT",
@@ -132,7 +145,8 @@ def add_parser(subparsers) -> None:
                         "unthrottled)")
     p.add_argument("--max-incremental-fetch-session-cache-slots", default=1000, type=non_negative_int, metavar="N",
                    help="fetch sessions (KIP-227) kept; the least used give way, 0 turns them off (default %(default)s)")
-    p.add_argument("--http-listener", type=_http_listener, metavar="[https://]HOST:PORT",
+    p.add_argument("--http-listener", type=_expecting(_http_listener, "[http://|https://]HOST:PORT"),
+                   metavar="[https://]HOST:PORT",
                    help="serve Prometheus /metrics and the web console here (port 0: any free one); https:// serves "
                         "them over TLS with --ssl-certfile and --ssl-keyfile; off by default")
     p.add_argument("--console-allow-writes", action="store_true",
