@@ -30,8 +30,15 @@ def usage_error(capsys, *argv: str) -> str:
     (["push", "t", "http://h/", "-X", "fetch.min.bytes"],
      "argument -X/--consumer-config: expected NAME=VALUE, got 'fetch.min.bytes'"),
     (["pipelines", "run", "windows", "--set", "x"], "argument --set: expected NAME=VALUE, got 'x'"),
+    (["groups", "alter", "g", "--config", "share.delivery.count.limit"],
+     "argument --config: expected NAME=VALUE, got 'share.delivery.count.limit'"),
     (["broker", "--data-dir", "d", "--log-config", "retention.ms"],
      "argument --log-config: expected NAME=VALUE, got 'retention.ms'"),
 ])
 def test_bad_values_get_one_line_naming_the_argument(capsys, argv, message):
     assert usage_error(capsys, *argv).endswith(f": error: {message}")
+
+
+def test_a_good_name_value_is_stripped_on_both_sides():
+    args = build_parser(["topics"]).parse_args(["topics", "create", "t", "--config", " retention.ms = 5 "])
+    assert args.config == [("retention.ms", "5")]

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from headwater.broker.groups.reset import ResetTo
 from headwater.cli import share_groups
-from headwater.cli.common import CommandError, add_client_args, client_config, emit
+from headwater.cli.common import CommandError, add_client_args, client_config, emit, name_value
 
 TIMEOUT = 30  # seconds for each admin call
 PEEK_TIMEOUT = 5  # seconds to find the oldest unconsumed record of the lagging partitions
@@ -54,7 +54,7 @@ def add_parser(subparsers) -> None:
     alter = sub.add_parser("alter", help="change a share group's configs (share.record.lock.duration.ms, "
                            "share.delivery.count.limit, errors.deadletterqueue.topic.name, ...)")
     alter.add_argument("group")
-    alter.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
+    alter.add_argument("--config", action="append", default=[], type=name_value, metavar="NAME=VALUE")
     alter.add_argument("--delete-config", action="append", default=[], metavar="NAME", help="back to the default")
     add_client_args(alter)
     alter.set_defaults(func=lambda args: share_groups.alter(args, _admin(args), _result))

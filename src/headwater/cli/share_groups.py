@@ -130,10 +130,7 @@ def _share_partition_states(args, group: str) -> dict[tuple[str, int], dict]:
 
 def alter(args, admin, result) -> int:
     entries = []
-    for setting in args.config:
-        name, sep, value = setting.partition("=")
-        if not sep or not name:
-            raise CommandError(f"--config takes NAME=VALUE, got {setting!r}")
+    for name, value in args.config:
         entries.append(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
     for name in args.delete_config:
         entries.append(ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE))
