@@ -387,8 +387,11 @@ def _librdkafka() -> ctypes.CDLL:
     (confluent-kafka itself offers no call that creates a mock topic)."""
     import confluent_kafka
 
-    lib = ctypes.CDLL(glob.glob(str(Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs" /
-                                    "librdkafka*.so*"))[0])
+    pattern = str(Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs" / "librdkafka*.so*")
+    found = glob.glob(pattern)
+    if not found:
+        raise RuntimeError(f"no librdkafka at {pattern}: the mock cluster needs confluent-kafka's binary wheel")
+    lib = ctypes.CDLL(found[0])
     pointer = ctypes.c_void_p
     lib.rd_kafka_conf_new.restype = pointer
     lib.rd_kafka_conf_set.argtypes = [pointer, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
@@ -400,6 +403,7 @@ def _librdkafka() -> ctypes.CDLL:
     lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
     lib.rd_kafka_mock_cluster_bootstraps.argtypes = [pointer]
     lib.rd_kafka_mock_topic_create.argtypes = [pointer, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    lib.rd_kafka_err2str.restype, lib.rd_kafka_err2str.argtypes = ctypes.c_char_p, [ctypes.c_int]
     return lib
 
 
@@ -420,10 +424,20 @@ class MockKafkaCluster:
         conf, error = lib.rd_kafka_conf_new(), ctypes.create_string_buffer(512)
         lib.rd_kafka_conf_set(conf, b"log_level", b"0", error, len(error))
         handle = lib.rd_kafka_new(0, conf, error, len(error))   # 0: a producer, the mock's host handle
+        if not handle:
+            raise RuntimeError(f"cannot start librdkafka for a mock cluster: {error.value.decode()}")
         cluster = lib.rd_kafka_mock_cluster_new(handle, brokers)
+        if not cluster:
+            lib.rd_kafka_destroy(handle)
+            raise RuntimeError(f"cannot start a mock cluster of {brokers} broker(s)")
         weakref.finalize(self, _destroy_mock, lib, cluster, handle)
         for name, partitions in (topics or {}).items():
-            lib.rd_kafka_mock_topic_create(cluster, name.encode(), partitions, 1)
+            if partitions < 1:   # librdkafka asserts (aborting the process) on fewer
+                raise ValueError(f"mock topic {name!r}: {partitions} partitions, it needs at least 1")
+            code = lib.rd_kafka_mock_topic_create(cluster, name.encode(), partitions, 1)
+            if code:
+                raise RuntimeError(f"cannot create mock topic {name!r} with {partitions} partition(s): "
+                                   f"{lib.rd_kafka_err2str(code).decode()}")
         # the mock numbers its brokers from 1 and lists them in that order
         addresses = lib.rd_kafka_mock_cluster_bootstraps(cluster).decode().split(",")
         self.brokers = dict(enumerate(addresses, 1))
@@ -454,6 +468,9 @@ def mock_cluster_process(topics: dict[str, int] | None = None) -> Iterator[tuple
     with subprocess.Popen([sys.executable, "-c", script, json.dumps(topics or {})], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, text=True) as mock:
         try:
-            yield mock.pid, mock.stdout.readline().strip()
+            address = mock.stdout.readline().strip()
+            if not address:
+                raise RuntimeError(f"the mock cluster process exited ({mock.wait()}) before it listened")
+            yield mock.pid, address
         finally:
             mock.stdin.close()   # it exits when its stdin closes
