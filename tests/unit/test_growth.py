@@ -55,6 +55,14 @@ def with_broker(tmp_path, topic: str, partitions: int, scenario) -> None:
     asyncio.run(run())
 
 
+async def _until(condition, timeout: float = 30) -> None:
+    """Wait on the event loop until ``condition()`` holds; fail after ``timeout`` seconds."""
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.01)
+    await asyncio.wait_for(poll(), timeout)
+
+
 def test_fetch_of_unknown_partitions_leaves_no_signal(tmp_path):
     async def scenario(broker, header):
         unknown = [(f"ghost-{i}", i % 7) for i in range(20_000)] + [("real", p) for p in range(5, 2_005)]
@@ -65,8 +73,7 @@ def test_fetch_of_unknown_partitions_leaves_no_signal(tmp_path):
 
         # A fetch waiting on a real partition holds one signal while it waits and none after.
         waiting = asyncio.create_task(fetch(broker, header, fetch_request([("real", 0)], max_wait_ms=30_000)))
-        while not len(broker.growth):
-            await asyncio.sleep(0.01)
+        await _until(lambda: len(broker.growth))
         assert len(broker.growth) == 1
         assert broker.append("real", 0, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
         response = await asyncio.wait_for(waiting, 30)
@@ -100,8 +107,7 @@ def test_an_idle_session_hears_of_appends_and_of_a_log_start_deletes_records_mov
         watch = broker.fetch_sessions._sessions[session_id].watch
         previous = watch.waiter
         waiting = asyncio.create_task(incremental(3, max_wait_ms=30_000))
-        while watch.waiter is previous:   # until the fetch has read and waits
-            await asyncio.sleep(0.01)
+        await _until(lambda: watch.waiter is not previous)   # until the fetch has read and waits
         assert broker.append("t", 2, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
         [topic] = (await asyncio.wait_for(waiting, 30)).responses
         assert [(p.partition_index, p.high_watermark) for p in topic.partitions] == [(2, 1)]
@@ -114,6 +120,7 @@ def test_a_repeated_fetch_is_decoded_once_and_each_request_gets_its_own_copy():
     frame = struct.pack(">hhih", ApiKey.FETCH, 11, 7, 4) + b"test" + body
     (_, first), (_, second) = parse_request(frame, ADVERTISED), parse_request(frame, ADVERTISED)
     assert first is not second and first.topics[0].partitions[49].partition == 49
+    assert first.topics[0] is second.topics[0]   # decoded once: the copies share what no one changes
     first.topics = []
     assert len(second.topics) == 1 and len(parse_request(frame, ADVERTISED)[1].topics) == 1
     other = struct.pack(">hhih", ApiKey.FETCH, 11, 8, 4) + b"test" + fetch_request([("t", 0)], 5).encode(version=11)
