@@ -24,7 +24,7 @@ class Clock:
 def test_debt_beyond_a_second_of_burst_is_throttled_at_the_quota_rate():
     clock = Clock()
     quotas = ClientQuotas(now=clock)
-    quotas.alter("heavy", PRODUCER_BYTE_RATE, 1000)
+    quotas.alter("heavy", {PRODUCER_BYTE_RATE: 1000})
     assert quotas.charge("heavy", PRODUCER_BYTE_RATE, 1000) == 0  # the second of burst
     assert quotas.charge("heavy", PRODUCER_BYTE_RATE, 500) == 0.5
     clock.now = 0.5  # the debt is paid
@@ -34,21 +34,21 @@ def test_debt_beyond_a_second_of_burst_is_throttled_at_the_quota_rate():
 
 def test_the_default_applies_to_client_ids_without_their_own_and_quotas_persist(tmp_path):
     quotas = ClientQuotas(tmp_path / "q.json", now=Clock())
-    quotas.alter(None, CONSUMER_BYTE_RATE, 100)
-    quotas.alter("vip", CONSUMER_BYTE_RATE, 10_000)
-    quotas.alter("vip", REQUEST_PERCENTAGE, 50)
+    quotas.alter(None, {CONSUMER_BYTE_RATE: 100})
+    quotas.alter("vip", {CONSUMER_BYTE_RATE: 10_000})
+    quotas.alter("vip", {REQUEST_PERCENTAGE: 50})
     reloaded = ClientQuotas(tmp_path / "q.json")
     assert reloaded.quota("anyone", CONSUMER_BYTE_RATE) == 100
     assert reloaded.quota("vip", CONSUMER_BYTE_RATE) == 10_000
-    reloaded.alter("vip", CONSUMER_BYTE_RATE, None)
+    reloaded.alter("vip", {CONSUMER_BYTE_RATE: None})
     assert ClientQuotas(tmp_path / "q.json").quota("vip", CONSUMER_BYTE_RATE) == 100
 
 
 def test_which_request_charges_which_quota():
     quotas = ClientQuotas(now=Clock())
     for key in (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE):
-        quotas.alter("c", key, 100)
-    quotas.alter("c", REQUEST_PERCENTAGE, 10)  # 0.1 s of broker time per second
+        quotas.alter("c", {key: 100})
+    quotas.alter("c", {REQUEST_PERCENTAGE: 10})  # 0.1 s of broker time per second
     assert quotas.throttle("c", ApiKey.PRODUCE, 300, 10, 0.0) == 2.0     # 200 bytes over, at 100/s
     assert quotas.throttle("c", ApiKey.FETCH, 10, 150, 5.0) == 0.5       # a fetch's long poll is not charged
     assert quotas.throttle("c", ApiKey.METADATA, 10, 10**6, 0.3) == pytest.approx(2.0)  # 0.2 s over, at 0.1 s/s
@@ -58,7 +58,7 @@ def test_which_request_charges_which_quota():
 def test_a_quota_must_be_a_positive_number(value):
     quotas = ClientQuotas()
     with pytest.raises(QuotaError, match="must be a positive number"):
-        quotas.alter("heavy", PRODUCER_BYTE_RATE, value)  # NaN would never throttle
+        quotas.alter("heavy", {PRODUCER_BYTE_RATE: value})  # NaN would never throttle
     assert quotas.configs == {}
 
 

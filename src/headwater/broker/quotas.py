@@ -79,16 +79,19 @@ class ClientQuotas:
         if value is not None and not 0 < value < math.inf:  # NaN fails too: it would never throttle
             raise QuotaError(f"quota {key} must be a positive number, got {value}")
 
-    def alter(self, entity: Entity, key: str, value: float | None) -> None:
-        """Set (or with None remove) one quota; saved at once."""
-        self.validate(key, value)
-        if value is None:
-            self.configs.get(entity, {}).pop(key, None)
-            if not self.configs.get(entity, True):
-                del self.configs[entity]
-        else:
-            self.configs.setdefault(entity, {})[key] = value
-        self._buckets = {k: b for k, b in self._buckets.items() if k[1] != key}  # the new rate starts afresh
+    def alter(self, entity: Entity, changes: dict[str, float | None]) -> None:
+        """Set (or with None remove) quotas of ``entity``: all are checked before any is set, and
+        they are saved once."""
+        for key, value in changes.items():
+            self.validate(key, value)
+        for key, value in changes.items():
+            if value is None:
+                self.configs.get(entity, {}).pop(key, None)
+                if not self.configs.get(entity, True):
+                    del self.configs[entity]
+            else:
+                self.configs.setdefault(entity, {})[key] = value
+        self._buckets = {k: b for k, b in self._buckets.items() if k[1] not in changes}  # new rates start afresh
         self._save()
 
     def _save(self) -> None:

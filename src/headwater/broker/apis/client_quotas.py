@@ -45,13 +45,15 @@ async def alter_client_quotas(broker, header, request):
             error, message = ErrorCode.INVALID_REQUEST, f"only {CLIENT_ID} quotas are supported, not {types}"
         else:
             entity = entry.entity[0].entity_name
+            changes = {op.key: None if op.remove else op.value for op in entry.ops}
             try:
-                for op in entry.ops:  # all checked before any is set, and with validate_only too
-                    broker.quotas.validate(op.key, None if op.remove else op.value)
-                for op in [] if request.validate_only else entry.ops:
-                    broker.quotas.alter(entity, op.key, None if op.remove else op.value)
-                    log.info("quota %r of client-id %r set to %s", op.key, entity or "<default>",
-                             "none" if op.remove else op.value)
+                if request.validate_only:
+                    for key, value in changes.items():
+                        broker.quotas.validate(key, value)
+                else:
+                    broker.quotas.alter(entity, changes)
+                    log.info("quotas of client-id %r set: %s", entity or "<default>",
+                             ", ".join(f"{key}={'none' if value is None else value}" for key, value in changes.items()))
             except QuotaError as exc:
                 error, message = ErrorCode.INVALID_REQUEST, str(exc)
         results.append(Entry(error_code=error, error_message=message,
