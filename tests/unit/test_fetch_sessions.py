@@ -200,6 +200,21 @@ def test_an_idle_session_reads_only_partitions_that_changed_were_named_or_are_du
     assert step(watched_cache, session_id, 11, {}) == ([], [])
 
 
+def test_a_read_committed_session_waiting_at_an_open_transaction_is_quiet_until_it_changes(watched_cache, signals):
+    context = watched_cache.context(NO_SESSION, INITIAL_EPOCH, wanted(A0, offset=10))
+    open_txn = PartitionNews(ErrorCode.NONE, 15, 10, 0, b"")   # records 10..14 are an open transaction
+    watched_cache.answer(context, {A0: open_txn}, read_committed=True)
+    session_id = context.session_id
+
+    def committed_step(epoch, news):
+        context = watched_cache.context(session_id, epoch, [])
+        return [p for p, _ in context.targets], watched_cache.answer(context, news, read_committed=True)
+
+    assert committed_step(1, {}) == ([], [])          # at the last stable offset: nothing to read
+    signals.notify(*A0)                               # the commit marker
+    assert committed_step(2, {A0: PartitionNews(ErrorCode.NONE, 16, 16, 0, b"batch")}) == ([A0], [A0])
+
+
 def test_a_change_while_the_fetch_waits_is_read_in_the_session_order(watched_cache, signals):
     session_id = caught_up(watched_cache, A0, A1, B0)
     signals.notify(*B0)

@@ -109,10 +109,13 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == MAX_EPOCH else epoch + 1
 
 
-def _unquiet(position: FetchPosition, news: PartitionNews) -> bool:
+def _unquiet(position: FetchPosition, news: PartitionNews, read_committed: bool) -> bool:
     """Whether a partition must be read again without a change: an error is answered until it
-    clears, and records past the fetch offset (the response had no room for them) are still due."""
-    return bool(news.error) or position.fetch_offset != news.high_watermark
+    clears, and records past the fetch offset (the response had no room for them) are still due.
+    A read_committed fetch can read no further than the last stable offset: an open transaction
+    above it is news only once its marker changes the partition."""
+    readable_end = news.last_stable_offset if read_committed else news.high_watermark
+    return bool(news.error) or position.fetch_offset != readable_end
 
 
 class FetchSessionCache:
@@ -192,11 +195,12 @@ class FetchSessionCache:
         ordered = sorted((partitions[p].order, p) for p in more if p in partitions)
         context.targets = [(p, partitions[p].position) for _, p in ordered]
 
-    def answer(self, context: FetchContext, news: dict[Partition, PartitionNews]) -> list[Partition]:
+    def answer(self, context: FetchContext, news: dict[Partition, PartitionNews],
+               read_committed: bool = False) -> list[Partition]:
         """The partitions the response carries, in order; opens the session a full fetch asked for."""
         if context.session is None:
             if context.wants_session and news:
-                context.session_id = self._open(context.targets, news)
+                context.session_id = self._open(context.targets, news, read_committed)
             return [p for p, _ in context.targets]
         answered = []
         session = context.session
@@ -208,14 +212,15 @@ class FetchSessionCache:
                 cached.told = _told(found)
                 session.reorder(cached)
                 answered.append(partition)
-            if _unquiet(cached.position, found):
+            if _unquiet(cached.position, found, read_committed):
                 session.unquiet.add(partition)
             else:
                 session.unquiet.discard(partition)
         self.stats.partitions_answered_incrementally += len(answered)
         return answered
 
-    def _open(self, targets: list[tuple[Partition, FetchPosition]], news: dict[Partition, PartitionNews]) -> int:
+    def _open(self, targets: list[tuple[Partition, FetchPosition]], news: dict[Partition, PartitionNews],
+              read_committed: bool) -> int:
         now = self.clock.now_ms()
         if len(targets) > self.max_size:
             return NO_SESSION
@@ -226,7 +231,7 @@ class FetchSessionCache:
             session_id = self._new_id()
         session = FetchSession(session_id, 1, {p: CachedPartition(pos, _told(news[p]), i)
                                                for i, (p, pos) in enumerate(targets)}, now, answers=len(targets))
-        session.unquiet.update(p for p, pos in targets if _unquiet(pos, news[p]))
+        session.unquiet.update(p for p, pos in targets if _unquiet(pos, news[p], read_committed))
         self.signals.register(session.watch, session.partitions)
         self._sessions[session_id] = session
         return session_id

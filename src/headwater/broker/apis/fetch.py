@@ -159,7 +159,7 @@ async def fetch(broker, header, request):
             if not await watch.wait(remaining):
                 break   # time is up and nothing changed: the reads above still stand
             sessions.changed(context)
-    answered = sessions.answer(context, reads)
+    answered = sessions.answer(context, reads, request.isolation_level == READ_COMMITTED)
     responses = _topic_results(answered, reads)
     if broker.metrics is not None:
         for topic in responses:
