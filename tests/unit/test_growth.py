@@ -30,15 +30,19 @@ def fetch_request(partitions: list[tuple[str, int]], max_wait_ms: int = 0):
              forgotten_topics_data=[], rack_id="")
 
 
-def test_watch_drops_the_future_when_its_last_watcher_leaves():
+def test_a_watch_wakes_on_its_partitions_and_is_dropped_when_its_wait_ends():
     async def scenario():
         signals = GrowthSignals()
-        with signals.watch([("t", 0), ("t", 0), ("t", 1)]) as futures:
+        with signals.watch([("t", 0), ("t", 1)]) as outer:
             with signals.watch([("t", 0)]) as inner:
-                assert inner[0] is futures[0] is futures[1]
+                assert len(signals) == 2
+                signals.notify("t", 0)
+                assert inner.waiter.done() and outer.waiter.done() and outer.take_changed() == {("t", 0)}
+            outer.arm()
             assert len(signals) == 2
-            signals.notify("t", 0)
-            assert futures[0].done() and not futures[2].done()
+            signals.notify("t", 2)                       # not watched: wakes no one
+            assert not outer.waiter.done()
+            assert not await outer.wait(0.01)
         assert len(signals) == 0
     asyncio.run(scenario())
 

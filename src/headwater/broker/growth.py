@@ -43,47 +43,32 @@ class Watch:
 
 
 class GrowthSignals:
-    """Who is told when a partition grows: one shared future per partition some short wait
-    watches (``watch``: share fetches, the console), and the Watches registered on it (fetches
-    and fetch sessions).
+    """Who is told when a partition grows: the Watches registered on it, those of fetch sessions
+    for as long as the session lives, and those of single waits (``watch``: a fetch without a
+    session, a share fetch, the console's live tail) for the wait.
 
-    A partition has a future only while some fetch watches it, and Watches only while their
-    fetch or session lives, so what this holds is bounded by the fetches and sessions there
-    are now, never by the names clients have ever asked about.
+    What this holds is bounded by the sessions and waits there are now, never by the names
+    clients have ever asked about.
     """
 
     def __init__(self) -> None:
-        self._futures: dict[Partition, asyncio.Future] = {}
-        self._watchers: dict[Partition, int] = {}   # how many fetches watch each partition
         self._watches: dict[Partition, set[Watch]] = {}   # the Watches registered on each partition
 
     def __len__(self) -> int:
-        """Entries held: a future or a set of Watches per partition (none once nothing watches)."""
-        return len(self._futures) + len(self._watches)
+        """Partitions watched now (none once nothing watches)."""
+        return len(self._watches)
 
     @contextmanager
-    def watch(self, partitions: list[Partition]) -> Iterator[list[asyncio.Future]]:
-        """The futures of ``partitions``, valid inside the block (take them before reading the
-        log, so an append between the read and the wait still wakes the watcher)."""
-        # One loop each way, no call per partition: an idle consumer's fetch watches thousands.
-        watchers, futures, loop = self._watchers, self._futures, asyncio.get_running_loop()
-        mine = []
-        for p in partitions:
-            watchers[p] = watchers.get(p, 0) + 1
-            fut = futures.get(p)
-            if fut is None or fut.done():
-                fut = futures[p] = loop.create_future()
-            mine.append(fut)
+    def watch(self, partitions: list[Partition]) -> Iterator[Watch]:
+        """A Watch on ``partitions`` for the block, armed: read the logs, then ``wait`` on it (an
+        append between the read and the wait still wakes it)."""
+        watch = Watch()
+        self.register(watch, partitions)
+        watch.arm()
         try:
-            yield mine
+            yield watch
         finally:
-            for p in partitions:
-                left = watchers[p] - 1
-                if left > 0:
-                    watchers[p] = left
-                else:
-                    del watchers[p]
-                    futures.pop(p, None)
+            self.unregister(watch, partitions)
 
     def register(self, watch: Watch, partitions: Iterable[Partition]) -> None:
         watches = self._watches
@@ -106,13 +91,9 @@ class GrowthSignals:
     def notify(self, topic: str, partition: int) -> None:
         """``partition`` grew, or its offsets (log start, last stable) or existence changed."""
         key = (topic, partition)
-        fut = self._futures.pop(key, None)
-        if fut is not None and not fut.done():
-            fut.set_result(None)
         for watch in self._watches.get(key, ()):
             watch.wake(key)
 
     def forget_topic(self, topic: str) -> None:
-        for key in {k for k in [*self._futures, *self._watches] if k[0] == topic}:
+        for key in [k for k in self._watches if k[0] == topic]:
             self.notify(*key)
-

@@ -134,12 +134,8 @@ def _watch(signals: GrowthSignals, context: FetchContext) -> Iterator[Watch]:
     if context.session is not None:
         yield context.session.watch
         return
-    watch, partitions = Watch(), [p for p, _ in context.targets]
-    signals.register(watch, partitions)
-    try:
+    with signals.watch([p for p, _ in context.targets]) as watch:
         yield watch
-    finally:
-        signals.unregister(watch, partitions)
 
 
 async def fetch(broker, header, request):

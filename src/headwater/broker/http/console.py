@@ -10,7 +10,6 @@ untouched either way.
 """
 from __future__ import annotations
 
-import asyncio
 import base64
 import functools
 import json
@@ -221,7 +220,7 @@ class Console:
         async def events():
             yield ": tailing\n\n"  # the response starts at once, so the browser knows the stream is open
             while not await request.is_disconnected():
-                with self.broker.growth.watch(watched) as signals:
+                with self.broker.growth.watch(watched) as watch:
                     if self.broker.log_manager.topics.get(topic.name) is not topic:
                         yield "event: gone\ndata: {}\n\n"
                         return
@@ -229,7 +228,7 @@ class Console:
                         for record in records_from(topic.partitions[index], offset, TAIL_BATCH):
                             yield f"data: {json.dumps(record_view(index, record))}\n\n"
                             positions[index] = record.offset + 1
-                    await asyncio.wait(signals, timeout=1.0)  # wake now and then to notice a closed page
+                    await watch.wait(1.0)  # wake now and then to notice a closed page
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 

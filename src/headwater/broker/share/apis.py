@@ -162,7 +162,7 @@ async def _acquire(broker, group: ShareGroup, request, partitions: set[tuple[str
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
     live = sorted(p for p in partitions if broker.log_manager.get_log(*p) is not None)
     while True:
-        with broker.growth.watch(live) as signals:
+        with broker.growth.watch(live) as watch:
             budget, acquired = max(request.max_records, 1), {}
             for topic, partition in live:
                 if budget <= 0:
@@ -175,9 +175,9 @@ async def _acquire(broker, group: ShareGroup, request, partitions: set[tuple[str
                     acquired[(broker.log_manager.topics[topic].topic_id, partition)] = runs
                     broker.share.changed(group, topic, partition)
             remaining = deadline - loop.time()
-            if acquired or remaining <= 0 or not signals:
+            if acquired or remaining <= 0 or not live:
                 return acquired
-            await asyncio.wait(signals, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            await watch.wait(remaining)
 
 
 async def share_acknowledge(broker, header, request):
