@@ -26,6 +26,7 @@ def broker(start_broker):
     return start_broker("--num-partitions", "3")
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`make test` runs two workers) a module's tests stay on one worker, so
     its module-scoped broker starts once; every test of the one shared Spark session goes to the
