@@ -25,7 +25,7 @@ FSYNC_THREADS = 8   # logs fsynced at once within a round
 
 class GroupCommit:
     def __init__(self, sync: Callable[[Hashable], None]):
-        self._sync = sync  # fsync one log (Log.flush); called on the flusher thread
+        self._sync = sync  # fsync one log (Log.flush); called on the fsync threads
         self._fsyncs = ThreadPoolExecutor(max_workers=FSYNC_THREADS, thread_name_prefix="fsync")
         self._waiting: dict[Hashable, None] = {}      # logs touched since the running round started
         self._next: asyncio.Future[Errors] | None = None  # the round that will cover them

@@ -26,8 +26,7 @@ log = logging.getLogger("headwater.broker")
 
 class LogMaintenance:
     def __init__(self, logs: LogManager, retention_check_interval_ms: int, cleaner_interval_ms: int,
-                 cleaner_io_max_bytes_per_second: float | None = None,
-                 moved: Callable[[str, int], None] = lambda topic, partition: None):
+                 cleaner_io_max_bytes_per_second: float | None, moved: Callable[[str, int], None]):
         self.logs = logs
         self._moved = moved   # told on the event loop of each partition whose log start retention moved
         self._loop: asyncio.AbstractEventLoop | None = None
