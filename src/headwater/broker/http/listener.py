@@ -16,6 +16,7 @@ from headwater.broker.http.console import Console
 from headwater.broker.http.history import History
 from headwater.broker.http.login import ConsoleLogin
 from headwater.broker.http.metrics import BrokerMetrics
+from headwater.broker.security.listeners import SecurityProtocol
 
 SHUTDOWN_GRACE_S = 1  # open pages (a live tail) get this long to finish when the broker stops
 
@@ -35,10 +36,14 @@ class HttpListener:
         secured = any(listener.protocol.sasl for listener in broker.config.listeners)
         login = ConsoleLogin(broker, server.failed_logins) if secured else None
         app = Console(broker, metrics, self.history, allow_writes, login).app()
-        tls = broker.config.tls if broker.config.http_tls else None
-        self._uvicorn = _LoopServer(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                                                   timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-                                                   ssl_certfile=tls and tls.certfile, ssl_keyfile=tls and tls.keyfile))
+        config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+                                timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+        config.load()
+        if broker.config.http_tls:
+            # The Kafka listeners' TLS (1.2 at least, the same certificate); users log in, as over
+            # SASL_SSL, so no client certificate is asked for.
+            config.ssl = broker.config.tls.server_context(SecurityProtocol.SASL_SSL)
+        self._uvicorn = _LoopServer(config)
         self._socket = socket.create_server((host, port), reuse_port=False)
         self._task: asyncio.Task | None = None
 
