@@ -127,3 +127,31 @@ def test_type_message_for_custom_types_and_binary_tuple_data(db):
     assert next(m for m in msgs if isinstance(m, Insert)).new == ["7", "happy"]
     # with the binary option PostgreSQL sends each type's binary form ('b'): int4 is 4 bytes big-endian
     assert next(m for m in binary if isinstance(m, Insert)).new == [b"\x00\x00\x00\x07", b"happy"]
+
+
+def test_insert_row_reads_what_decode_reads_and_declines_the_rest(db):
+    """The one-pass insert path against the decoder (ground truth) on a real stream: text and null
+    values, converters applied; binary values, other messages and wrong column counts are declined."""
+    db.execute("INSERT INTO items VALUES (1, 'a', NULL), (2, 'é \"x\"', repeat('z', 3000))")
+    db.execute("UPDATE items SET name = 'c' WHERE id = 1")
+    db.execute("SELECT data FROM pg_logical_slot_peek_binary_changes('s', NULL, NULL, "
+               "'proto_version', '1', 'publication_names', 'pub', 'binary', 'true')")
+    binary = [bytes(d) for (d,) in db.fetchall()]
+    db.execute("SELECT data FROM pg_logical_slot_get_binary_changes('s', NULL, NULL, "
+               "'proto_version', '1', 'publication_names', 'pub')")
+    payloads = [bytes(d) for (d,) in db.fetchall()]
+    rel = next(m for m in map(pgoutput.decode, payloads) if isinstance(m, Relation))
+    columns = [("id", int), ("name", None), ("big", str.upper)]
+    inserts = [p for p in payloads if isinstance(pgoutput.decode(p), Insert)]
+    assert len(inserts) == 2 and {pgoutput.insert_relid(p) for p in inserts} == {rel.relid}
+    for payload in inserts:
+        values = pgoutput.decode(payload).new
+        expected = {name: None if v is None else (v if f is None else f(v)) for (name, f), v in zip(columns, values)}
+        assert pgoutput.insert_row(payload, columns) == expected
+    assert pgoutput.insert_row(inserts[1], columns)["big"] == "Z" * 3000
+    assert [pgoutput.insert_relid(p) for p in payloads if p not in inserts] == [None] * (len(payloads) - 2)
+    assert pgoutput.insert_row(inserts[0], columns[:2]) is None  # not this relation's columns
+    binary_insert = next(p for p in binary if pgoutput.insert_relid(p) is not None)
+    assert pgoutput.insert_row(binary_insert, columns) is None
+    with pytest.raises(pgoutput.DecodeError):
+        pgoutput.insert_row(inserts[1][:-5], columns)

@@ -27,18 +27,13 @@ def events(count, topic="changes", size=10):
     return [ChangeEvent(topic, b'{"id":%d}' % i, b"v" * size) for i in range(count)]
 
 
-def send_all(shipper, events, batch):
-    for event in events:
-        shipper.send(event, batch)
-
-
 def test_batches_are_acknowledged_in_order_once_the_queue_is_empty(broker):
     shipper = Shipper(new_producer(broker.bootstrap))
     first, second = shipper.tracker.open(), shipper.tracker.open()
     broker.proc.send_signal(signal.SIGSTOP)  # nothing can be acknowledged meanwhile
     try:
-        send_all(shipper, events(500), first)
-        send_all(shipper, events(300), second)
+        shipper.send_all(events(500), first)
+        shipper.send_all(events(300), second)
         shipper.tracker.close(second, 200)
         assert shipper.poll(0) is None and shipper.delivered == 0  # in flight: not acknowledged
     finally:
@@ -51,10 +46,10 @@ def test_batches_are_acknowledged_in_order_once_the_queue_is_empty(broker):
 def test_a_refused_event_stops_the_position_before_its_batch(broker):
     shipper = Shipper(new_producer(broker.bootstrap))
     fine, refused = shipper.tracker.open(), shipper.tracker.open()
-    send_all(shipper, events(50), fine)
+    shipper.send_all(events(50), fine)
     shipper.tracker.close(fine, 100)
     assert shipper.flush(30) == 100
-    send_all(shipper, events(1, "tiny", size=1000), refused)  # over the topic's max.message.bytes
+    shipper.send_all(events(1, "tiny", size=1000), refused)  # over the topic's max.message.bytes
     shipper.tracker.close(refused, 200)
     with pytest.raises(DeliveryFailed, match="MSG_SIZE_TOO_LARGE"):
         shipper.flush(30)
@@ -65,7 +60,7 @@ def test_a_producer_reporting_every_delivery_counts_each_event_once(broker):
     config = {k: v for k, v in producer_config(broker.bootstrap).items() if k != "delivery.report.only.error"}
     shipper = Shipper(Producer(config))
     batch = shipper.tracker.open()
-    send_all(shipper, events(400), batch)
+    shipper.send_all(events(400), batch)
     shipper.tracker.close(batch, 100)
     stored = []
     shipper.produce("changes", b"position", b"100", lambda: stored.append(True))

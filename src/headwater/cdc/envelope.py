@@ -49,7 +49,8 @@ def topic_name(prefix: str, schema: str, table: str) -> str:
 _dumps = orjson.dumps  # compact UTF-8 JSON, as json.dumps(separators=(",", ":"), ensure_ascii=False)
 
 
-def _key(key_columns: list[str], row: dict | None) -> bytes | None:
+def event_key(key_columns: list[str], row: dict | None) -> bytes | None:
+    """The key of a row's events: its primary key as JSON (None without one)."""
     if not key_columns or row is None:
         return None
     if len(key_columns) == 1:  # the usual primary key, without a comprehension
@@ -67,12 +68,12 @@ def row_events(topic: str, key_columns: list[str], op: str, before: dict | None,
                source: dict) -> list[ChangeEvent]:
     """The events for one row change; op is c, u, d or r; `source` is a `Source.as_json()`."""
     if op == "d":
-        key = _key(key_columns, before)
+        key = event_key(key_columns, before)
         return [ChangeEvent(topic, key, _value("d", before, None, source)),
                 ChangeEvent(topic, key, None)]
-    key = _key(key_columns, after)
+    key = event_key(key_columns, after)
     if op == "u" and before is not None:
-        old_key = _key(key_columns, before)
+        old_key = event_key(key_columns, before)
         if old_key != key:
             return [ChangeEvent(topic, old_key, _value("d", before, None, source)),
                     ChangeEvent(topic, old_key, None),
@@ -83,7 +84,7 @@ def row_events(topic: str, key_columns: list[str], op: str, before: dict | None,
 def create_template(source: dict) -> bytes:
     """The value of every insert with this `source` block but its LSN (one table, one
     transaction), as a %-template of the row's JSON, the LSN and ts_ms: the source block
-    is encoded once, not per event. `create_event` fills it in, to the very bytes `row_events` gives."""
+    is encoded once, not per event. `create_value` fills it in, to the very bytes `row_events` gives."""
     names = list(source)
     at = names.index("lsn")  # a Source.as_json(): fields before and after the LSN
     head = _dumps({name: source[name] for name in names[:at]})[:-1]
@@ -92,11 +93,10 @@ def create_template(source: dict) -> bytes:
             + tail.replace(b"%", b"%%") + b',"op":"c","ts_ms":%d}')
 
 
-def create_event(topic: str, key_columns: list[str], after: dict, template: bytes, lsn: int,
-                 ts_ms: int) -> ChangeEvent:
-    """The event of an insert (op c): `row_events` with the value from `create_template`,
-    processed at `ts_ms` (Unix milliseconds)."""
-    return ChangeEvent(topic, _key(key_columns, after), template % (_dumps(after), lsn, ts_ms))
+def create_value(template: bytes, after: dict, lsn: int, ts_ms: int) -> bytes:
+    """The value of an insert (op c) from its table's `create_template`, processed at `ts_ms`
+    (Unix milliseconds); its key is `event_key`'s."""
+    return template % (_dumps(after), lsn, ts_ms)
 
 
 def truncate_event(topic: str, source: dict) -> ChangeEvent:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import functools
 import struct
-from typing import Any
+from typing import Any, Callable
 
 class UnchangedToast:
     """A TOASTed value the update did not touch: PostgreSQL does not send it."""
@@ -175,6 +175,44 @@ def _tuple_data(data: bytes, pos: int) -> tuple[list, int]:
         else:
             raise DecodeError(f"unknown tuple data kind {chr(kind)!r}")
     return values, pos
+
+
+def insert_relid(payload: bytes) -> int | None:
+    """The relation of an Insert, read without decoding it; None for any other message."""
+    if len(payload) > 5 and payload[0] == 0x49 and payload[5] == 0x4E:  # 'I', then 'N' (new tuple)
+        return _UINT32.unpack_from(payload, 1)[0]
+    return None
+
+
+def insert_row(payload: bytes, columns: list[tuple[str, Callable[[str], Any] | None]]) -> dict | None:
+    """The new row of an Insert as {column: value}, in one pass: the bulk of a stream. `columns`
+    are the relation's (`insert_relid`), each with how its text becomes a value (None: the text
+    is the value); nulls are None. None where the tuple holds anything else (binary or unchanged
+    values, another column count): `decode` the message then."""
+    try:
+        (count,) = _INT16.unpack_from(payload, 6)
+        if count != len(columns):
+            return None
+        row, pos, unpack = {}, 8, _INT32.unpack_from
+        for name, convert in columns:
+            kind = payload[pos]
+            if kind == 0x74:  # 't' text: Int32 length, then bytes
+                (length,) = unpack(payload, pos + 1)
+                pos += 5
+                end = pos + length
+                if length < 0 or end > len(payload):
+                    raise DecodeError("message truncated")
+                text = payload[pos:end].decode()
+                row[name] = text if convert is None else convert(text)
+                pos = end
+            elif kind == 0x6E:  # 'n'
+                row[name] = None
+                pos += 1
+            else:
+                return None
+        return row
+    except (struct.error, IndexError):
+        raise DecodeError("message truncated") from None
 
 
 def decode(payload: bytes) -> Message:

@@ -19,7 +19,7 @@ from psycopg2 import sql
 
 from . import CdcError, SourceUnavailable, pgoutput, pgtypes
 from .connector import Connector, StatusTicker
-from .envelope import (UNAVAILABLE, Source, create_event, create_template, row_events, topic_name,
+from .envelope import (UNAVAILABLE, Source, create_template, create_value, event_key, row_events, topic_name,
                        truncate_event)
 from .shipper import Batch, PositionStore, Shipper, new_producer
 
@@ -270,8 +270,8 @@ class PostgresConnector(Connector):
     def _send_read(self, batch: Batch, db: str, lsn: int, xid: int, ts_ms: int, table: Table, values: tuple,
                    marker: str) -> None:
         source = Source("postgresql", db, table.schema, table.name, lsn, xid, ts_ms, marker)
-        for event in row_events(table.topic, table.key, "r", None, _row(table, values), source.as_json()):
-            self._shipper.send(event, batch)
+        self._shipper.send_all(row_events(table.topic, table.key, "r", None, _row(table, values), source.as_json()),
+                               batch)
         self.progress.snapshotted += 1
         if self.progress.snapshotted % 1000 == 0:
             self._shipper.poll(0)  # run delivery callbacks as we go
@@ -370,15 +370,13 @@ class _Stream:
 
     def handle_all(self, received: list[tuple[int, bytes]]) -> None:
         """Decode a run of messages and hand their events to the producer. Inserts, most of a
-        stream, go straight to `insert`: each call less per event counts at this rate."""
-        decode, handle, insert, Insert = pgoutput.decode, self.handle, self.insert, pgoutput.Insert
+        stream, go to `insert` undecoded: each step less per event counts at this rate."""
+        decode, handle, insert, insert_relid = pgoutput.decode, self.handle, self.insert, pgoutput.insert_relid
         self.now_ms = time.time_ns() // 1_000_000  # the processing time of inserts: once per run
         for lsn, payload in received:
-            msg = decode(payload)
-            if msg.__class__ is Insert and not self.txn.skip:
-                insert(lsn, msg)
-            else:
-                handle(lsn, msg)
+            relid = insert_relid(payload)
+            if relid is None or not insert(lsn, relid, payload):
+                handle(lsn, decode(payload))
         self.progress.lsn = max(self.progress.lsn, received[-1][0])
 
     def store(self, lsn: int) -> None:
@@ -416,7 +414,7 @@ class _Stream:
         elif kind is pgoutput.Truncate and not self.txn.skip:
             for relid in msg.relids:
                 table = self.relations[relid]
-                self.shipper.send(truncate_event(table.topic, self.source(relid, lsn)), self.txn.batch)
+                self.shipper.send_all([truncate_event(table.topic, self.source(relid, lsn))], self.txn.batch)
 
     def source(self, relid: int, lsn: int) -> dict:
         """The envelope's source block: built once per table and transaction, then copied."""
@@ -430,19 +428,25 @@ class _Stream:
         source["lsn"] = lsn
         return source
 
-    def insert(self, lsn: int, msg: pgoutput.Insert) -> None:
-        """From the second insert into a table in a transaction on, the value is filled into a
-        template: building one costs more than one generic envelope, so it pays from there."""
+    def insert(self, lsn: int, relid: int, payload: bytes) -> bool:
+        """An insert from its bytes straight to the producer: its row in one pass, its value filled
+        into a template (building one costs more than one generic envelope, so the template comes
+        with a table's second insert in a transaction). False where this does not apply (a
+        table's first insert in a transaction, a transaction already delivered, binary or
+        unchanged values): `handle` takes the message then."""
         txn = self.txn
-        template = txn.creates.get(msg.relid)
+        template = txn.creates.get(relid)
         if template is None:
-            if msg.relid not in txn.sources:
-                self.row_change(lsn, msg)
-                return
-            template = txn.creates[msg.relid] = create_template(self.source(msg.relid, lsn))
-        table = self.relations[msg.relid]
-        self.shipper.send(create_event(table.topic, table.key, _row(table, msg.new), template, lsn, self.now_ms),
+            if relid not in txn.sources:  # never so in a skipped transaction: handle() skips it
+                return False
+            template = txn.creates[relid] = create_template(self.source(relid, lsn))
+        table = self.relations[relid]
+        row = pgoutput.insert_row(payload, table.converters)
+        if row is None:
+            return False
+        self.shipper.send(table.topic, event_key(table.key, row), create_value(template, row, lsn, self.now_ms),
                           txn.batch)
+        return True
 
     def row_change(self, lsn: int, msg: pgoutput.Insert | pgoutput.Update | pgoutput.Delete) -> None:
         table = self.relations[msg.relid]
@@ -453,6 +457,5 @@ class _Stream:
             before = _row(table, msg.old) if msg.old is not None else None
         else:
             op, before, after = "d", _row(table, msg.old), None
-        batch, send = self.txn.batch, self.shipper.send
-        for event in row_events(table.topic, table.key, op, before, after, self.source(msg.relid, lsn)):
-            send(event, batch)
+        self.shipper.send_all(row_events(table.topic, table.key, op, before, after, self.source(msg.relid, lsn)),
+                              self.txn.batch)

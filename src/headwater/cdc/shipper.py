@@ -148,17 +148,21 @@ class Shipper:
     def delivered(self) -> int:
         return self.tracker.delivered
 
-    def send(self, event: ChangeEvent, batch: Batch) -> None:
+    def send(self, topic: str, key: bytes | None, value: bytes | None, batch: Batch) -> None:
         """Hand one event to the producer, which copies it: the connectors send each event as
         soon as it is encoded, so its JSON is freed at once."""
         batch.pending += 1
         try:
             if self._callbacks:
-                self.producer.produce(event.topic, event.value, event.key, on_delivery=batch.delivered)
+                self.producer.produce(topic, value, key, on_delivery=batch.delivered)
             else:
-                self.producer.produce(event.topic, event.value, event.key)
+                self.producer.produce(topic, value, key)
         except BufferError:  # the local queue is full: the broker is slow or down
-            self._produce(event.topic, event.key, event.value, batch.delivered, None)
+            self._produce(topic, key, value, batch.delivered, None)
+
+    def send_all(self, events: list[ChangeEvent], batch: Batch) -> None:
+        for event in events:
+            self.send(event.topic, event.key, event.value, batch)
 
     def produce(self, topic: str, key: bytes, value: bytes, on_acked: Callable[[], None],
                 partition: int | None = None) -> None:

@@ -158,9 +158,8 @@ class SqliteConnector(Connector):
                 batch = shipper.tracker.open()
                 for row_id, table, op, before, after, ts_ms in rows:
                     source = Source("sqlite", db, "main", table, row_id, None, ts_ms, "true" if op == "r" else "false")
-                    for event in row_events(topic_name(self.prefix, "main", table), self._keys.get(table, []),
-                                            op, _unwrap(before), _unwrap(after), source.as_json()):
-                        shipper.send(event, batch)
+                    shipper.send_all(row_events(topic_name(self.prefix, "main", table), self._keys.get(table, []),
+                                                op, _unwrap(before), _unwrap(after), source.as_json()), batch)
                 shipper.tracker.close(batch, rows[-1][0])
                 self.position = rows[-1][0]
             self._store(shipper.settle())
