@@ -21,10 +21,11 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from headwater.records import Compression, Record, encode_batch, iter_batches, validate_produce
+from headwater.records import (DECOMPRESSION_RATIO, MESSAGE_MAX_BYTES, Compression, Record, encode_batch, iter_batches,
+                               validate_produce)
 from headwater.testing import bench_arguments, zstd_bomb
 
-LIMIT = 32 * 1048588  # what the broker allows a batch to decompress to by default
+LIMIT = DECOMPRESSION_RATIO * MESSAGE_MAX_BYTES  # what the broker allows a batch to decompress to by default
 
 
 def batch(codec: Compression, n: int, headers: list[tuple[str, bytes | None]] = ()) -> bytearray:

@@ -1,7 +1,8 @@
 """Sans-IO decoder for PostgreSQL's `pgoutput` logical replication protocol (version 1).
 
-Bytes of one replication message in, one message object out. Message layouts are those of
-the PostgreSQL docs, "Logical Replication Message Formats". LSNs are integers.
+Bytes of one replication message in, one message object out; for the bulk of a stream, an
+insert's row straight from its bytes (`insert_relid`, `insert_row`). Message layouts are
+those of the PostgreSQL docs, "Logical Replication Message Formats". LSNs are integers.
 """
 from __future__ import annotations
 
