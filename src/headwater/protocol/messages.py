@@ -215,9 +215,10 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
         pos = _skip_tagged_fields(frame, pos)
     if api_key != ApiKey.FETCH:
         return header, _decode(spec, version, header.api_name, memoryview(frame)[pos:])
-    # A consumer without a fetch session (librdkafka) sends the same body, naming every partition,
-    # every fetch.wait.max.ms: decoded once, and each request gets its own shallow copy, since
-    # authorization filters a request's topics by replacing them.
+    # An idle consumer without a fetch session may send the same body, naming every partition,
+    # every fetch.wait.max.ms (kafka-python does; librdkafka turns its partition list round by one
+    # each fetch, so its bodies differ): decoded once, and each request gets its own shallow copy,
+    # since authorization filters a request's topics by replacing them.
     key = version, bytes(memoryview(frame)[pos:])
     body = _REPEATED_FETCHES.get(key)
     if body is None:
