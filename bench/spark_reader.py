@@ -3,9 +3,10 @@
     .venv/bin/python bench/spark_reader.py [--rows 1000000] [--range 50000] [--smoke]
 
 One partition of `--rows` records of 100 bytes on a broker; each stage runs three times
-and the fastest counts. CPU is this process's (librdkafka's threads included) per row;
-the broker's CPU per row serving it beside. Its peer is the client alone:
-confluent-kafka's `consume(10,000)` with nothing done to the messages.
+and the fastest counts. CPU is this process's (a client library's threads included) per
+row; the broker's CPU per row serving it beside. Its peer is a client library alone:
+confluent-kafka's `consume(10,000)` with nothing done to the messages (the reader's own
+client before it fetched record batches itself).
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 from confluent_kafka import TopicPartition
 from spark_source import fill
 
 from headwater.spark.cluster import consumer
-from headwater.spark.partition_reader import (ROWS_PER_BATCH, OffsetRange, collector_paused, to_arrow,
-                                              arrow_schema, read_range, reader_config)
+from headwater.spark.fetcher import Fetcher
+from headwater.spark.partition_reader import OffsetRange, read_range
+from headwater.spark.record_columns import FetchedRecords
 from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds
 
 
@@ -35,20 +36,29 @@ def fastest(stage, rows: int, broker_pid: int) -> tuple[float, float, float]:
     return tuple(x / rows * 1e6 for x in min(runs))
 
 
-def consume_all(client: dict, rows: int, paused: bool, keep: bool = False) -> list[list]:
-    """Every record of the partition, in consume(10,000) calls; the messages are dropped
-    at once unless `keep`."""
-    kafka = consumer(reader_config(client))
+def consume_all(client: dict, rows: int) -> None:
+    """Every record of the partition, in consume(10,000) calls, the messages dropped at once;
+    prefetch and waits set for a bounded read as the reader once set them."""
+    kafka = consumer({**client, "fetch.queue.backoff.ms": 1, "queued.min.messages": 10_000, "fetch.wait.max.ms": 10})
     kafka.assign([TopicPartition("bench", 0, 0)])
-    batches, n = [], 0
+    n = 0
     while n < rows:
-        with collector_paused() if paused else nullcontext():
-            batch = kafka.consume(min(ROWS_PER_BATCH, rows - n), timeout=1)
-        n += len(batch)
-        if keep:
-            batches.append(batch)
+        n += len(kafka.consume(min(10_000, rows - n), timeout=1))
     kafka.close()
-    return batches
+
+
+def fetch_all(client: dict, rows: int, columns: bool) -> None:
+    """Every record of the partition in fetch requests; with `columns`, each response
+    walked into an Arrow batch."""
+    fetcher = Fetcher(client)
+    position = 0
+    while position < rows:
+        fetched = fetcher.fetch("bench", 0, position)
+        records = FetchedRecords(fetched.records, False)
+        if columns:
+            records.columns("bench", 0, position, rows)
+        position = records.next_offset
+    fetcher.close()
 
 
 def main() -> None:
@@ -62,27 +72,17 @@ def main() -> None:
         fill(broker.bootstrap, "bench", args.rows)
         client = {"bootstrap.servers": broker.bootstrap}
         pid = broker.proc.pid
-        schema = arrow_schema(False)
-
-        def arrow(messages):
-            with collector_paused():
-                for batch in messages:
-                    to_arrow(batch, schema, False)
 
         def reader():
             ranges = [OffsetRange("bench", 0, s, min(args.rows, s + args.range)) for s in range(0, args.rows, args.range)]
             assert sum(b.num_rows for r in ranges for b in read_range(client, r, False, True)) == args.rows
 
         figures = {
-            "consume(10,000), collector on (the peer)":
-                fastest(lambda: consume_all(client, args.rows, paused=False), args.rows, pid),
-            "consume(10,000), collector paused":
-                fastest(lambda: consume_all(client, args.rows, paused=True), args.rows, pid),
+            "consume(10,000) (the peer)": fastest(lambda: consume_all(client, args.rows), args.rows, pid),
+            "fetch requests, batches walked": fastest(lambda: fetch_all(client, args.rows, False), args.rows, pid),
+            "... and Arrow columns built": fastest(lambda: fetch_all(client, args.rows, True), args.rows, pid),
             f"whole reader, ranges of {args.range:,}": fastest(reader, args.rows, pid),
         }
-        # Last, so that a million live messages weigh on no other stage.
-        messages = consume_all(client, args.rows, paused=True, keep=True)
-        figures["messages -> Arrow batch"] = fastest(lambda: arrow(messages), args.rows, pid)
 
     print(f"{'stage, ' + format(args.rows, ',') + ' rows of 100 B':<44}{'us/row CPU':>12}{'wall':>8}"
           f"{'rows/s':>12}{'broker CPU':>12}")

@@ -33,9 +33,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 import headwater.spark
-from headwater.spark.partition_reader import ROWS_PER_BATCH, arrow_schema
+from headwater.spark.record_columns import arrow_schema
 from headwater.spark.source import SCHEMA
 from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, proc_stat, produce_all
+
+
+# The floor's Arrow batches are about the size of the headwater reader's: one 1 MiB fetch
+# of 100-byte records is ~8,700 rows.
+FLOOR_BATCH_ROWS = 10_000
 
 
 def fill(bootstrap: str, topic: str, rows: int, size: int = 100) -> None:
@@ -93,7 +98,7 @@ class PrebuiltReader(DataSourceStreamReader):
         return [PrebuiltRange(self.rows_per_batch // 2)] * 2
 
     def read(self, partition: PrebuiltRange):
-        n = ROWS_PER_BATCH
+        n = FLOOR_BATCH_ROWS
         batch = pa.RecordBatch.from_arrays([
             pa.array([b"123456"] * n), pa.array([b"x" * 100] * n), pa.array(["bench"] * n),
             pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),

@@ -168,3 +168,51 @@ def test_sink_round_trip(spark, broker, tmp_path):
     with pytest.raises(Exception, match="required attribute 'value' not found"):
         spark.createDataFrame([("k",)], "key string").write.format("headwater") \
             .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", "copy").mode("append").save()
+
+
+def test_compressed_batches_of_every_codec(spark, broker):
+    sent = {}
+    for codec in ("gzip", "snappy", "lz4", "zstd"):
+        create_topic(broker.bootstrap, f"packed-{codec}", 2)
+        sent[f"packed-{codec}"] = records(60, 2)
+        produce(broker.bootstrap, f"packed-{codec}", sent[f"packed-{codec}"], **{"compression.type": codec,
+                                                                                 "linger.ms": 50})
+    rows = headwater_batch(spark, broker.bootstrap, subscribePattern="packed-.*", includeHeaders="true").collect()
+    got = sorted((r.topic, r.partition, bytes(r.key), bytes(r.value), r.timestamp.timestamp() * 1000,
+                  [(h.key, h.value and bytes(h.value)) for h in r.headers] if r.headers else None) for r in rows)
+    assert got == sorted((t, p, k, v, ts, h) for t, rs in sent.items() for k, v, p, h, ts in rs)
+    for topic in sent:
+        for partition in (0, 1):
+            offsets = sorted(r.offset for r in rows if (r.topic, r.partition) == (topic, partition))
+            assert offsets == list(range(30))
+
+
+def test_read_committed_leaves_out_aborted_transactions(spark, broker):
+    from confluent_kafka import Producer
+
+    create_topic(broker.bootstrap, "payments", 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "payments-tx"})
+    producer.init_transactions(30)
+
+    def transaction(values: list[bytes], commit: bool) -> None:
+        producer.begin_transaction()
+        for value in values:
+            producer.produce("payments", value)
+        producer.flush(30)  # written, so that an abort has records to mark (librdkafka drops unsent ones)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+
+    transaction([b"c0", b"c1"], commit=True)
+    transaction([b"a0", b"a1", b"a2"], commit=False)
+    produce(broker.bootstrap, "payments", [(None, b"p0", 0, None, None)])  # outside any transaction
+    transaction([b"c2"], commit=True)
+    transaction([b"a3"], commit=False)
+
+    def values(**options) -> list[bytes]:
+        rows = headwater_batch(spark, broker.bootstrap, subscribe="payments", **options).collect()
+        return [bytes(r.value) for r in sorted(rows, key=lambda r: r.offset)]
+
+    committed = [b"c0", b"c1", b"p0", b"c2"]
+    assert values(**{"kafka.isolation.level": "read_committed"}) == committed
+    assert values() == committed  # librdkafka's default, which the planner uses too
+    assert values(**{"kafka.isolation.level": "read_uncommitted"}) == [b"c0", b"c1", b"a0", b"a1", b"a2", b"p0",
+                                                                       b"c2", b"a3"]

@@ -6,12 +6,16 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from headwater.protocol.request import UnsupportedSecurity, security_properties
+
 # Offsets in a spec or a checkpoint: {"topic": {"0": 42}}; -2 means earliest, -1 latest
 # (the same sentinels the Kafka source uses in startingOffsets/endingOffsets JSON).
 EARLIEST = -2
 LATEST = -1
 
-# Every "kafka.*" option is a client setting, handed to librdkafka without the prefix.
+# Every "kafka.*" option is a client setting in librdkafka's names, without the prefix: the
+# planner and the sink hand them to librdkafka, the partition reader's fetcher takes the
+# ones it knows (headwater.spark.fetcher).
 CLIENT_PREFIX = "kafka."
 
 
@@ -147,8 +151,13 @@ def reader_options(options, streaming: bool) -> ReaderOptions:
             raise OptionError(f"option 'maxOffsetsPerTrigger' must be a positive integer, got {options.get('maxOffsetsPerTrigger')!r}")
     if streaming and options.get("endingOffsets"):
         raise OptionError("option 'endingOffsets' is for batch queries only")
+    client = client_config(options)
+    try:
+        security_properties(client)
+    except UnsupportedSecurity as e:  # found on the driver, before any task fails on it
+        raise OptionError(f"the source's reader cannot honour these options: {e}") from None
     return ReaderOptions(
-        client=client_config(options),
+        client=client,
         subscription=_subscription(options),
         # Streaming queries start at the end by default, batch queries at the beginning.
         starting=_offset_spec(options, "startingOffsets", "latest" if streaming else "earliest",

@@ -1,4 +1,5 @@
-"""The `headwater` Python data source: Spark's Kafka source and sink, over confluent-kafka."""
+"""The `headwater` Python data source: Spark's Kafka source and sink. The driver plans and the sink
+writes over confluent-kafka; executors read with the source's own fetcher (partition_reader)."""
 
 from __future__ import annotations
 
