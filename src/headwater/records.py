@@ -24,12 +24,17 @@ HEADER = struct.Struct(">qiiBIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of the header outside batchLength
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # the batchLength of a batch with no record bytes
-# Byte positions of the header fields the broker rewrites, from the start of the batch.
+# Byte positions of header fields, from the start of the batch: those the broker rewrites,
+# and those the Spark source's compiled reader (spark/record_columns.py) reads without HEADER.
+BATCH_LENGTH_AT = 8
 PARTITION_LEADER_EPOCH_AT = 12
+MAGIC_AT = 16
 CRC_AT = 17
 ATTRIBUTES_AT = 21
 LAST_OFFSET_DELTA_AT = 23
+BASE_TIMESTAMP_AT = 27
 MAX_TIMESTAMP_AT = 35
+RECORDS_COUNT_AT = 57
 CRC_START = ATTRIBUTES_AT  # the CRC covers attributes .. end of batch
 MAGIC = 2
 NO_PRODUCER_ID = -1

@@ -2,6 +2,9 @@
 broker restart without losing or repeating a record, fails clearly when no broker answers
 or the login is refused, and refuses security options it cannot honour."""
 
+import subprocess
+import sys
+
 import pytest
 from confluent_kafka import Producer
 
@@ -46,9 +49,6 @@ def test_no_broker_answering_is_a_clear_error_within_the_socket_timeout(start_br
 
 
 def test_a_refused_login_and_unsupported_security_options(start_broker, tmp_path):
-    import subprocess
-    import sys
-
     subprocess.run([sys.executable, "-m", "headwater", "users", "create", "--data-dir", str(tmp_path / "data"),
                     "alice", "--password", "right", "--iterations", "4096"], check=True, capture_output=True)
     broker = start_broker("--listener", "SASL_PLAINTEXT://127.0.0.1:0", "--super-user", "User:alice")

@@ -81,12 +81,9 @@ def _batches(fetcher: Fetcher, client: dict, rng: OffsetRange, include_headers: 
         if batch is not None:
             idle_since = time.monotonic()
             yield batch
-        readable = fetched.high_watermark
-        if fetcher.isolation_level and fetched.last_stable_offset >= 0:
-            readable = fetched.last_stable_offset
         if records.next_offset > position:
             position = records.next_offset
-        elif position >= readable:
+        elif position >= _readable_end(fetcher, fetched):
             # At the end of what may be read: whatever lies before rng.end is gone (a
             # compacted tail, or control records), so the range is complete.
             position = rng.end
@@ -95,6 +92,13 @@ def _batches(fetcher: Fetcher, client: dict, rng: OffsetRange, include_headers: 
                                f"at offset {position}, below the planned end {rng.end}")
         else:
             time.sleep(NO_PROGRESS_PAUSE_S)
+
+
+def _readable_end(fetcher: Fetcher, fetched) -> int:
+    """Where a fetch can read up to: the last stable offset under read_committed, else the high watermark."""
+    if fetcher.isolation_level and fetched.last_stable_offset >= 0:
+        return fetched.last_stable_offset
+    return fetched.high_watermark
 
 
 def _after_refusal(client: dict, rng: OffsetRange, position: int, fail_on_data_loss: bool) -> int:

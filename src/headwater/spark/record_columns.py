@@ -16,8 +16,9 @@ import numpy as np
 import pyarrow as pa
 
 from headwater.records import (ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
-                               HEADER_SIZE, MAGIC, CorruptRecordError, decode_records, marker_is_commit, read_header, records_section,
-                               uncompressed_bound)
+                               ATTRIBUTES_AT, BASE_TIMESTAMP_AT, BATCH_LENGTH_AT, HEADER_SIZE, LAST_OFFSET_DELTA_AT,
+                               LOG_OVERHEAD, MAGIC, MAGIC_AT, MAX_TIMESTAMP_AT, RECORDS_COUNT_AT, CorruptRecordError,
+                               decode_records, marker_is_commit, read_header, records_section, uncompressed_bound)
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 COLUMNS = [
@@ -128,26 +129,26 @@ def _walk_batches(buf, pos, python_bits, records, n, headers, h, with_headers):
     after = np.int64(-1)
     size = len(buf)
     while pos + HEADER_SIZE <= size:
-        stop = pos + 12 + _big_endian(buf, pos + 8, 4)
+        stop = pos + LOG_OVERHEAD + _big_endian(buf, pos + BATCH_LENGTH_AT, 4)
         if stop > size:
             break  # a fetch may end in part of a batch
-        if stop < pos + HEADER_SIZE or buf[pos + 16] != MAGIC:
+        if stop < pos + HEADER_SIZE or buf[pos + MAGIC_AT] != MAGIC:
             return MALFORMED, pos, n, h, after
-        attributes = _big_endian(buf, pos + 21, 2)
+        attributes = _big_endian(buf, pos + ATTRIBUTES_AT, 2)
         if attributes & python_bits:
             return PYTHON, pos, n, h, after
-        count = _big_endian(buf, pos + 57, 4)
+        count = _big_endian(buf, pos + RECORDS_COUNT_AT, 4)
         if count < 0 or count > (stop - pos - HEADER_SIZE) // MIN_RECORD_BYTES:
             return MALFORMED, pos, n, h, after
         if n + count > len(records) or (with_headers and h + (stop - pos) // MIN_HEADER_BYTES > len(headers)):
             return ROOM, pos, n, h, after
         base_offset = _big_endian(buf, pos, 8)
-        n, h = _walk_records(buf, pos + HEADER_SIZE, stop, count, base_offset, _big_endian(buf, pos + 27, 8),
-                             (attributes & ATTR_LOG_APPEND_TIME) != 0, _big_endian(buf, pos + 35, 8), 0,
-                             records, n, headers, h, with_headers)
+        n, h = _walk_records(buf, pos + HEADER_SIZE, stop, count, base_offset,
+                             _big_endian(buf, pos + BASE_TIMESTAMP_AT, 8), (attributes & ATTR_LOG_APPEND_TIME) != 0,
+                             _big_endian(buf, pos + MAX_TIMESTAMP_AT, 8), 0, records, n, headers, h, with_headers)
         if n < 0:
             return MALFORMED, pos, n, h, after
-        after = base_offset + _big_endian(buf, pos + 23, 4) + 1
+        after = base_offset + _big_endian(buf, pos + LAST_OFFSET_DELTA_AT, 4) + 1
         pos = stop
     return DONE, pos, n, h, after
 
@@ -164,6 +165,8 @@ def _gather(data, at, size):
         offsets[i] = total
         valid[i] = size[i] >= 0
         total += max(size[i], 0)
+    if total > ARROW_MAX_BYTES:
+        raise ValueError("one fetch holds more than 2 GiB of keys or values: lower max.partition.fetch.bytes")
     offsets[n] = total
     out = np.empty(total, np.uint8)
     for i in range(n):
@@ -173,8 +176,6 @@ def _gather(data, at, size):
 
 
 def _binary(data: np.ndarray, at: np.ndarray, size: np.ndarray, kind: pa.DataType) -> pa.Array:
-    if int(np.maximum(size, 0).sum()) > ARROW_MAX_BYTES:
-        raise ValueError("one fetch holds more than 2 GiB of keys or values: lower max.partition.fetch.bytes")
     offsets, out, valid = _gather(data, at, size)
     validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(kind, len(at), [validity, pa.py_buffer(offsets), pa.py_buffer(out)])
