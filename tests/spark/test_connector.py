@@ -3,9 +3,12 @@
 import json
 
 import pytest
+from confluent_kafka import Producer
 from sparkdata import create_topic, headwater_batch, headwater_stream, produce, run_to_end
 
 from headwater.log.manager import LogManager
+from headwater.records import Compression, read_header
+from headwater.spark.fetcher import Fetcher
 
 T0 = 1_700_000_000_000
 
@@ -171,12 +174,15 @@ def test_sink_round_trip(spark, broker, tmp_path):
 
 
 def test_compressed_batches_of_every_codec(spark, broker):
-    sent = {}
+    sent, fetcher = {}, Fetcher({"bootstrap.servers": broker.bootstrap})
     for codec in ("gzip", "snappy", "lz4", "zstd"):
         create_topic(broker.bootstrap, f"packed-{codec}", 2)
         sent[f"packed-{codec}"] = records(60, 2)
         produce(broker.bootstrap, f"packed-{codec}", sent[f"packed-{codec}"], **{"compression.type": codec,
                                                                                  "linger.ms": 50})
+        stored = fetcher.fetch(f"packed-{codec}", 0, 0).records
+        assert read_header(stored).compression == Compression[codec.upper()]  # as stored, not sent plain
+    fetcher.close()
     rows = headwater_batch(spark, broker.bootstrap, subscribePattern="packed-.*", includeHeaders="true").collect()
     got = sorted((r.topic, r.partition, bytes(r.key), bytes(r.value), r.timestamp.timestamp() * 1000,
                   [(h.key, h.value and bytes(h.value)) for h in r.headers] if r.headers else None) for r in rows)
@@ -188,8 +194,6 @@ def test_compressed_batches_of_every_codec(spark, broker):
 
 
 def test_read_committed_leaves_out_aborted_transactions(spark, broker):
-    from confluent_kafka import Producer
-
     create_topic(broker.bootstrap, "payments", 1)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "payments-tx"})
     producer.init_transactions(30)
