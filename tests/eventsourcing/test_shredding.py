@@ -1,7 +1,13 @@
 """Crypto-shredding on every store, through a real broker: personal fields are never
 stored or published in clear; after the subject's key is deleted they cannot be read back
 from the store or the topic, and everything else still replays."""
+import base64
+import json
+
+import pytest
+
 from headwater.demo.shopping_cart import PERSONAL, Cart, CurrentCarts, Shop, current_carts
+from headwater.eventsourcing import MalformedEvent, NewEvent
 from headwater.eventsourcing.projection import ProjectionRunner
 from headwater.eventsourcing.relay import OutboxRelay
 from headwater.eventsourcing.repository import Repository
@@ -54,3 +60,51 @@ def test_forgotten_subject_is_unreadable_in_store_and_topic_and_the_rest_replays
     assert {cart: (name_, status, items) for cart, (name_, status, items) in shop.truth.items()
             if cart not in their_carts} == {c: v for c, v in view.items() if c not in their_carts}
     assert all(view[cart][0] is None and view[cart][2] == shop.truth[cart][2] for cart in their_carts)
+
+
+def opened(cart, customer, name):
+    return cart, [NewEvent("CartOpened", {"customer_id": customer, "customer_name": name})]
+
+
+def test_an_event_after_forget_gets_a_new_key_and_every_read_still_works(open_store):
+    """What a forgotten subject shares afterwards is readable, what came before stays unreadable,
+    and no read of the log fails: stream reads, the whole log, a projection rebuild."""
+    store = open_store(personal=PERSONAL)
+    store.append(*opened("cart-1", "ada", "Ada"))
+    store.append("cart-1", [NewEvent("ItemAdded", {"sku": "a", "quantity": 2, "price_cents": 100})])
+    store.append(*opened("cart-2", "bob", "Bob"))
+    assert forget(store, "ada")
+    store.append(*opened("cart-3", "ada", "Ada again"))
+    expected = {"cart-1": None, "cart-2": "Bob", "cart-3": "Ada again"}
+    assert {e.stream_id: e.data["customer_name"] for e in store.read_all(0, 100) if e.type == "CartOpened"} == expected
+    assert all(store.read_stream(cart)[0].data["customer_name"] == name for cart, name in expected.items())
+    ProjectionRunner(store, CurrentCarts()).rebuild()
+    assert {cart: name for cart, (name, _, _) in current_carts(store).items()} == expected
+    assert current_carts(store)["cart-1"][2] == {"a": 2}
+    # forgotten again: the later event goes the same way, nothing fails
+    assert forget(store, "ada")
+    assert [e.data["customer_name"] for e in store.read_all(0, 100) if e.type == "CartOpened"] == [None, "Bob", None]
+
+
+def test_a_tampered_ciphertext_still_fails_authentication(open_store):
+    store = open_store(personal=PERSONAL)
+    store.append(*opened("cart-1", "ada", "Ada"))
+    other = json.loads(store.read_all_rows(0, 1)[0][6])
+    body = {**other, "customer_name": {**other["customer_name"], "$encrypted": base64.b64encode(b"\0" * 40).decode()}}
+    with store.transaction() as tx:
+        tx.execute("UPDATE events SET data = ?", (json.dumps(body),))
+    with pytest.raises(MalformedEvent, match="fails authentication"):
+        store.read_all()
+
+
+def test_a_store_sealed_before_key_ids_were_kept_reads_after_a_new_key(open_store):
+    store = open_store(personal=PERSONAL)
+    store.append(*opened("cart-1", "ada", "Ada"))
+    legacy = json.loads(store.read_all_rows(0, 1)[0][6])
+    del legacy["customer_name"]["key"]
+    with store.transaction() as tx:
+        tx.execute("UPDATE events SET data = ?", (json.dumps(legacy),))
+    assert store.read_all()[0].data["customer_name"] == "Ada"
+    forget(store, "ada")
+    store.append(*opened("cart-2", "ada", "Ada again"))
+    assert [e.data["customer_name"] for e in store.read_all()] == [None, "Ada again"]
