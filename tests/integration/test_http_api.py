@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import base64
+import http.client
 import json
+import socket
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -92,14 +95,67 @@ def test_bad_requests_get_a_clear_4xx_and_the_broker_keeps_serving(api, path, bo
 def test_over_quota_answers_429_with_retry_after(api):
     proc, base = api
     confluent_produce(proc.bootstrap, "events", sample_messages(1))
-    subprocess.run([sys.executable, "-m", "headwater", "quotas", "alter", "--client-id", "slow", "--add",
-                    "producer_byte_rate=1000", "--bootstrap-server", proc.bootstrap], check=True)
+    set_quota(proc, "slow", 1000)
     body = {"value": {"type": "STRING", "data": "x" * 600}}
     answers = [call(f"{base}/topics/events/records", body, headers={"Headwater-Client-Id": "slow"}) for _ in range(4)]
     assert answers[0][0] == 200  # within the first second's burst
     refused = [a for a in answers if a[0] == 429]
     assert refused and all(int(h["retry-after"]) >= 1 and "quota" in a["message"] for _, a, h in refused)
     assert call(f"{base}/topics/events/records", body)[0] == 200  # other clients are not held back
+
+
+def set_quota(proc, client_id: str, rate: int) -> None:
+    subprocess.run([sys.executable, "-m", "headwater", "quotas", "alter", "--client-id", client_id, "--add",
+                    f"producer_byte_rate={rate}", "--bootstrap-server", proc.bootstrap], check=True)
+
+
+def chunked_post(url: str, chunks: list[bytes], headers: dict) -> tuple[int, dict, dict]:
+    """POST with Transfer-Encoding: chunked (no Content-Length), as a streaming client sends."""
+    where = urlsplit(url)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
+    try:
+        connection.request("POST", where.path, body=iter(chunks), encode_chunked=True,
+                           headers={"Content-Type": "application/json", **headers})
+        answer = connection.getresponse()
+        return answer.status, json.loads(answer.read()), dict(answer.headers)
+    finally:
+        connection.close()
+
+
+def test_a_chunked_producer_is_charged_what_it_sends_as_with_content_length(api):
+    """The quota is charged by the bytes read, not by a Content-Length header a chunked body lacks:
+    one body five times the quota's one-second burst is throttled alike either way."""
+    proc, base = api
+    confluent_produce(proc.bootstrap, "events", sample_messages(1))
+    for client in ("chunked", "sized"):
+        set_quota(proc, client, 1000)
+    body = json.dumps({"value": {"type": "STRING", "data": "x" * 5000}}).encode()
+    url = f"{base}/topics/events/records"
+    chunked = chunked_post(url, [body[i:i + 1000] for i in range(0, len(body), 1000)],
+                           {"Headwater-Client-Id": "chunked"})
+    sized = call(url, body, headers={"Headwater-Client-Id": "sized"})
+    assert chunked[0] == sized[0] == 429
+    assert chunked[2]["retry-after"] == sized[2]["retry-after"] == str(-(-(len(body) - 1000) // 1000))
+    assert "quota" in chunked[1]["message"]
+
+
+def test_an_oversize_chunked_body_is_refused_without_being_read_whole(api):
+    """A chunked body past message.max.bytes is answered 413 as soon as the limit is passed: this
+    client never finishes its body, so an answer at all shows the server stopped reading."""
+    proc, base = api
+    confluent_produce(proc.bootstrap, "events", sample_messages(1))
+    where = urlsplit(f"{base}/topics/events/records")
+    with socket.create_connection((where.hostname, where.port), timeout=30) as sock:
+        sock.sendall(f"POST {where.path} HTTP/1.1\r\nHost: {where.netloc}\r\nContent-Type: application/json\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n".encode())
+        chunk = b"x" * 10_000
+        for _ in range(21):  # 210,000 bytes: past the 200,000 limit, and no last chunk
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        answer = sock.makefile("rb").read()  # up to the server's close: it ends the unfinished request
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413")
+    assert "exceeds 200000 bytes" in json.loads(payload)["message"]
+    assert call(f"{base}/topics/events/records", {"value": {"data": "ok"}})[0] == 200
 
 
 def test_an_http_produce_is_answered_after_its_fsync(api):

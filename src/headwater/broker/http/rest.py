@@ -12,7 +12,8 @@ A record is {"partition_id"?, "key"?, "value"?, "headers"?: [{"name", "value": b
 and value as {"type": "JSON" | "STRING" | "BINARY" (base64), "data": ...}. Records read back
 carry key and value as BINARY. Errors are {"error_code": HTTP status, "message": ...}, as the
 REST Proxy answers them. Over its producer_byte_rate quota (client id from the
-`Headwater-Client-Id` header, else "http") a produce is refused with 429 and Retry-After.
+`Headwater-Client-Id` header, else "http"), charged by the body's bytes as read (a chunked
+body has no Content-Length to trust), a produce is refused with 429 and Retry-After.
 """
 from __future__ import annotations
 
@@ -63,18 +64,18 @@ class RestApi:
             {"topic_name": name, "partitions_count": len(t.partitions)} for name, t in sorted(topics.items())]})
 
     async def produce_one(self, request: Request) -> Response:
-        entry = await self._body(request)
-        result = (await self._produce(request, [entry]))[0]
+        entry, size = await self._body(request)
+        result = (await self._produce(request, [entry], size))[0]
         if "error_code" in result:
             raise HTTPException(result["error_code"], result["message"])
         return JSONResponse(result)
 
     async def produce_batch(self, request: Request) -> Response:
-        body = await self._body(request)
+        body, size = await self._body(request)
         entries = body.get("entries")
         if not isinstance(entries, list) or not entries:
             raise HTTPException(400, 'a batch is {"entries": [record, ...]} with at least one record')
-        results = await self._produce(request, entries)
+        results = await self._produce(request, entries, size)
         return JSONResponse({"successes": [r for r in results if "error_code" not in r],
                              "failures": [r for r in results if "error_code" in r]}, status_code=207 if any(
                                  "error_code" in r for r in results) else 200)
@@ -97,10 +98,10 @@ class RestApi:
 
     # --- produce ---------------------------------------------------------------------------
 
-    async def _produce(self, request: Request, entries: list) -> list[dict]:
+    async def _produce(self, request: Request, entries: list, size: int) -> list[dict]:
+        """Produce `entries`, read from a body of `size` bytes (what the quota is charged)."""
         topic = self._topic(request)
         client_id = request.headers.get("Headwater-Client-Id", DEFAULT_CLIENT_ID)
-        size = int(request.headers.get("content-length") or 0)
         throttle = self.broker.quotas.charge(client_id, PRODUCER_BYTE_RATE, size)
         if throttle:
             raise HTTPException(429, f"client id {client_id!r} is over its producer_byte_rate quota; "
@@ -142,22 +143,27 @@ class RestApi:
                 answers[partition] = ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,
                                                    message=f"cannot fsync {plog.directory}: {failed[plog]}")
 
-    async def _body(self, request: Request) -> dict:
+    async def _body(self, request: Request) -> tuple[dict, int]:
+        """The JSON object sent and its size in bytes as read. Reading stops past the limit:
+        a chunked body (no Content-Length) is refused without being held whole."""
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             raise HTTPException(415, "send Content-Type: application/json")
         limit = self.broker.config.message_max_bytes
+        too_large = HTTPException(413, f"the body exceeds {limit} bytes (message.max.bytes)")
         if int(request.headers.get("content-length") or 0) > limit:
-            raise HTTPException(413, f"the body exceeds {limit} bytes (message.max.bytes)")
-        raw = await request.body()
-        if len(raw) > limit:
-            raise HTTPException(413, f"the body exceeds {limit} bytes (message.max.bytes)")
+            raise too_large
+        raw = bytearray()
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > limit:
+                raise too_large
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise HTTPException(400, f"the body is not JSON: {exc}") from None
         if not isinstance(body, dict):
             raise HTTPException(400, "the body must be a JSON object")
-        return body
+        return body, len(raw)
 
     def _cluster(self, request: Request) -> None:
         if request.path_params["cluster"] != self.broker.cluster_id:
