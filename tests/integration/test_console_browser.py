@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -285,3 +286,25 @@ def test_transactions_page_shows_ids_states_and_held_back_partitions(browser, br
     open_page(browser, broker, "/transactions")
     assert rows(browser, "held-back") == [["none: every partition is stable up to its log end"]]
     assert [r[3] for r in rows(browser, "transactions") if r[0] == txn_workload.OPEN] == ["CompleteAbort"]
+
+
+ODD_GROUP = "team/a ?#%2F b"  # legal group id: a separator, query and fragment marks, an escape, spaces
+
+
+def test_a_group_whose_id_has_reserved_characters_has_a_working_page(browser, broker):
+    committer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": ODD_GROUP, "enable.auto.commit": False})
+    committer.commit(offsets=[TopicPartition(TOPIC, 0, 2)], asynchronous=False)
+    committer.close()
+    open_page(browser, broker, "/groups")
+    link = next(a for a in browser.find_elements(By.CSS_SELECTOR, "#groups a") if a.text == ODD_GROUP)
+    assert link.get_attribute("href") == broker.console_url + "groups/" + urllib.parse.quote(ODD_GROUP, safe="")
+    link.click()
+    wait_for(browser, lambda: browser.find_elements(By.ID, "offsets"), "the group's page")
+    assert browser.find_element(By.TAG_NAME, "h1").text == f"Consumer group {ODD_GROUP}"
+    assert [r[:3] for r in rows(browser, "offsets")] == [[TOPIC, "0", "2"]]
+    wait_for(browser, lambda: browser.execute_script("return !!plots['lag-plot']"), "the lag plot, fed from lag.json")
+    # the reset form posts to the encoded path and is redirected back to it
+    path = "/groups/" + urllib.parse.quote(ODD_GROUP, safe="")
+    status, page = post(broker, path + "/reset", f"topic={TOPIC}&to=earliest&confirm=yes")
+    assert status == 200 and f"Consumer group {html.escape(ODD_GROUP)}" in page
+    assert post(broker, "/groups/team/reset", f"topic={TOPIC}&to=earliest")[0] == 404  # the id's prefix is no group

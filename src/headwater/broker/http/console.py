@@ -22,6 +22,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -35,6 +36,7 @@ from headwater.broker.http.history import History
 from headwater.broker.http.login import ConsoleLogin
 from headwater.broker.http.metrics import BrokerMetrics
 from headwater.broker.http.rest import RestApi
+from headwater.broker.http.segments import KeepEncodedSeparators, segment
 from headwater.broker.http.state import (CDC_POSITIONS_TOPIC, connector_positions, group_offsets, records_from,
                                         share_partitions)
 from headwater.broker.http.transactions import held_back, transactions
@@ -56,6 +58,7 @@ def _time(ms: int) -> str:
 
 
 templates.filters["isotime"] = _time
+templates.filters["segment"] = segment  # a group id in a link: `/` quoted too
 
 
 def _lsn(value) -> str:
@@ -322,21 +325,21 @@ class Console:
             Route("/topics/{name}", self.topic, name="topic"),
             Route("/topics/{name}/tail", self.tail),
             Route("/groups", self.groups, name="groups"),
-            Route("/groups/{group}", self.group, name="group"),
-            Route("/groups/{group}/lag.json", self.group_lag),
-            Route("/groups/{group}/reset", self.reset, methods=["POST"]),
-            Route("/share-groups/{group}", self.share_group, name="share_group"),
+            Route("/groups/{group:segment}", self.group, name="group"),
+            Route("/groups/{group:segment}/lag.json", self.group_lag),
+            Route("/groups/{group:segment}/reset", self.reset, methods=["POST"]),
+            Route("/share-groups/{group:segment}", self.share_group, name="share_group"),
             Route("/cdc", self.cdc, name="cdc"),
             Route("/transactions", self.transactions, name="transactions"),
             Route("/metrics", self.scrape),
             Mount("/v3", app=RestApi(self.broker).app()),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
-        middleware = []
+        middleware = [Middleware(KeepEncodedSeparators)]
         if self.login is not None:
             routes += [Route("/login", functools.partial(self.login.form, render=self.page), methods=["GET", "POST"]),
                        Route("/logout", self.login.logout)]
-            middleware = self.login.middleware()
+            middleware += self.login.middleware()
         return Starlette(routes=routes, middleware=middleware,
                          exception_handlers={HTTPException: self.error, Exception: self.failure})
 
