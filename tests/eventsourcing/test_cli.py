@@ -51,6 +51,16 @@ def test_bad_input_gets_one_line_errors_and_writes_nothing(store, store_location
     assert store.streams() == [("cart-1", 1)]
 
 
+def test_append_with_the_app_checks_bodies_against_its_event_classes(store, store_location):
+    app = ("--app", "headwater.demo.shopping_cart")
+    code, out, err = headwater("events", "append", "cart-1", "ItemAdded", '{"sku": "a", "quantity": 2}', *app,
+                               store=store_location)
+    assert (code, out, err) == (1, "", "headwater: error: ItemAdded: missing field 'price_cents'\n")
+    assert headwater("events", "append", "cart-1", "ItemAdded", '{"sku": "a", "quantity": 2, "price_cents": 150}',
+                     *app, store=store_location)[:2] == (0, "cart-1 is at version 1\n")
+    assert [e.data for e in store.read_stream("cart-1")] == [{"sku": "a", "quantity": 2, "price_cents": 150}]
+
+
 def test_projections_status_and_rebuild(store, store_location):
     Shop(store).day(carts=5, actions=40)
     head = store.head_position()

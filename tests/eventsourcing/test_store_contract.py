@@ -1,11 +1,16 @@
 """The event store's contract, on SQLite and PostgreSQL."""
 import threading
+from dataclasses import dataclass
 
 import pytest
 
+from headwater.demo.shopping_cart import EVENT_TYPES
 from headwater.eventsourcing import (ANY, NO_STREAM, IdempotencyConflict, MalformedEvent, NewEvent, StreamNotFound,
                                      WrongExpectedVersion)
+from headwater.eventsourcing.aggregate import DomainEvent
 from headwater.eventsourcing.sqlite_store import SqliteEventStore
+from headwater.eventsourcing.upcasting import Upcasters
+from headwater.eventsourcing.validation import EventTypes
 
 
 def added(n, **extra):
@@ -87,6 +92,47 @@ def test_bad_input_is_refused_and_nothing_written(store):
     with pytest.raises(MalformedEvent):
         store.append("cart-1", [])
     assert bodies(store.read_all()) == [("cart-1", 1, "sku-1")]
+
+
+@pytest.mark.parametrize("event, message", [
+    (NewEvent("ItemAdded", {"sku": "a", "quantity": 2}), "ItemAdded: missing field 'price_cents'"),
+    (NewEvent("ItemAdded", {"sku": "a", "quantity": "2", "price_cents": 100}),
+     "ItemAdded: field 'quantity' must be int, got '2'"),
+    (NewEvent("ItemAdded", {"sku": "a", "quantity": True, "price_cents": 100}), "field 'quantity' must be int"),
+    (NewEvent("ItemAdded", {"sku": None, "quantity": 2, "price_cents": 100}), "field 'sku' must be str"),
+    (NewEvent("ItemAdded", {"sku": "a", "quantity": 2, "price_cents": 100, "colour": "red"}),
+     "ItemAdded: unknown field 'colour'"),
+    (NewEvent("ItemAddded", {}), "unknown event type 'ItemAddded'; the application's types are CartOpened, "
+                                 "CheckedOut, ItemAdded, ItemRemoved"),
+    (NewEvent("CheckedOut", {}, schema_version=2), "CheckedOut v2: the application's CheckedOut is v1"),
+])
+def test_with_the_apps_event_types_a_body_that_does_not_construct_its_class_is_refused(open_store, event, message):
+    store = open_store(event_types=EVENT_TYPES)
+    good = NewEvent("ItemAdded", {"sku": "a", "quantity": 2, "price_cents": 100})
+    with pytest.raises(MalformedEvent) as refused:
+        store.append("cart-1", [good, event])
+    assert message in str(refused.value)
+    assert store.streams() == []  # the good event before it is not written either
+    assert store.append("cart-1", [good, NewEvent("CheckedOut", {})]) == 2
+
+
+@dataclass(frozen=True)
+class Renamed(DomainEvent):
+    schema_version = 2
+    quantity: int
+    note: str | None = None
+
+
+def test_an_old_version_is_checked_as_it_will_be_read_after_upcasting(open_store):
+    upcasters = Upcasters()
+    upcasters.register("Renamed", 1, lambda body: {"quantity": body.pop("qty"), **body})
+    store = open_store(upcasters=upcasters, event_types=EventTypes([Renamed]))
+    store.append("s", [NewEvent("Renamed", {"qty": 1}, 1), NewEvent("Renamed", {"quantity": 2, "note": "n"}, 2)])
+    with pytest.raises(MalformedEvent, match="Renamed v1: its upcasters fail on this body: KeyError: 'qty'"):
+        store.append("s", [NewEvent("Renamed", {"quantity": 1}, 1)])
+    with pytest.raises(MalformedEvent, match="field 'quantity' must be int, got 1.5"):
+        store.append("s", [NewEvent("Renamed", {"qty": 1.5}, 1)])
+    assert [Renamed(**e.data) for e in store.read_stream("s")] == [Renamed(1), Renamed(2, "n")]
 
 
 def test_racing_writers_exactly_one_wins_each_version(open_store):

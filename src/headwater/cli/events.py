@@ -2,7 +2,8 @@
 
 The store is a SQLite file or a PostgreSQL URL/DSN (`--store`, default $HEADWATER_EVENT_STORE,
 then ./events.db). `--app MODULE` names the application's module, which may define
-PROJECTIONS (projection classes), PERSONAL (PersonalData) and UPCASTERS (Upcasters).
+PROJECTIONS (projection classes), PERSONAL (PersonalData), UPCASTERS (Upcasters) and
+EVENT_TYPES (EventTypes: then appends are checked against the application's event classes).
 """
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def add_parser(subparsers) -> None:
         parser.add_argument("--store", default=os.environ.get("HEADWATER_EVENT_STORE", "events.db"),
                             help="SQLite file or PostgreSQL URL (default: $HEADWATER_EVENT_STORE, then %(default)s)")
         parser.add_argument("--app", default=os.environ.get("HEADWATER_EVENTS_APP"),
-                            help="module defining PROJECTIONS, PERSONAL and UPCASTERS (default: $HEADWATER_EVENTS_APP)")
+                            help="module defining PROJECTIONS, PERSONAL, UPCASTERS and EVENT_TYPES "
+                                 "(default: $HEADWATER_EVENTS_APP)")
     for parser in (read, streams, status):
         parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
 
@@ -86,7 +88,8 @@ def _store_command(command):
     @functools.wraps(command)
     def run(args) -> int:
         app = _app(args)
-        options = {name.lower(): getattr(app, name) for name in ("PERSONAL", "UPCASTERS") if hasattr(app, name)}
+        options = {name.lower(): getattr(app, name) for name in ("PERSONAL", "UPCASTERS", "EVENT_TYPES")
+                   if hasattr(app, name)}
         try:
             store = open_store(args.store, **options)
         except Exception as exc:  # a wrong path or URL: say which

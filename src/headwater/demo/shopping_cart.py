@@ -28,6 +28,7 @@ from headwater.eventsourcing.relay import OutboxRelay
 from headwater.eventsourcing.repository import Repository
 from headwater.eventsourcing.shredding import Personal, PersonalData, forget
 from headwater.eventsourcing.subscription import TopicSource
+from headwater.eventsourcing.validation import EventTypes
 
 TOPIC = "shop.carts"
 PERSONAL = PersonalData({"CartOpened": Personal("customer_id", ("customer_name",))})
@@ -330,4 +331,6 @@ def _check(console: Console, claim: str, holds) -> None:
         raise CheckFailed(claim)
 
 
-PROJECTIONS = [CurrentCartsWithTotals, AddedThenRemoved]  # what `headwater projections rebuild` finds with --app
+# what `headwater events` and `headwater projections` find with --app
+PROJECTIONS = [CurrentCartsWithTotals, AddedThenRemoved]
+EVENT_TYPES = EventTypes(Cart.event_types.values())  # appends must construct these

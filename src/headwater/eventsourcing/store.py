@@ -17,6 +17,7 @@ from headwater.eventsourcing.events import (ANY, IdempotencyConflict, MalformedE
                                             RecordedEvent, StreamNotFound, WrongExpectedVersion)
 from headwater.eventsourcing.shredding import PersonalData
 from headwater.eventsourcing.upcasting import Upcasters
+from headwater.eventsourcing.validation import EventTypes
 
 _json_object = json.JSONDecoder().decode  # json.loads less its per-call checks: decoding is half of a rebuild
 COLUMNS = "position, stream_id, version, event_id, type, schema_version, data, metadata, recorded_at"
@@ -46,9 +47,12 @@ class EventStore(ABC):
     placeholder = "?"
     duplicate_key: type[Exception]  # the driver's unique-violation error
 
-    def __init__(self, upcasters: Upcasters | None = None, personal: PersonalData | None = None):
+    def __init__(self, upcasters: Upcasters | None = None, personal: PersonalData | None = None,
+                 event_types: EventTypes | None = None):
+        """`event_types`: the application's event classes; given, appends must construct them."""
         self.upcasters = upcasters or Upcasters()
         self.personal = personal or PersonalData()
+        self.event_types = event_types
         self.conn = self._connect()
         with self.transaction() as tx:
             for statement in self._schema():
@@ -121,11 +125,22 @@ class EventStore(ABC):
         if not isinstance(event.schema_version, int) or event.schema_version < 1:
             raise MalformedEvent(f"{event.type}: schema version must be a positive integer")
         self.upcasters.check_writable(event.type, event.schema_version)
+        if self.event_types is not None:
+            self._check_type(event)
         try:
             data = self.personal.encrypt(self, event.type, event.data)
             return json.dumps(data, allow_nan=False), json.dumps(event.metadata, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise MalformedEvent(f"{event.type} in {stream_id!r}: body is not JSON: {exc}") from None
+
+    def _check_type(self, event: NewEvent) -> None:
+        """The body as it will be read (upcast to the current version) must construct its class."""
+        try:
+            version, body = self.upcasters.upcast(event.type, event.schema_version, event.data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MalformedEvent(f"{event.type} v{event.schema_version}: its upcasters fail on this body: "
+                                 f"{type(exc).__name__}: {exc}") from None
+        self.event_types.check(event.type, version, body)
 
     @staticmethod
     def _already_appended(tx: Transaction, stream_id: str, events: Sequence[NewEvent]) -> int | None:
