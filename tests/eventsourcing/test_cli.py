@@ -69,4 +69,26 @@ def test_projections_status_and_rebuild(store, store_location):
     assert code == 0 and out.startswith(f"current_carts: rebuilt from {head} events")
     code, out, _ = headwater("projections", "status", "--json", store=store_location)
     assert json.loads(out) == [{"projection": "current_carts", "checkpoint": json.dumps({"position": head}),
-                                "behind": 0}]
+                                "behind": 0, "skipped": 0}]
+
+
+def test_the_docs_append_then_the_apps_projections_status_and_rebuild(store, store_location):
+    """The docs' walk-through with the demo app: status lists both projections before any ran; an
+    event appended without the app (no price) is skipped by the rebuild, which completes, and shown."""
+    app = ("--app", "headwater.demo.shopping_cart")
+    code, out, _ = headwater("projections", "status", "--json", *app, store=store_location)
+    assert (code, [(s["projection"], s["checkpoint"]) for s in json.loads(out)]) == (
+        0, [("added_then_removed", None), ("current_carts", None)])
+    headwater("events", "append", "cart-1", "ItemAdded", '{"sku": "a", "quantity": 2}', store=store_location)
+    headwater("events", "append", "cart-1", "ItemAdded", '{"sku": "b", "quantity": 1, "price_cents": 150}', *app,
+              store=store_location)
+    code, out, err = headwater("projections", "rebuild", "current_carts", *app, store=store_location)
+    assert code == 0 and out.startswith("current_carts: rebuilt from 2 events")
+    assert "failed on 1 event(s), skipped: headwater projections skipped current_carts" in out
+    assert "projection current_carts skips ItemAdded at position 1 (cart-1 v1): KeyError: 'price_cents'" in err
+    code, out, _ = headwater("projections", "status", "--json", *app, store=store_location)
+    assert [(s["projection"], s["behind"], s["skipped"]) for s in json.loads(out)] == [
+        ("added_then_removed", 2, 0), ("current_carts", 0, 1)]
+    code, out, _ = headwater("projections", "skipped", "current_carts", "--json", store=store_location)
+    assert [(s["position"], s["stream"], s["error"]) for s in json.loads(out)] == [(1, "cart-1", "KeyError: 'price_cents'")]
+    assert store.query("SELECT cart_id, sku, quantity FROM current_carts_items") == [("cart-1", "b", 1)]

@@ -1,6 +1,7 @@
 """Projections on every store: views equal plain Python, checkpoints commit with the view
 per batch, a projection killed mid-batch resumes to the same view, rebuild swaps in a view
 made by changed code."""
+import json
 import os
 import subprocess
 import sys
@@ -9,7 +10,8 @@ from pathlib import Path
 
 from headwater.demo.shopping_cart import (AddedThenRemoved, CurrentCarts, CurrentCartsWithTotals, Shop, current_carts,
                                           price_of, removals)
-from headwater.eventsourcing.projection import ProjectionRunner, statuses
+from headwater.eventsourcing import NewEvent
+from headwater.eventsourcing.projection import ProjectionRunner, skipped_events, statuses
 from headwater.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,6 +70,43 @@ def test_rebuild_swaps_in_the_view_of_changed_code(store):
                       for cart, (_, _, items) in shop.truth.items()}
     assert ProjectionRunner(store, CurrentCartsWithTotals()).checkpoint() == {"position": store.head_position()}
     assert [s["projection"] for s in statuses(store)] == ["current_carts"]  # no rebuild left over
+
+
+def test_an_event_the_code_cannot_apply_is_skipped_recorded_and_the_rest_applied(store):
+    """A body the projection's code fails on (the docs' append before bodies were checked: no
+    price) must not stop the view for good: it is skipped, with its error recorded beside the
+    checkpoint, and every other event, before and after it in the same batch, is applied."""
+    shop = shop_day(store, carts=5, actions=40)
+    cart = "cart-stray"  # (an aggregate could not load a stream holding it: the shop's carts go on)
+    store.append(cart, [NewEvent("ItemAdded", {"sku": "sku-00", "quantity": 2})])  # no price_cents
+    bad = store.head_position()
+    shop.day(carts=2, actions=40)
+    head = store.head_position()
+    assert ProjectionRunner(store, CurrentCartsWithTotals()).rebuild(batch_size=1000) == head
+    # the skipped event left nothing behind: its items update ran before the price lookup failed
+    assert store.query("SELECT * FROM current_carts_items WHERE cart_id = ?", (cart,)) == []
+    assert current_carts(store, CurrentCartsWithTotals()) == shop.truth
+    assert dict(store.query("SELECT cart_id, total_cents FROM current_carts_carts")) == {
+        c: sum(q * price_of(sku) for sku, q in items.items()) for c, (_, _, items) in shop.truth.items()}
+    assert [(s["position"], s["stream"], s["type"], s["error"]) for s in skipped_events(store, "current_carts")] == [
+        (bad, cart, "ItemAdded", "KeyError: 'price_cents'")]
+    assert statuses(store) == [{"projection": "current_carts", "checkpoint": json.dumps({"position": head}),
+                                "behind": 0, "skipped": 1}]
+    # followed batch by batch the same, and the old code (no prices) applies the event
+    ProjectionRunner(store, AddedThenRemoved()).catch_up(batch_size=7)
+    assert removals(store) == dict(shop.removed)
+    assert ProjectionRunner(store, CurrentCarts()).rebuild(batch_size=7) == head
+    assert store.query("SELECT sku, quantity FROM current_carts_items WHERE cart_id = ?", (cart,)) == [("sku-00", 2)]
+    assert skipped_events(store, "current_carts") == []  # the rebuilt view skipped nothing: the old record goes
+
+
+def test_status_lists_the_applications_projections_run_or_not(store):
+    shop_day(store, carts=2, actions=10)
+    ProjectionRunner(store, AddedThenRemoved()).catch_up()
+    head = store.head_position()
+    assert statuses(store, ["current_carts", "added_then_removed"]) == [
+        {"projection": "added_then_removed", "checkpoint": json.dumps({"position": head}), "behind": 0, "skipped": 0},
+        {"projection": "current_carts", "checkpoint": None, "behind": head, "skipped": 0}]
 
 
 def test_following_projection_keeps_up_with_concurrent_writers(store, open_store):

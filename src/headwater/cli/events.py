@@ -1,4 +1,4 @@
-"""`headwater events append|read|streams|tail|relay` and `headwater projections status|rebuild NAME`.
+"""`headwater events append|read|streams|tail|relay` and `headwater projections status|rebuild NAME|skipped NAME`.
 
 The store is a SQLite file or a PostgreSQL URL/DSN (`--store`, default $HEADWATER_EVENT_STORE,
 then ./events.db). `--app MODULE` names the application's module, which may define
@@ -17,7 +17,7 @@ import time
 
 from headwater.cli.common import CommandError, add_connection_args, emit
 from headwater.eventsourcing import ANY, EventStoreError, NewEvent, RecordedEvent, open_store
-from headwater.eventsourcing.projection import ProjectionFailed, ProjectionRunner, statuses
+from headwater.eventsourcing.projection import ProjectionRunner, skipped_events, statuses
 
 
 def add_parser(subparsers) -> None:
@@ -57,20 +57,23 @@ def add_parser(subparsers) -> None:
 
     projections = subparsers.add_parser("projections", help="read models: status, rebuild from the log")
     p_actions = projections.add_subparsers(dest="projections_action", required=True)
-    status = p_actions.add_parser("status", help="each projection's checkpoint and how far behind it is")
+    status = p_actions.add_parser("status", help="each projection's checkpoint, how far behind it is, events skipped")
     status.set_defaults(func=_store_command(projection_status))
+    skipped = p_actions.add_parser("skipped", help="the events a projection's code failed on and skipped, and why")
+    skipped.add_argument("name", help="the projection's name")
+    skipped.set_defaults(func=_store_command(list_skipped))
     rebuild = p_actions.add_parser("rebuild", help="replay the log into a fresh view and swap it in")
     rebuild.add_argument("name", help="the projection's name (from the --app module's PROJECTIONS)")
     rebuild.add_argument("--batch-size", type=int, default=1000)
     rebuild.set_defaults(func=_store_command(rebuild_projection))
 
-    for parser in (append, read, streams, tail, relay, status, rebuild):
+    for parser in (append, read, streams, tail, relay, status, rebuild, skipped):
         parser.add_argument("--store", default=os.environ.get("HEADWATER_EVENT_STORE", "events.db"),
                             help="SQLite file or PostgreSQL URL (default: $HEADWATER_EVENT_STORE, then %(default)s)")
         parser.add_argument("--app", default=os.environ.get("HEADWATER_EVENTS_APP"),
                             help="module defining PROJECTIONS, PERSONAL, UPCASTERS and EVENT_TYPES "
                                  "(default: $HEADWATER_EVENTS_APP)")
-    for parser in (read, streams, status):
+    for parser in (read, streams, status, skipped):
         parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
 
 
@@ -97,7 +100,7 @@ def _store_command(command):
             raise CommandError(f"cannot open event store {args.store!r}: {first_line}") from None
         try:
             return command(args, store, app)
-        except (EventStoreError, ProjectionFailed) as exc:
+        except EventStoreError as exc:
             raise CommandError(str(exc)) from None
         finally:
             store.close()
@@ -161,8 +164,13 @@ def run_relay(args, store, _app) -> int:
     return 0
 
 
-def projection_status(args, store, _app) -> int:
-    emit(args, statuses(store), title="projections")
+def projection_status(args, store, app) -> int:
+    emit(args, statuses(store, [p.name for p in getattr(app, "PROJECTIONS", [])]), title="projections")
+    return 0
+
+
+def list_skipped(args, store, _app) -> int:
+    emit(args, skipped_events(store, args.name), title=f"events {args.name} skipped")
     return 0
 
 
@@ -174,4 +182,7 @@ def rebuild_projection(args, store, app) -> int:
     started = time.monotonic()
     replayed = ProjectionRunner(store, known[args.name]()).rebuild(args.batch_size)
     print(f"{args.name}: rebuilt from {replayed} events in {time.monotonic() - started:.2f} s and swapped in")
+    skipped = len(skipped_events(store, args.name))
+    if skipped:
+        print(f"{args.name}: its code failed on {skipped} event(s), skipped: headwater projections skipped {args.name}")
     return 0

@@ -24,6 +24,9 @@ SCHEMA = [
     "CREATE TABLE IF NOT EXISTS snapshots (stream_id TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS subject_keys (subject TEXT PRIMARY KEY, key TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS projection_checkpoints (name TEXT PRIMARY KEY, checkpoint TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS projection_skipped (name TEXT NOT NULL, event_id TEXT NOT NULL, "
+    "position BIGINT NOT NULL, stream_id TEXT NOT NULL, version INTEGER NOT NULL, type TEXT NOT NULL, "
+    "error TEXT NOT NULL, skipped_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (name, event_id))",
 ]
 
 

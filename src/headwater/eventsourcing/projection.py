@@ -5,13 +5,19 @@ exactly-once), and a rebuild costs one commit per batch, not per event.
 
 `rebuild` replays the whole log into fresh tables, then swaps them in with the checkpoint
 in one transaction: readers see the old view until the new one is complete.
+
+An event the projection's code fails on is skipped, not retried forever (events cannot be
+removed, so a projection stuck on one would never move again): the batch is redone
+without it, and the event, with the error, is logged and recorded in `projection_skipped`
+in the same transaction as the checkpoint that passes it.
 """
 from __future__ import annotations
 
 import json
+import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar
 
 from headwater.eventsourcing.events import RecordedEvent
@@ -19,10 +25,15 @@ from headwater.eventsourcing.store import EventStore, Transaction
 from headwater.eventsourcing.subscription import Checkpoint, Source, StoreSource
 
 REBUILDING = "__rebuild"  # suffix of the tables and checkpoint of a rebuild under way
+log = logging.getLogger(__name__)
 
 
-class ProjectionFailed(Exception):
-    """A projection's code failed on an event: its batch was rolled back, the view is as before."""
+class _Unapplied(Exception):
+    """The projection's code failed on an event: its batch is rolled back, to be redone without it."""
+
+    def __init__(self, event: RecordedEvent, error: str):
+        super().__init__(error)
+        self.event, self.error = event, error
 
 
 class View:
@@ -70,7 +81,7 @@ class ProjectionRunner:
         return json.loads(rows[0][0]) if rows else None
 
     def catch_up(self, batch_size: int = 1000) -> int:
-        """Apply every event the source has now; how many were applied."""
+        """Apply every event the source has now; how many were read (applied or skipped)."""
         return self._catch_up(self.projection.name, "", batch_size)
 
     def _catch_up(self, name: str, suffix: str, batch_size: int) -> int:
@@ -85,18 +96,37 @@ class ProjectionRunner:
 
     def _apply_batch(self, name: str, suffix: str, checkpoint: Checkpoint | None,
                      events: list[RecordedEvent], after: Checkpoint) -> int:
+        """Apply `events` and move the checkpoint to `after`; events read (applied or skipped)."""
+        skipped: dict[str, _Unapplied] = {}  # by event id
+        while True:
+            try:
+                return self._apply_without(skipped, name, suffix, checkpoint, events, after)
+            except _Unapplied as failure:  # redo the batch without it: only a failure costs a redo
+                event = failure.event
+                log.warning("projection %s skips %s at position %d (%s v%d): %s", self.projection.name, event.type,
+                            event.position, event.stream_id, event.version, failure.error)
+                skipped[event.event_id] = failure
+
+    def _apply_without(self, skipped: dict[str, _Unapplied], name: str, suffix: str, checkpoint: Checkpoint | None,
+                       events: list[RecordedEvent], after: Checkpoint) -> int:
         with self.store.transaction() as tx:
             stored = tx.execute("SELECT checkpoint FROM projection_checkpoints WHERE name = ?", (name,))
             if (json.loads(stored[0][0]) if stored else None) != checkpoint:
                 return 0  # another runner (or a rebuild's swap) moved it: read again from there
             view = View(tx, self.table_names(suffix))
             for event in events:
+                if event.event_id in skipped:
+                    continue
                 try:
                     self.projection.handle(event, view)
-                except Exception as exc:
-                    raise ProjectionFailed(f"projection {self.projection.name} failed on {event.type} at position "
-                                           f"{event.position} ({event.stream_id} v{event.version}): "
-                                           f"{type(exc).__name__}: {exc}") from exc
+                except Exception as exc:  # the projection's code, or its SQL, cannot take this event
+                    raise _Unapplied(event, f"{type(exc).__name__}: {exc}") from exc
+            if skipped:
+                now = time.time()
+                tx.executemany("INSERT INTO projection_skipped (name, event_id, position, stream_id, version, type, "
+                               "error, skipped_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name, event_id) "
+                               "DO NOTHING", [(name, f.event.event_id, f.event.position, f.event.stream_id,
+                                               f.event.version, f.event.type, f.error, now) for f in skipped.values()])
             tx.execute("INSERT INTO projection_checkpoints (name, checkpoint) VALUES (?, ?) ON CONFLICT (name) "
                        "DO UPDATE SET checkpoint = excluded.checkpoint", (name, json.dumps(after)))
         return len(events)
@@ -114,26 +144,37 @@ class ProjectionRunner:
         with self.store.transaction() as tx:
             for name in fresh.values():
                 tx.execute(f"DROP TABLE IF EXISTS {name}")
-            tx.execute("DELETE FROM projection_checkpoints WHERE name = ?", (rebuild_name,))
+            for table in ("projection_checkpoints", "projection_skipped"):
+                tx.execute(f"DELETE FROM {table} WHERE name = ?", (rebuild_name,))
             self._create_tables(tx, REBUILDING)
         replayed = self._catch_up(rebuild_name, REBUILDING, batch_size)
         with self.store.transaction() as tx:
             for logical, name in live.items():
                 tx.execute(f"DROP TABLE IF EXISTS {name}")
                 tx.execute(f"ALTER TABLE {fresh[logical]} RENAME TO {name}")
-            tx.execute("DELETE FROM projection_checkpoints WHERE name = ?", (self.projection.name,))
-            tx.execute("UPDATE projection_checkpoints SET name = ? WHERE name = ?", (self.projection.name, rebuild_name))
+            for table in ("projection_checkpoints", "projection_skipped"):  # what the old code skipped goes too
+                tx.execute(f"DELETE FROM {table} WHERE name = ?", (self.projection.name,))
+                tx.execute(f"UPDATE {table} SET name = ? WHERE name = ?", (self.projection.name, rebuild_name))
         return replayed
 
 
-def statuses(store: EventStore) -> list[dict]:
-    """Each projection's checkpoint and, for store-fed ones, how far behind the head it is."""
+def statuses(store: EventStore, defined: Iterable[str] = ()) -> list[dict]:
+    """Each projection with a checkpoint, and each one `defined` (the application's, run or
+    not: checkpoint None); for store-fed ones how far behind the head; events skipped."""
     head = store.head_position()
-    rows = store.query("SELECT name, checkpoint FROM projection_checkpoints ORDER BY name")
+    checkpoints = dict(store.query("SELECT name, checkpoint FROM projection_checkpoints"))
+    skipped = dict(store.query("SELECT name, count(*) FROM projection_skipped GROUP BY name"))
     result = []
-    for name, text in rows:
-        checkpoint = json.loads(text)
-        position = checkpoint.get("position")
-        result.append({"projection": name, "checkpoint": text,
-                       "behind": None if position is None else head - position})
+    for name in sorted(set(checkpoints) | set(defined)):
+        text = checkpoints.get(name)
+        position = json.loads(text).get("position") if text else 0
+        result.append({"projection": name, "checkpoint": text, "behind": None if position is None else head - position,
+                       "skipped": skipped.get(name, 0)})
     return result
+
+
+def skipped_events(store: EventStore, name: str) -> list[dict]:
+    """The events projection `name` skipped, in log order, with the error each raised."""
+    rows = store.query("SELECT position, stream_id, version, type, event_id, error FROM projection_skipped "
+                       "WHERE name = ? ORDER BY position", (name,))
+    return [dict(zip(("position", "stream", "version", "type", "event_id", "error"), row)) for row in rows]
