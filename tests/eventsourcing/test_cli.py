@@ -90,5 +90,6 @@ def test_the_docs_append_then_the_apps_projections_status_and_rebuild(store, sto
     assert [(s["projection"], s["behind"], s["skipped"]) for s in json.loads(out)] == [
         ("added_then_removed", 2, 0), ("current_carts", 0, 1)]
     code, out, _ = headwater("projections", "skipped", "current_carts", "--json", store=store_location)
-    assert [(s["position"], s["stream"], s["error"]) for s in json.loads(out)] == [(1, "cart-1", "KeyError: 'price_cents'")]
+    assert [(s["position"], s["stream"], s["error"]) for s in json.loads(out)] == [
+        (1, "cart-1", "KeyError: 'price_cents'")]
     assert store.query("SELECT cart_id, sku, quantity FROM current_carts_items") == [("cart-1", "b", 1)]
