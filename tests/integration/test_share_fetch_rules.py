@@ -1,0 +1,146 @@
+"""Share groups against what librdkafka's own suite expects of a broker: a topic deleted under a
+waiting ShareFetch, ShareFetch's byte bound, ``share.isolation.level`` with real transactions."""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.share_messages import ShareFetchRequest, ShareGroupHeartbeatRequest
+from headwater.records import decode_records, iter_batches
+
+from .test_share_groups import _consumer, _names, _produce, _setup, _topic_id, share_broker  # noqa: F401
+from .wire import Wire
+
+FetchTopic = ShareFetchRequest.FetchTopic
+FetchPartition = FetchTopic.FetchPartition
+
+
+def _join(wire: Wire, group: str, member: str, topic: str):
+    return wire.request(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=0, rack_id=None,
+                                                   subscribed_topic_names=[topic]), 1)
+
+
+def _fetch(wire: Wire, group: str, member: str, epoch: int, topic_id, *, acks=(), max_bytes=1 << 20,
+           max_records=500, max_wait_ms=100, partitions=(0,)):
+    batches = [FetchPartition.AcknowledgementBatch(first_offset=f, last_offset=l, acknowledge_types=[t])
+               for f, l, t in acks]
+    return wire.request(ShareFetchRequest(
+        group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
+        max_bytes=max_bytes, max_records=max_records, batch_size=max_records,
+        topics=[FetchTopic(topic_id=topic_id, partitions=[
+            FetchPartition(partition_index=p, acknowledgement_batches=batches if p == 0 else []) for p in partitions])],
+        forgotten_topics_data=[]), 1)
+
+
+def _acquired(partition) -> list[int]:
+    return [o for r in partition.acquired_records for o in range(r.first_offset, r.last_offset + 1)]
+
+
+def test_a_topic_deleted_during_a_share_fetch_long_poll_is_answered_and_the_connection_serves_on(share_broker):
+    topic, group = _names("deleted")
+    _setup(share_broker.bootstrap, topic, group)
+    topic_id = _topic_id(share_broker.bootstrap, topic)
+    wire = Wire(share_broker.bootstrap)
+    assert _join(wire, group, "m1", topic).error_code == ErrorCode.NONE
+    answer: dict = {}
+    waiting = threading.Thread(target=lambda: answer.update(
+        response=_fetch(wire, group, "m1", 0, topic_id, max_wait_ms=25_000)))
+    waiting.start()
+    time.sleep(1)         # the fetch is waiting for records (were it not yet, the topic is unknown to it: same answer)
+    admin = AdminClient({"bootstrap.servers": share_broker.bootstrap})
+    admin.delete_topics([topic])[topic].result()
+    waiting.join(30)
+    response = answer["response"]
+    assert response.error_code == ErrorCode.NONE
+    assert [(t.topic_id, [(p.partition_index, p.error_code, p.acquired_records) for p in t.partitions])
+            for t in response.responses] == [(topic_id, [(0, ErrorCode.UNKNOWN_TOPIC_ID, [])])]
+    # The same connection serves on, and the session no longer fetches from the deleted topic.
+    assert _fetch(wire, group, "m1", 1, topic_id).responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_TOPIC_ID
+    again = wire.request(ShareGroupHeartbeatRequest(group_id=group, member_id="m1", member_epoch=1, rack_id=None,
+                                                    subscribed_topic_names=None), 1)
+    assert again.error_code == ErrorCode.NONE
+    wire.close()
+
+
+def test_share_fetch_honours_max_bytes_and_delivers_the_rest_later(share_broker):
+    topic, group = _names("bytes")
+    _setup(share_broker.bootstrap, topic, group)
+    producer = Producer({"bootstrap.servers": share_broker.bootstrap, "linger.ms": 0})
+    values = [f"{i:04d}".encode() * 100 for i in range(30)]          # 400 bytes each, one batch each
+    for value in values:
+        producer.produce(topic, value=value)
+        producer.flush(30)
+    topic_id = _topic_id(share_broker.bootstrap, topic)
+    wire = Wire(share_broker.bootstrap)
+    _join(wire, group, "m1", topic)
+    # Smaller than one batch: the first batch still comes, alone, so the consumer progresses.
+    first = _fetch(wire, group, "m1", 0, topic_id, max_bytes=10).responses[0].partitions[0]
+    assert _acquired(first) == [0] and len(list(iter_batches(first.records, validate=False))) == 1
+    received, acks, epoch, sizes = [], [(0, 0, 1)], 1, []
+    received += [r.value for _, r in _records(first.records) if r.offset in _acquired(first)]
+    while len(received) < len(values):
+        partition = _fetch(wire, group, "m1", epoch, topic_id, acks=acks, max_bytes=1500).responses[0].partitions[0]
+        epoch += 1
+        offsets = _acquired(partition)
+        assert partition.acknowledge_error_code == ErrorCode.NONE and offsets
+        sizes.append(len(partition.records))
+        in_batches = {r.offset: r.value for _, r in _records(partition.records)}
+        assert set(offsets) <= set(in_batches)                    # nothing acquired that was not sent
+        received += [in_batches[o] for o in offsets]
+        acks = [(offsets[0], offsets[-1], 1)]
+    assert received == values                                     # all, once, in order
+    assert max(sizes) <= 1500 and len(sizes) > 1
+    wire.close()
+
+
+def _records(data: bytes):
+    for position, _ in iter_batches(data, validate=False):
+        header, records = decode_records(data, position)
+        for record in records:
+            yield header, record
+
+
+def test_share_isolation_level_read_committed_skips_aborted_and_open_transactions(share_broker):
+    topic, group = _names("isolation")
+    _setup(share_broker.bootstrap, topic, group, **{"share.isolation.level": "read_committed"})
+    committed, aborted, pending = [b"c1", b"c2"], [b"a1", b"a2"], [b"o1", b"o2"]
+    producer = Producer({"bootstrap.servers": share_broker.bootstrap, "transactional.id": "tx-" + uuid.uuid4().hex})
+    producer.init_transactions(30)
+    for batch, commit in ((committed[:1], True), (aborted, False), (committed[1:], True)):
+        producer.begin_transaction()
+        for value in batch:
+            producer.produce(topic, value=value)
+        producer.flush(30)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    producer.begin_transaction()
+    for value in pending:
+        producer.produce(topic, value=value)
+    producer.flush(30)
+    _produce(share_broker.bootstrap, topic, [b"plain"])       # past the last stable offset while o1, o2 are open
+    consumer = _consumer(share_broker.bootstrap, group, topic)
+    got = _poll_until(consumer, len(committed))
+    got += _poll_for(consumer, 2)                              # nothing more is deliverable yet
+    assert sorted(got) == sorted(committed)
+    producer.commit_transaction(30)
+    got += _poll_until(consumer, len(pending) + 1)
+    consumer.close()
+    assert sorted(got) == sorted(committed + pending + [b"plain"])   # never an aborted record
+
+
+def _poll_until(consumer, count: int, timeout: float = 30) -> list[bytes]:
+    got, deadline = [], time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        got += [m.value() for m in consumer.poll(0.3) if not m.error()]
+    return got
+
+
+def _poll_for(consumer, seconds: float) -> list[bytes]:
+    got, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got += [m.value() for m in consumer.poll(0.3) if not m.error()]
+    return got
