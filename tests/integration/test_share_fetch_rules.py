@@ -1,16 +1,18 @@
 """Share groups against what librdkafka's own suite expects of a broker: a topic deleted under a
-waiting ShareFetch, ShareFetch's byte bound, ``share.isolation.level`` with real transactions."""
+waiting ShareFetch, ShareFetch's byte bound, the final acknowledgement of a closing consumer,
+``share.isolation.level`` with real transactions."""
 from __future__ import annotations
 
 import threading
 import time
 import uuid
 
-from confluent_kafka import Producer
+from confluent_kafka import AcknowledgeType, Producer
 from confluent_kafka.admin import AdminClient
 
 from headwater.protocol.errors import ErrorCode
-from headwater.protocol.share_messages import ShareFetchRequest, ShareGroupHeartbeatRequest
+from headwater.protocol.share_messages import (ShareAcknowledgeRequest, ShareFetchRequest,
+                                               ShareGroupHeartbeatRequest)
 from headwater.records import decode_records, iter_batches
 
 from .test_share_groups import _consumer, _names, _produce, _setup, _topic_id, share_broker  # noqa: F401
@@ -18,6 +20,8 @@ from .wire import Wire
 
 FetchTopic = ShareFetchRequest.FetchTopic
 FetchPartition = FetchTopic.FetchPartition
+AckTopic = ShareAcknowledgeRequest.AcknowledgeTopic
+AckPartition = AckTopic.AcknowledgePartition
 
 
 def _join(wire: Wire, group: str, member: str, topic: str):
@@ -103,6 +107,50 @@ def _records(data: bytes):
         header, records = decode_records(data, position)
         for record in records:
             yield header, record
+
+
+def test_a_final_acknowledgement_that_arrives_after_the_leave_counts(share_broker):
+    topic, group = _names("final")
+    _setup(share_broker.bootstrap, topic, group)
+    _produce(share_broker.bootstrap, topic, [b"a", b"b", b"c"])
+    topic_id = _topic_id(share_broker.bootstrap, topic)
+    coordinator, fetcher = Wire(share_broker.bootstrap), Wire(share_broker.bootstrap)
+    _join(coordinator, group, "m1", topic)
+    assert _acquired(_fetch(fetcher, group, "m1", 0, topic_id).responses[0].partitions[0]) == [0, 1, 2]
+    left = coordinator.request(ShareGroupHeartbeatRequest(group_id=group, member_id="m1", member_epoch=-1,
+                                                          rack_id=None, subscribed_topic_names=None), 1)
+    assert left.error_code == ErrorCode.NONE
+    final = fetcher.request(ShareAcknowledgeRequest(group_id=group, member_id="m1", share_session_epoch=-1, topics=[
+        AckTopic(topic_id=topic_id, partitions=[AckPartition(partition_index=0, acknowledgement_batches=[
+            AckPartition.AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=[1])])])]), 1)
+    assert final.error_code == ErrorCode.NONE and final.responses[0].partitions[0].error_code == ErrorCode.NONE
+    # The other member gets only what m1 did not accept (released when its session closed).
+    _join(coordinator, group, "m2", topic)
+    assert _acquired(_fetch(fetcher, group, "m2", 0, topic_id).responses[0].partitions[0]) == [2]
+    coordinator.close()
+    fetcher.close()
+
+
+def test_share_consumers_that_acknowledge_and_close_never_see_their_records_again(share_broker):
+    """Each consumer accepts what it polled and closes: the acknowledgement rides on the close,
+    racing the leaving heartbeat on another connection. No record may come twice."""
+    topic, group = _names("closing")
+    _setup(share_broker.bootstrap, topic, group)
+    values = [f"c{i}".encode() for i in range(40)]
+    _produce(share_broker.bootstrap, topic, values)
+    received: list[bytes] = []
+    deadline = time.monotonic() + 120
+    while len(received) < len(values) and time.monotonic() < deadline:
+        consumer = _consumer(share_broker.bootstrap, group, topic,
+                             **{"share.acknowledgement.mode": "explicit", "max.poll.records": 5})
+        messages: list = []
+        while not messages and time.monotonic() < deadline:
+            messages = [m for m in consumer.poll(0.5) if not m.error()]
+        for m in messages:
+            consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+        received += [m.value() for m in messages]
+        consumer.close()
+    assert sorted(received) == sorted(values)
 
 
 def test_share_isolation_level_read_committed_skips_aborted_and_open_transactions(share_broker):

@@ -161,6 +161,46 @@ def test_share_session_epochs(share):
     assert exc.value.code == ErrorCode.GROUP_ID_NOT_FOUND
 
 
+def test_a_member_that_left_may_still_close_its_session_with_its_final_acknowledgement(share, clock):
+    """librdkafka sends its leaving heartbeat and its final ShareAcknowledge on two connections at
+    once: whichever arrives first, the acknowledgement counts and nothing it accepted is redelivered."""
+    from headwater.broker.share.coordinator import ShareError
+    share.log_manager.get_log("orders", 0).append(bytearray(_batch(3)))
+    share.alter_configs("g", {"share.auto.offset.reset": "earliest"})
+    share.heartbeat("g", "a", 0, ["orders"])
+    share.heartbeat("g", "b", 0, ["orders"])
+    group = share.groups["g"]
+    share.session("g", "a", 0)
+    sp = share.share_partition(group, "orders", 0)
+    assert sp.acquire("a", 3, until=3) == [Acquired(0, 2, 1)]
+    share.heartbeat("g", "a", -1, None)                        # the leave arrives first
+    assert sp.acquire("b", 3, until=3) == []                   # a's records wait for its final acknowledgement
+    with pytest.raises(ShareError) as exc:                     # a departed member may only close its session
+        share.session("g", "a", 1)
+    assert exc.value.code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert share.session("g", "a", -1) is None
+    sp.acknowledge("a", [(0, 1, [Ack.ACCEPT])])
+    share.release(group, "a")                                  # what closing a session does after its acks
+    assert sp.acquire("b", 3, until=3) == [Acquired(2, 2, 2)]
+    with pytest.raises(ShareError) as exc:                     # the session is gone with it
+        share.session("g", "a", -1)
+    assert exc.value.code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_departed_members_session_that_never_closes_gives_its_records_back(share, clock):
+    share.log_manager.get_log("orders", 0).append(bytearray(_batch(2)))
+    share.alter_configs("g", {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "5000"})
+    share.heartbeat("g", "a", 0, ["orders"])
+    share.session("g", "a", 0)
+    sp = share.share_partition(share.groups["g"], "orders", 0)
+    sp.acquire("a", 2, until=2)
+    share.heartbeat("g", "a", -1, None)
+    clock.advance(4_999)
+    assert sp.count(RecordState.ACQUIRED) == 2
+    clock.advance(1)
+    assert sp.count(RecordState.AVAILABLE) == 2 and share.groups["g"].sessions == {}
+
+
 def _batch(n: int) -> bytes:
     from headwater.records import Record, encode_batch
     return encode_batch([Record(i, 0, None, b"v") for i in range(n)])

@@ -113,7 +113,9 @@ async def share_fetch(broker, header, request):
     errors = {(t.topic_id, p.partition_index): ErrorCode.UNKNOWN_TOPIC_ID
               for t in request.topics if names[t.topic_id] is None for p in t.partitions}
     fetched: dict[TopicIdPartition, Fetched] = {}
-    if session is not None:
+    if session is None:
+        share.release(group, request.member_id)
+    else:
         for t in request.topics:
             if names[t.topic_id] is not None:
                 session.partitions.update((names[t.topic_id], p.partition_index) for p in t.partitions)
@@ -229,11 +231,13 @@ async def share_acknowledge(broker, header, request):
         if request.share_session_epoch == 0:
             raise ShareError(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a share session")
         group = share.group(request.group_id or "")
-        share.session(request.group_id, request.member_id, request.share_session_epoch)
+        session = share.session(request.group_id, request.member_id, request.share_session_epoch)
     except ShareError as exc:
         return _share_error(ShareAcknowledgeResponse, exc)
     names = _names(broker, request.topics)
     acked = _acknowledge(broker, group, request.member_id, request.topics, names)
+    if session is None:
+        share.release(group, request.member_id)
     Topic = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse
     PartitionData = Topic.PartitionData
     by_topic: dict[uuid.UUID, list] = {}

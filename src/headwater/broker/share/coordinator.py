@@ -5,11 +5,16 @@ Assignment: every member gets every partition of the topics it subscribes to. A 
 needs no exclusive ownership (the share-partition hands each record to one member at a
 time), so this is the widest spread KIP-932 allows, and more members than partitions all
 get work. A member's epoch goes up each time its assignment changes; a heartbeat with
-another epoch is fenced. A member that stops heartbeating for the session timeout is
-removed; the records it held come back when their acquisition locks expire.
+another epoch is fenced. A member that stops heartbeating for the session timeout is removed; the
+records it held come back when their acquisition locks expire.
 
 Share sessions (ShareFetch/ShareAcknowledge) are keyed by (group, member): epoch 0 opens
-one, -1 closes it, and each request otherwise carries the next epoch.
+one, -1 closes it (its acknowledgements applied, then the member's other acquired records
+released, as Kafka does), and each request otherwise carries the next epoch. A session
+outlives its member's leaving: a closing client sends its leaving heartbeat and its final
+acknowledgement on two connections at once, and the acknowledgement must count whichever
+arrives first. A member that left keeps its records until its session closes, or until
+the record lock duration has passed.
 """
 from __future__ import annotations
 
@@ -53,6 +58,7 @@ class ShareMember:
 class ShareSession:
     epoch: int
     partitions: set[tuple[str, int]] = field(default_factory=set)
+    closing: Timer | None = None      # its member left: the session may only be closed, until this fires
 
 
 @dataclass
@@ -160,17 +166,32 @@ class ShareCoordinator:
             raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in share group {group.group_id!r}")
         if member.expiry is not None:
             member.expiry.cancel()
-        group.sessions.pop(member_id, None)
         group.epoch += 1
-        for share_partition in group.partitions.values():
-            share_partition.release_member(member_id)
+        session = group.sessions.get(member_id)
+        if session is None:
+            self.release(group, member_id)
+        else:   # its final acknowledgement may still be on its way
+            session.closing = self.clock.after(group.config.int("share.record.lock.duration.ms"),
+                                               self._close_departed, group.group_id, member_id, session)
+
+    def _close_departed(self, group_id: str, member_id: str, session: ShareSession) -> None:
+        group = self.groups.get(group_id)
+        if group is not None and group.sessions.get(member_id) is session:
+            del group.sessions[member_id]
+            self.release(group, member_id)
+
+    def release(self, group: ShareGroup, member_id: str) -> None:
+        """The member is done (left, or closed its share session): its acquired records are available again."""
+        for (topic, partition), share_partition in group.partitions.items():
+            if share_partition.release_member(member_id):
+                self.changed(group, topic, partition)
 
     # -- share sessions -----------------------------------------------------------------------
 
     def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession | None:
         """Check a ShareFetch/ShareAcknowledge session epoch and step the session. None: closed."""
         group = self.group(group_id)
-        if member_id not in group.members:
+        if member_id not in group.members and (epoch != CLOSE_SESSION or member_id not in group.sessions):
             raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in share group {group_id!r}")
         if epoch == OPEN_SESSION:
             session = group.sessions[member_id] = ShareSession(epoch=1)
@@ -179,6 +200,8 @@ class ShareCoordinator:
         if session is None:
             raise ShareError(ErrorCode.SHARE_SESSION_NOT_FOUND, f"no share session for member {member_id}")
         if epoch == CLOSE_SESSION:
+            if session.closing is not None:
+                session.closing.cancel()
             del group.sessions[member_id]
             return None
         if epoch != session.epoch:
