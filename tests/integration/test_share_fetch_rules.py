@@ -1,6 +1,6 @@
 """Share groups against what librdkafka's own suite expects of a broker: a topic deleted under a
 waiting ShareFetch, ShareFetch's byte bound, the final acknowledgement of a closing consumer,
-``share.isolation.level`` with real transactions."""
+``share.isolation.level`` with real transactions, and Kafka's share assignor."""
 from __future__ import annotations
 
 import threading
@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.share_messages import (ShareAcknowledgeRequest, ShareFetchRequest,
-                                               ShareGroupHeartbeatRequest)
+                                               ShareGroupDescribeRequest, ShareGroupHeartbeatRequest)
 from headwater.records import decode_records, iter_batches
 
 from .test_share_groups import _consumer, _names, _produce, _setup, _topic_id, share_broker  # noqa: F401
@@ -192,3 +192,53 @@ def _poll_for(consumer, seconds: float) -> list[bytes]:
     while time.monotonic() < deadline:
         got += [m.value() for m in consumer.poll(0.3) if not m.error()]
     return got
+
+
+def test_share_consumers_split_the_partitions_as_kafka_assigns_them(share_broker):
+    topic, group = _names("assign")
+    _setup(share_broker.bootstrap, topic, group, 4, **{"share.heartbeat.interval.ms": "1000"})
+    consumers = [_consumer(share_broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"})
+                 for _ in range(3)]
+    try:
+        described = _settled_assignment(share_broker.bootstrap, group, consumers)
+        # Four partitions over three members: each partition to one member, counts 2, 1, 1.
+        assert sorted(p for ps in described.values() for p in ps) == [0, 1, 2, 3]
+        assert sorted(map(len, described.values())) == [1, 1, 2]
+        producer = Producer({"bootstrap.servers": share_broker.bootstrap})
+        values = [f"v{i}".encode() for i in range(80)]
+        for i, value in enumerate(values):
+            producer.produce(topic, value=value, partition=i % 4)
+        producer.flush(30)
+        received: list[bytes] = []
+        by_consumer: dict[int, set[int]] = {i: set() for i in range(3)}
+        deadline = time.monotonic() + 60
+        while len(received) < len(values) and time.monotonic() < deadline:
+            for i, consumer in enumerate(consumers):
+                for m in consumer.poll(0.2):
+                    if not m.error():
+                        consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                        received.append(m.value())
+                        by_consumer[i].add(m.partition())
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    assert sorted(received) == sorted(values)                    # every record exactly once
+    assert sorted(map(len, by_consumer.values())) == [1, 1, 2]   # each consumer on its own partitions only
+
+
+def _settled_assignment(bootstrap: str, group: str, consumers, timeout: float = 60) -> dict[str, list[int]]:
+    """Member -> partitions, by ShareGroupDescribe, once all three members have their share (or the timeout)."""
+    wire = Wire(bootstrap)
+    deadline = time.monotonic() + timeout
+    while True:
+        for consumer in consumers:
+            consumer.poll(0.1)
+        group_state = wire.request(ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+                                   1).groups[0]
+        assert group_state.assignor_name == "simple"
+        assignment = {m.member_id: sorted(p for t in m.assignment.topic_partitions for p in t.partitions)
+                      for m in group_state.members}
+        if (len(assignment) == len(consumers) and sorted(map(len, assignment.values())) == [1, 1, 2]) \
+                or time.monotonic() > deadline:
+            wire.close()
+            return assignment

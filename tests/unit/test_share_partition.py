@@ -118,12 +118,16 @@ def share(tmp_path, clock):
     manager.close()
 
 
-def test_members_join_get_every_partition_and_are_fenced_on_a_stale_epoch(share):
+def test_members_share_out_the_partitions_and_are_fenced_on_a_stale_epoch(share):
     from headwater.broker.share.coordinator import ShareError
     a, assignment = share.heartbeat("g", "a", 0, ["orders"])
-    b, _ = share.heartbeat("g", "b", 0, ["orders"])
-    assert assignment == {"orders": [0, 1]} and (a.epoch, b.epoch) == (1, 1)
-    assert share.heartbeat("g", "a", 1, None) == (a, None)          # unchanged: no assignment sent
+    assert assignment == {"orders": [0, 1]}                         # alone: every partition
+    b, assignment = share.heartbeat("g", "b", 0, ["orders"])
+    assert assignment == {"orders": [1]} and (a.epoch, b.epoch) == (1, 1)
+    assert share.heartbeat("g", "a", 1, None) == (a, {"orders": [0]}) and a.epoch == 2   # a gives one up
+    assert share.heartbeat("g", "a", 2, None) == (a, None)          # unchanged: no assignment sent
+    share.heartbeat("g", "b", -1, None)
+    assert share.heartbeat("g", "a", 2, None) == (a, {"orders": [0, 1]})                  # b left
     with pytest.raises(ShareError) as exc:
         share.heartbeat("g", "a", 7, None)
     assert exc.value.code == ErrorCode.FENCED_MEMBER_EPOCH

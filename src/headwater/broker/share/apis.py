@@ -59,7 +59,7 @@ async def share_group_describe(broker, header, request):
                               for t, ps in sorted(m.assignment.items()) if t in topics]))
                    for m in group.members.values()]
         groups.append(Described(error_code=0, error_message=None, group_id=group_id, group_state=group.state,
-                                group_epoch=group.epoch, assignment_epoch=group.epoch, assignor_name="all",
+                                group_epoch=group.epoch, assignment_epoch=group.epoch, assignor_name="simple",
                                 members=members))
     return ShareGroupDescribeResponse(throttle_time_ms=0, groups=groups)
 

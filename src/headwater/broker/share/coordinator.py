@@ -1,11 +1,11 @@
 """The share-group coordinator: members and their epochs, assignment, expiry, share sessions,
 and the share-partitions whose records the members acquire and acknowledge.
 
-Assignment: every member gets every partition of the topics it subscribes to. A share group
-needs no exclusive ownership (the share-partition hands each record to one member at a
-time), so this is the widest spread KIP-932 allows, and more members than partitions all
-get work. A member's epoch goes up each time its assignment changes; a heartbeat with
-another epoch is fenced. A member that stops heartbeating for the session timeout is removed; the
+Assignment: Kafka's share assignor (``assignor.py``) spreads the partitions over the
+members, sharing a partition only when there are more members than partitions; the group
+keeps one target assignment, recomputed from the last at each heartbeat so that it stays
+put. A member's epoch goes up each time its assignment changes; a heartbeat with another
+epoch is fenced. A member that stops heartbeating for the session timeout is removed; the
 records it held come back when their acquisition locks expire.
 
 Share sessions (ShareFetch/ShareAcknowledge) are keyed by (group, member): epoch 0 opens
@@ -26,6 +26,7 @@ from headwater.broker.clock import Clock, Timer
 from headwater.log import LogManager
 from headwater.protocol.errors import ErrorCode
 
+from .assignor import Assignment, assign
 from .configs import DEFAULTS, GroupConfig, validate
 from .partition import SharePartition
 from .store import ShareStateStore, restore
@@ -69,6 +70,7 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     partitions: dict[tuple[str, int], SharePartition] = field(default_factory=dict)
     sessions: dict[str, ShareSession] = field(default_factory=dict)
+    target: Assignment = field(default_factory=dict)      # member -> topic -> partitions
 
     @property
     def state(self) -> str:
@@ -136,16 +138,20 @@ class ShareCoordinator:
         if subscription is not None:
             member.subscription = sorted(set(subscription))
         self._touch(group, member)
-        target = self._assignment(member)
+        group.target = self._assign(group)
+        target = group.target.get(member.member_id, {})
         if target == member.assignment and member_epoch != JOIN:
             return member, None
         member.assignment = target
         member.epoch += 1
         return member, target
 
-    def _assignment(self, member: ShareMember) -> dict[str, list[int]]:
+    def _assign(self, group: ShareGroup) -> Assignment:
         topics = self.log_manager.topics
-        return {name: list(range(len(topics[name].partitions))) for name in member.subscription if name in topics}
+        subscriptions = {m.member_id: set(m.subscription) for m in group.members.values()}
+        counts = {name: len(topics[name].partitions) for names in subscriptions.values() for name in names
+                  if name in topics}
+        return assign(subscriptions, counts, group.target)
 
     def _touch(self, group: ShareGroup, member: ShareMember) -> None:
         if member.expiry is not None:
