@@ -205,6 +205,15 @@ def test_a_departed_members_session_that_never_closes_gives_its_records_back(sha
     assert sp.count(RecordState.AVAILABLE) == 2 and share.groups["g"].sessions == {}
 
 
+def test_a_member_that_rejoins_keeps_the_session_it_left_with(share, clock):
+    share.heartbeat("g", "a", 0, ["orders"])
+    share.session("g", "a", 0)
+    share.heartbeat("g", "a", -1, None)
+    share.heartbeat("g", "a", 0, ["orders"])
+    clock.advance(30_000)                          # the record lock duration: a departed session would close
+    assert share.session("g", "a", 1).epoch == 2
+
+
 def _batch(n: int) -> bytes:
     from headwater.records import Record, encode_batch
     return encode_batch([Record(i, 0, None, b"v") for i in range(n)])

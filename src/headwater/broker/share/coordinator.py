@@ -129,6 +129,7 @@ class ShareCoordinator:
                 member_id = member_id or _new_member_id()
                 member = group.members[member_id] = ShareMember(member_id, client_id, client_host)
                 group.epoch += 1
+                self._keep_session(group, member_id)
             member.assignment = {}   # a rejoin gets its whole assignment again
         elif member is None:
             raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in share group {group_id!r}")
@@ -179,6 +180,14 @@ class ShareCoordinator:
         else:   # its final acknowledgement may still be on its way
             session.closing = self.clock.after(group.config.int("share.record.lock.duration.ms"),
                                                self._close_departed, group.group_id, member_id, session)
+
+    @staticmethod
+    def _keep_session(group: ShareGroup, member_id: str) -> None:
+        """A member that left joins again: the session it kept is its own again, not closing."""
+        session = group.sessions.get(member_id)
+        if session is not None and session.closing is not None:
+            session.closing.cancel()
+            session.closing = None
 
     def _close_departed(self, group_id: str, member_id: str, session: ShareSession) -> None:
         group = self.groups.get(group_id)
