@@ -15,6 +15,7 @@ from .partition import AcknowledgeError, Acquired
 
 Assignment = ShareGroupHeartbeatResponse.Assignment
 TopicIdPartition = tuple[uuid.UUID, int]
+PARTITION_MAX_BYTES = 1 << 20    # what one partition reads per fetch at most (Kafka's max.partition.fetch.bytes default)
 Fetched = tuple[list[Acquired], bytes]       # the runs acquired and the batches that carry them
 
 
@@ -192,7 +193,7 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
                   else plog.log_end_offset)
         if first >= stable:
             continue
-        chunk = plog.read(first, max(bytes_left, 0), min_one=not fetched)
+        chunk = plog.read(first, min(max(bytes_left, 0), PARTITION_MAX_BYTES), min_one=not fetched)
         batches = list(iter_batches(chunk, validate=False))
         if not batches:
             continue
