@@ -33,9 +33,9 @@ def share_broker(tmp_path_factory):
     proc.stop()
 
 
-def _setup(bootstrap: str, topic: str, group: str, **configs: str) -> None:
+def _setup(bootstrap: str, topic: str, group: str, partitions: int = 1, **configs: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 1)])[topic].result()
+    admin.create_topics([NewTopic(topic, partitions)])[topic].result()
     entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
                for name, value in {"share.auto.offset.reset": "earliest", **configs}.items()]
     for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,

@@ -22,8 +22,8 @@ def sp(clock, archived):
 
 
 def test_members_acquire_distinct_records_and_accept_advances_the_start_offset(sp):
-    assert sp.acquire("a", 3, log_end_offset=10) == [Acquired(0, 2, 1)]
-    assert sp.acquire("b", 3, log_end_offset=10) == [Acquired(3, 5, 1)]
+    assert sp.acquire("a", 3, until=10) == [Acquired(0, 2, 1)]
+    assert sp.acquire("b", 3, until=10) == [Acquired(3, 5, 1)]
     sp.acknowledge("b", [(3, 5, [Ack.ACCEPT])])
     assert sp.start_offset == 0                        # 0-2 are still in flight
     sp.acknowledge("a", [(0, 2, [Ack.ACCEPT])])
@@ -31,55 +31,55 @@ def test_members_acquire_distinct_records_and_accept_advances_the_start_offset(s
 
 
 def test_acquire_stops_at_the_log_end(sp):
-    assert sp.acquire("a", 100, log_end_offset=4) == [Acquired(0, 3, 1)]
-    assert sp.acquire("b", 100, log_end_offset=4) == []
+    assert sp.acquire("a", 100, until=4) == [Acquired(0, 3, 1)]
+    assert sp.acquire("b", 100, until=4) == []
 
 
 def test_lock_expiry_makes_records_available_with_the_next_delivery_count(sp, clock):
-    sp.acquire("a", 2, log_end_offset=2)
+    sp.acquire("a", 2, until=2)
     clock.advance(LOCK_MS - 1)
     assert sp.count(RecordState.ACQUIRED) == 2
     clock.advance(1)
     assert sp.count(RecordState.AVAILABLE) == 2
-    assert sp.acquire("b", 5, log_end_offset=2) == [Acquired(0, 1, 2)]
+    assert sp.acquire("b", 5, until=2) == [Acquired(0, 1, 2)]
     with pytest.raises(AcknowledgeError) as exc:          # the dead member's lock is gone
         sp.acknowledge("a", [(0, 1, [Ack.ACCEPT])])
     assert exc.value.code == ErrorCode.INVALID_RECORD_STATE
 
 
 def test_an_old_lock_does_not_release_a_newer_acquisition(sp, clock):
-    sp.acquire("a", 1, log_end_offset=1)
+    sp.acquire("a", 1, until=1)
     sp.acknowledge("a", [(0, 0, [Ack.RELEASE])])
     clock.advance(LOCK_MS // 2)
-    sp.acquire("a", 1, log_end_offset=1)                 # a new lock, due later than the first
+    sp.acquire("a", 1, until=1)                 # a new lock, due later than the first
     clock.advance(LOCK_MS // 2)
     assert sp.records[0].state == RecordState.ACQUIRED
 
 
 def test_release_reject_and_gap(sp, archived):
-    sp.acquire("a", 3, log_end_offset=3)
+    sp.acquire("a", 3, until=3)
     sp.acknowledge("a", [(0, 2, [Ack.RELEASE, Ack.REJECT, Ack.GAP])])
     assert sp.records[0].state == RecordState.AVAILABLE
     assert sp.records[1].state == RecordState.ARCHIVED and sp.records[2].state == RecordState.ARCHIVED
     assert archived == [(1, 1, "rejected by the consumer")]   # a gap has no record to dead-letter
-    assert sp.acquire("a", 3, log_end_offset=3) == [Acquired(0, 0, 2)]
+    assert sp.acquire("a", 3, until=3) == [Acquired(0, 0, 2)]
     sp.acknowledge("a", [(0, 0, [Ack.ACCEPT])])
     assert sp.start_offset == 3
 
 
 def test_the_delivery_count_limit_archives_a_poison_record(sp, clock, archived):
     for delivery in (1, 2, 3):
-        assert sp.acquire("a", 1, log_end_offset=1) == [Acquired(0, 0, delivery)]
+        assert sp.acquire("a", 1, until=1) == [Acquired(0, 0, delivery)]
         clock.advance(LOCK_MS)
-    assert sp.acquire("a", 1, log_end_offset=1) == []
+    assert sp.acquire("a", 1, until=1) == []
     assert archived == [(0, 3, "delivery count limit reached (acquisition lock expired)")]
     assert sp.start_offset == 1
 
 
 def test_a_member_that_leaves_gives_its_records_back(sp):
-    sp.acquire("a", 2, log_end_offset=2)
+    sp.acquire("a", 2, until=2)
     assert sp.release_member("a") == 2
-    assert sp.acquire("b", 5, log_end_offset=2) == [Acquired(0, 1, 2)]
+    assert sp.acquire("b", 5, until=2) == [Acquired(0, 1, 2)]
 
 
 @pytest.mark.parametrize("batches, code", [
@@ -90,8 +90,8 @@ def test_a_member_that_leaves_gives_its_records_back(sp):
     ([(1, 0, [Ack.ACCEPT])], ErrorCode.INVALID_REQUEST),                    # last before first
 ])
 def test_bad_acknowledgements_change_nothing(sp, batches, code):
-    sp.acquire("a", 1, log_end_offset=5)
-    sp.acquire("b", 1, log_end_offset=5)
+    sp.acquire("a", 1, until=5)
+    sp.acquire("b", 1, until=5)
     with pytest.raises(AcknowledgeError) as exc:
         sp.acknowledge("a", batches)
     assert exc.value.code == code
@@ -100,10 +100,10 @@ def test_bad_acknowledgements_change_nothing(sp, batches, code):
 
 
 def test_records_removed_from_the_log_are_skipped(sp):
-    sp.acquire("a", 2, log_end_offset=4)
+    sp.acquire("a", 2, until=4)
     sp.reset_to(3)
     assert (sp.start_offset, sp.records) == (3, {})
-    assert sp.acquire("a", 5, log_end_offset=4) == [Acquired(3, 3, 1)]
+    assert sp.acquire("a", 5, until=4) == [Acquired(3, 3, 1)]
 
 
 # --- the coordinator: members, epochs, sessions --------------------------------------------
@@ -118,12 +118,16 @@ def share(tmp_path, clock):
     manager.close()
 
 
-def test_members_join_get_every_partition_and_are_fenced_on_a_stale_epoch(share):
+def test_members_share_out_the_partitions_and_are_fenced_on_a_stale_epoch(share):
     from headwater.broker.share.coordinator import ShareError
     a, assignment = share.heartbeat("g", "a", 0, ["orders"])
-    b, _ = share.heartbeat("g", "b", 0, ["orders"])
-    assert assignment == {"orders": [0, 1]} and (a.epoch, b.epoch) == (1, 1)
-    assert share.heartbeat("g", "a", 1, None) == (a, None)          # unchanged: no assignment sent
+    assert assignment == {"orders": [0, 1]}                         # alone: every partition
+    b, assignment = share.heartbeat("g", "b", 0, ["orders"])
+    assert assignment == {"orders": [1]} and (a.epoch, b.epoch) == (1, 1)
+    assert share.heartbeat("g", "a", 1, None) == (a, {"orders": [0]}) and a.epoch == 2   # a gives one up
+    assert share.heartbeat("g", "a", 2, None) == (a, None)          # unchanged: no assignment sent
+    share.heartbeat("g", "b", -1, None)
+    assert share.heartbeat("g", "a", 2, None) == (a, {"orders": [0, 1]})                  # b left
     with pytest.raises(ShareError) as exc:
         share.heartbeat("g", "a", 7, None)
     assert exc.value.code == ErrorCode.FENCED_MEMBER_EPOCH
@@ -161,12 +165,76 @@ def test_share_session_epochs(share):
     assert exc.value.code == ErrorCode.GROUP_ID_NOT_FOUND
 
 
+def test_a_member_that_left_may_still_close_its_session_with_its_final_acknowledgement(share, clock):
+    """librdkafka sends its leaving heartbeat and its final ShareAcknowledge on two connections at
+    once: whichever arrives first, the acknowledgement counts and nothing it accepted is redelivered."""
+    from headwater.broker.share.coordinator import ShareError
+    share.log_manager.get_log("orders", 0).append(bytearray(_batch(3)))
+    share.alter_configs("g", {"share.auto.offset.reset": "earliest"})
+    share.heartbeat("g", "a", 0, ["orders"])
+    share.heartbeat("g", "b", 0, ["orders"])
+    group = share.groups["g"]
+    share.session("g", "a", 0)
+    sp = share.share_partition(group, "orders", 0)
+    assert sp.acquire("a", 3, until=3) == [Acquired(0, 2, 1)]
+    share.heartbeat("g", "a", -1, None)                        # the leave arrives first
+    assert sp.acquire("b", 3, until=3) == []                   # a's records wait for its final acknowledgement
+    with pytest.raises(ShareError) as exc:                     # a departed member may only close its session
+        share.session("g", "a", 1)
+    assert exc.value.code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert share.session("g", "a", -1) is None
+    sp.acknowledge("a", [(0, 1, [Ack.ACCEPT])])
+    share.release(group, "a")                                  # what closing a session does after its acks
+    assert sp.acquire("b", 3, until=3) == [Acquired(2, 2, 2)]
+    with pytest.raises(ShareError) as exc:                     # the session is gone with it
+        share.session("g", "a", -1)
+    assert exc.value.code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_departed_members_session_that_never_closes_gives_its_records_back(share, clock):
+    share.log_manager.get_log("orders", 0).append(bytearray(_batch(2)))
+    share.alter_configs("g", {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "5000"})
+    share.heartbeat("g", "a", 0, ["orders"])
+    share.session("g", "a", 0)
+    sp = share.share_partition(share.groups["g"], "orders", 0)
+    sp.acquire("a", 2, until=2)
+    share.heartbeat("g", "a", -1, None)
+    clock.advance(4_999)
+    assert sp.count(RecordState.ACQUIRED) == 2
+    clock.advance(1)
+    assert sp.count(RecordState.AVAILABLE) == 2 and share.groups["g"].sessions == {}
+
+
+def test_a_member_that_rejoins_keeps_the_session_it_left_with(share, clock):
+    share.heartbeat("g", "a", 0, ["orders"])
+    share.session("g", "a", 0)
+    share.heartbeat("g", "a", -1, None)
+    share.heartbeat("g", "a", 0, ["orders"])
+    clock.advance(30_000)                          # the record lock duration: a departed session would close
+    assert share.session("g", "a", 1).epoch == 2
+
+
+def _batch(n: int) -> bytes:
+    from headwater.records import Record, encode_batch
+    return encode_batch([Record(i, 0, None, b"v") for i in range(n)])
+
+
+def test_acquire_stops_below_until_and_archives_aborted_records(sp, archived):
+    assert sp.acquire("a", 10, until=3, aborted=[(1, 1)]) == [Acquired(0, 0, 1), Acquired(2, 2, 1)]
+    assert sp.records[1].state == RecordState.ARCHIVED and archived == []      # not a dead letter
+    assert sp.end_offset == 3
+    sp.acknowledge("a", [(0, 0, [Ack.ACCEPT]), (2, 2, [Ack.RELEASE])])
+    assert sp.first_acquirable() == 2 and sp.start_offset == 2
+    assert sp.acquire("b", 10, until=6, aborted=[(4, 5)]) == [Acquired(2, 2, 2), Acquired(3, 3, 1)]
+    assert (sp.end_offset, sp.first_acquirable()) == (6, 6)
+
+
 def test_the_in_flight_window_is_bounded(sp):
     from headwater.broker.share.partition import MAX_IN_FLIGHT
-    assert sp.acquire("a", MAX_IN_FLIGHT + 10, log_end_offset=10**6) == [Acquired(0, MAX_IN_FLIGHT - 1, 1)]
-    assert sp.acquire("b", 10, log_end_offset=10**6) == []
+    assert sp.acquire("a", MAX_IN_FLIGHT + 10, until=10**6) == [Acquired(0, MAX_IN_FLIGHT - 1, 1)]
+    assert sp.acquire("b", 10, until=10**6) == []
     sp.acknowledge("a", [(0, 4, [Ack.ACCEPT])])
-    assert sp.acquire("b", 10, log_end_offset=10**6) == [Acquired(MAX_IN_FLIGHT, MAX_IN_FLIGHT + 4, 1)]
+    assert sp.acquire("b", 10, until=10**6) == [Acquired(MAX_IN_FLIGHT, MAX_IN_FLIGHT + 4, 1)]
 
 
 def test_topic_ids_are_stable_and_catalogs_without_them_get_them(tmp_path):
@@ -206,7 +274,7 @@ def test_a_restarted_broker_replays_share_state_and_deletion(tmp_path, clock):
     broker.share.heartbeat("g", "a", 0, ["orders"])
     group = broker.share.groups["g"]
     sp = broker.share.share_partition(group, "orders", 0)
-    sp.acquire("a", 4, log_end_offset=4)
+    sp.acquire("a", 4, until=4)
     sp.acknowledge("a", [(0, 0, [Ack.ACCEPT]), (2, 2, [Ack.ACCEPT]), (3, 3, [Ack.REJECT])])
     broker.share.changed(group, "orders", 0)
     broker.close()
@@ -231,12 +299,12 @@ def test_a_deleted_topic_takes_its_share_partitions_along(tmp_path, clock):
     broker.log_manager.create_topic("orders", 1)
     broker.share.heartbeat("g", "a", 0, ["orders"])
     group = broker.share.groups["g"]
-    broker.share.share_partition(group, "orders", 0).acquire("a", 5, log_end_offset=5)
+    broker.share.share_partition(group, "orders", 0).acquire("a", 5, until=5)
     broker.share.changed(group, "orders", 0)
     broker.delete_topic("orders")
     broker.log_manager.create_topic("orders", 1)
     assert group.partitions == {}
-    assert broker.share.share_partition(group, "orders", 0).acquire("a", 5, log_end_offset=1) == [Acquired(0, 0, 1)]
+    assert broker.share.share_partition(group, "orders", 0).acquire("a", 5, until=1) == [Acquired(0, 0, 1)]
     broker.close()
     broker = _broker(tmp_path, clock)                # the tombstone keeps the old state gone after a restart
     assert broker.share.groups == {}

@@ -36,6 +36,7 @@ CONFIG_TYPES = {"segment.bytes": INT, "index.interval.bytes": INT, "max.message.
                 "follower.replication.throttled.replicas": LIST,
                 "share.auto.offset.reset": STRING, "share.record.lock.duration.ms": INT,
                 "share.delivery.count.limit": INT, "share.heartbeat.interval.ms": INT, "share.session.timeout.ms": INT,
+                "share.isolation.level": STRING,
                 "errors.deadletterqueue.topic.name": STRING, "errors.deadletterqueue.copy.record.enable": BOOLEAN}
 LIST_CONFIGS = {name for name, kind in CONFIG_TYPES.items() if kind == LIST}
 KAFKA_UNTHROTTLED = "1.7976931348623157E308"  # log.cleaner.io.max.bytes.per.second by default: Java's Double.MAX_VALUE

@@ -6,6 +6,7 @@ expires; a record that keeps failing is archived and dead-lettered.
 
 - ``partition.py``     the share-partition state machine (available, acquired, acknowledged, archived)
 - ``coordinator.py``   members, epochs, assignment, expiry, share sessions (given its clock and store)
+- ``assignor.py``      which partitions each member fetches from (Kafka's ``simple`` rule), a pure function
 - ``configs.py``       the group configs, Kafka's names and defaults
 - ``store.py``         durable state in the compacted ``__share_group_state`` topic
 - ``dead_letters.py``  KIP-1191 dead letters

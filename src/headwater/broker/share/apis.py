@@ -8,13 +8,15 @@ from headwater.broker.endpoint import client_host
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.share_messages import (ShareAcknowledgeResponse, ShareFetchResponse,
                                                ShareGroupDescribeResponse, ShareGroupHeartbeatResponse)
-from headwater.records import iter_batches
+from headwater.records import BatchHeader, iter_batches
 
-from .coordinator import ShareError, ShareGroup
+from .coordinator import ShareError, ShareGroup, ShareSession
 from .partition import AcknowledgeError, Acquired
 
-READ_CHUNK = 1 << 20
 Assignment = ShareGroupHeartbeatResponse.Assignment
+TopicIdPartition = tuple[uuid.UUID, int]
+PARTITION_MAX_BYTES = 1 << 20    # what one partition reads per fetch at most (Kafka's max.partition.fetch.bytes default)
+Fetched = tuple[list[Acquired], bytes]       # the runs acquired and the batches that carry them
 
 
 async def share_group_heartbeat(broker, header, request):
@@ -58,7 +60,7 @@ async def share_group_describe(broker, header, request):
                               for t, ps in sorted(m.assignment.items()) if t in topics]))
                    for m in group.members.values()]
         groups.append(Described(error_code=0, error_message=None, group_id=group_id, group_state=group.state,
-                                group_epoch=group.epoch, assignment_epoch=group.epoch, assignor_name="all",
+                                group_epoch=group.epoch, assignment_epoch=group.epoch, assignor_name="simple",
                                 members=members))
     return ShareGroupDescribeResponse(throttle_time_ms=0, groups=groups)
 
@@ -95,19 +97,6 @@ def _acknowledge(broker, group: ShareGroup, member_id: str, topics, names) -> di
     return results
 
 
-def _read_range(plog, first: int, last: int) -> bytes:
-    """The whole batches that hold offsets first..last (the client keeps the acquired ones)."""
-    chunks, offset = [], first
-    while offset <= last:
-        chunk = plog.read(offset, READ_CHUNK)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        for _, batch in iter_batches(chunk, validate=False):
-            offset = max(offset, batch.last_offset + 1)
-    return b"".join(chunks)
-
-
 def _share_error(response_class, exc: ShareError, **fields):
     return response_class(throttle_time_ms=0, error_code=exc.code, error_message=str(exc), responses=[],
                           node_endpoints=[], **fields)
@@ -122,8 +111,12 @@ async def share_fetch(broker, header, request):
         return _share_error(ShareFetchResponse, exc, acquisition_lock_timeout_ms=0)
     names = _names(broker, request.topics)
     acked = _acknowledge(broker, group, request.member_id, request.topics, names)
-    acquired: dict[tuple[uuid.UUID, int], list[Acquired]] = {}
-    if session is not None:
+    errors = {(t.topic_id, p.partition_index): ErrorCode.UNKNOWN_TOPIC_ID
+              for t in request.topics if names[t.topic_id] is None for p in t.partitions}
+    fetched: dict[TopicIdPartition, Fetched] = {}
+    if session is None:
+        share.release(group, request.member_id)
+    else:
         for t in request.topics:
             if names[t.topic_id] is not None:
                 session.partitions.update((names[t.topic_id], p.partition_index) for p in t.partitions)
@@ -131,20 +124,17 @@ async def share_fetch(broker, header, request):
             topic = broker.log_manager.topic_by_id(t.topic_id)
             if topic is not None:
                 session.partitions.difference_update((topic.name, p) for p in t.partitions)
-        acquired = await _acquire(broker, group, request, session.partitions)
+        fetched, gone = await _acquire(broker, group, request, session)
+        errors.update(gone)
     PartitionData = ShareFetchResponse.ShareFetchableTopicResponse.PartitionData
     by_topic: dict[uuid.UUID, list] = {}
-    for key in sorted(set(acked) | set(acquired), key=lambda k: (str(k[0]), k[1])):
+    for key in sorted(set(acked) | set(fetched) | set(errors), key=lambda k: (str(k[0]), k[1])):
         topic_id, partition = key
-        runs = acquired.get(key, [])
+        runs, records = fetched.get(key, ([], b""))
         error, message = acked.get(key, (ErrorCode.NONE, None))
-        records = b""
-        if runs:
-            plog = broker.log_manager.get_log(broker.log_manager.topic_by_id(topic_id).name, partition)
-            records = _read_range(plog, min(r.first_offset for r in runs), max(r.last_offset for r in runs))
         by_topic.setdefault(topic_id, []).append(PartitionData(
-            partition_index=partition, error_code=0, error_message=None, acknowledge_error_code=error,
-            acknowledge_error_message=message,
+            partition_index=partition, error_code=errors.get(key, ErrorCode.NONE), error_message=None,
+            acknowledge_error_code=error, acknowledge_error_message=message,
             current_leader=PartitionData.LeaderIdAndEpoch(leader_id=broker.config.node_id, leader_epoch=0),
             records=records, acquired_records=[PartitionData.AcquiredRecords(
                 first_offset=r.first_offset, last_offset=r.last_offset, delivery_count=r.delivery_count)
@@ -156,28 +146,84 @@ async def share_fetch(broker, header, request):
                               node_endpoints=[])
 
 
-async def _acquire(broker, group: ShareGroup, request, partitions: set[tuple[str, int]]):
-    """Acquire up to MaxRecords for the member, waiting up to MaxWaitMs for records to become available."""
+async def _acquire(broker, group: ShareGroup, request, session: ShareSession
+                   ) -> tuple[dict[TopicIdPartition, Fetched], dict[TopicIdPartition, ErrorCode]]:
+    """Acquire up to MaxRecords and MaxBytes for the member, waiting up to MaxWaitMs for records
+    to become available: (what was acquired, the session's partitions that no longer exist).
+    A partition deleted during the wait ends it, answered with its error and out of the session."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
-    live = sorted(p for p in partitions if broker.log_manager.get_log(*p) is not None)
+    topics = broker.log_manager.topics
+    watched = {tp: topics[tp[0]].topic_id for tp in sorted(session.partitions) if tp[0] in topics}
     while True:
+        gone = {tp: _missing(broker, tp, topic_id) for tp, topic_id in watched.items()}
+        gone = {tp: error for tp, error in gone.items() if error is not None}
+        live = [tp for tp in watched if tp not in gone]
         with broker.growth.watch(live) as watch:
-            budget, acquired = max(request.max_records, 1), {}
-            for topic, partition in live:
-                if budget <= 0:
-                    break
-                plog = broker.log_manager.get_log(topic, partition)
-                runs = broker.share.share_partition(group, topic, partition).acquire(
-                    request.member_id, budget, plog.log_end_offset)
-                if runs:
-                    budget -= sum(r.last_offset - r.first_offset + 1 for r in runs)
-                    acquired[(broker.log_manager.topics[topic].topic_id, partition)] = runs
-                    broker.share.changed(group, topic, partition)
+            fetched = _acquire_now(broker, group, request, live)
             remaining = deadline - loop.time()
-            if acquired or remaining <= 0 or not live:
-                return acquired
+            if fetched or gone or remaining <= 0 or not live:
+                session.partitions.difference_update(gone)
+                return fetched, {(watched[tp], tp[1]): error for tp, error in gone.items()}
             await watch.wait(remaining)
+
+
+def _missing(broker, tp: tuple[str, int], topic_id: uuid.UUID) -> ErrorCode | None:
+    """Why a partition a session fetches from cannot be read any more (deleted, maybe re-created), or None."""
+    topic = broker.log_manager.topics.get(tp[0])
+    if topic is None or topic.topic_id != topic_id:
+        return ErrorCode.UNKNOWN_TOPIC_ID
+    return None if broker.log_manager.get_log(*tp) is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]) -> dict[TopicIdPartition, Fetched]:
+    """Acquire what is available now, partition by partition, within MaxRecords and MaxBytes: only
+    records of the whole batches that fit (the first batch whatever its size, so a fetch always
+    progresses, as KIP-74 has it), and under read_committed only below the last stable offset."""
+    committed = group.config.get("share.isolation.level") == "read_committed"
+    records_left, bytes_left = max(request.max_records, 1), request.max_bytes
+    fetched: dict[TopicIdPartition, Fetched] = {}
+    for topic, partition in live:
+        if records_left <= 0 or (fetched and bytes_left <= 0):
+            break
+        plog = broker.log_manager.get_log(topic, partition)
+        share_partition = broker.share.share_partition(group, topic, partition)
+        first = share_partition.first_acquirable()
+        stable = (broker.txn_partitions.last_stable_offset(topic, partition, plog) if committed
+                  else plog.log_end_offset)
+        if first >= stable:
+            continue
+        chunk = plog.read(first, min(max(bytes_left, 0), PARTITION_MAX_BYTES), min_one=not fetched)
+        batches = list(iter_batches(chunk, validate=False))
+        if not batches:
+            continue
+        until = min(stable, batches[-1][1].last_offset + 1)
+        end_before = share_partition.end_offset
+        runs = share_partition.acquire(request.member_id, records_left, until,
+                                       _aborted(plog, batches, first, until) if committed else ())
+        if runs or share_partition.end_offset != end_before:
+            broker.share.changed(group, topic, partition)
+        if runs:
+            records = _covering(chunk, batches, runs[0].first_offset, runs[-1].last_offset)
+            records_left -= sum(r.last_offset - r.first_offset + 1 for r in runs)
+            bytes_left -= len(records)
+            fetched[(broker.log_manager.topics[topic].topic_id, partition)] = (runs, records)
+    return fetched
+
+
+def _aborted(plog, batches: list[tuple[int, BatchHeader]], first: int, until: int) -> list[tuple[int, int]]:
+    """The offset ranges of the data batches of aborted transactions among ``batches``."""
+    txns = plog.aborted_txns.between(first, until)
+    return [(h.base_offset, h.last_offset) for _, h in batches
+            if txns and h.is_transactional and not h.is_control
+            and any(t.covers(h.producer_id, h.base_offset) for t in txns)]
+
+
+def _covering(chunk: bytes, batches: list[tuple[int, BatchHeader]], first: int, last: int) -> bytes:
+    """The whole batches of ``chunk`` that hold offsets first..last (the client keeps the acquired ones)."""
+    start = next(pos for pos, h in batches if h.last_offset >= first)
+    end = max(pos + h.size for pos, h in batches if h.base_offset <= last)
+    return chunk[start:end]
 
 
 async def share_acknowledge(broker, header, request):
@@ -186,11 +232,13 @@ async def share_acknowledge(broker, header, request):
         if request.share_session_epoch == 0:
             raise ShareError(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a share session")
         group = share.group(request.group_id or "")
-        share.session(request.group_id, request.member_id, request.share_session_epoch)
+        session = share.session(request.group_id, request.member_id, request.share_session_epoch)
     except ShareError as exc:
         return _share_error(ShareAcknowledgeResponse, exc)
     names = _names(broker, request.topics)
     acked = _acknowledge(broker, group, request.member_id, request.topics, names)
+    if session is None:
+        share.release(group, request.member_id)
     Topic = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse
     PartitionData = Topic.PartitionData
     by_topic: dict[uuid.UUID, list] = {}

@@ -10,12 +10,14 @@ DEFAULTS: dict[str, str] = {
     "share.delivery.count.limit": "5",
     "share.heartbeat.interval.ms": "5000",
     "share.session.timeout.ms": "45000",
+    "share.isolation.level": "read_uncommitted",     # read_committed: nothing past the LSO, no aborted record
     "errors.deadletterqueue.topic.name": "",
     "errors.deadletterqueue.copy.record.enable": "false",
 }
 _INTS = {"share.record.lock.duration.ms": 1000, "share.delivery.count.limit": 2,
          "share.heartbeat.interval.ms": 1000, "share.session.timeout.ms": 1000}   # name -> smallest value
 _CHOICES = {"share.auto.offset.reset": {"latest", "earliest"},
+            "share.isolation.level": {"read_uncommitted", "read_committed"},
             "errors.deadletterqueue.copy.record.enable": {"true", "false"}}
 
 

@@ -1,15 +1,20 @@
 """The share-group coordinator: members and their epochs, assignment, expiry, share sessions,
 and the share-partitions whose records the members acquire and acknowledge.
 
-Assignment: every member gets every partition of the topics it subscribes to. A share group
-needs no exclusive ownership (the share-partition hands each record to one member at a
-time), so this is the widest spread KIP-932 allows, and more members than partitions all
-get work. A member's epoch goes up each time its assignment changes; a heartbeat with
-another epoch is fenced. A member that stops heartbeating for the session timeout is
-removed; the records it held come back when their acquisition locks expire.
+Assignment: Kafka's share assignor (``assignor.py``) spreads the partitions over the
+members, sharing a partition only when there are more members than partitions; the group
+keeps one target assignment, recomputed from the last at each heartbeat so that it stays
+put. A member's epoch goes up each time its assignment changes; a heartbeat with another
+epoch is fenced. A member that stops heartbeating for the session timeout is removed; the
+records it held come back when their acquisition locks expire.
 
 Share sessions (ShareFetch/ShareAcknowledge) are keyed by (group, member): epoch 0 opens
-one, -1 closes it, and each request otherwise carries the next epoch.
+one, -1 closes it (its acknowledgements applied, then the member's other acquired records
+released, as Kafka does), and each request otherwise carries the next epoch. A session
+outlives its member's leaving: a closing client sends its leaving heartbeat and its final
+acknowledgement on two connections at once, and the acknowledgement must count whichever
+arrives first. A member that left keeps its records until its session closes, or until
+the record lock duration has passed.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from headwater.broker.clock import Clock, Timer
 from headwater.log import LogManager
 from headwater.protocol.errors import ErrorCode
 
+from .assignor import Assignment, assign
 from .configs import DEFAULTS, GroupConfig, validate
 from .partition import SharePartition
 from .store import ShareStateStore, restore
@@ -53,6 +59,7 @@ class ShareMember:
 class ShareSession:
     epoch: int
     partitions: set[tuple[str, int]] = field(default_factory=set)
+    closing: Timer | None = None      # its member left: the session may only be closed, until this fires
 
 
 @dataclass
@@ -63,6 +70,7 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     partitions: dict[tuple[str, int], SharePartition] = field(default_factory=dict)
     sessions: dict[str, ShareSession] = field(default_factory=dict)
+    target: Assignment = field(default_factory=dict)      # member -> topic -> partitions
 
     @property
     def state(self) -> str:
@@ -121,6 +129,7 @@ class ShareCoordinator:
                 member_id = member_id or _new_member_id()
                 member = group.members[member_id] = ShareMember(member_id, client_id, client_host)
                 group.epoch += 1
+                self._keep_session(group, member_id)
             member.assignment = {}   # a rejoin gets its whole assignment again
         elif member is None:
             raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in share group {group_id!r}")
@@ -130,16 +139,20 @@ class ShareCoordinator:
         if subscription is not None:
             member.subscription = sorted(set(subscription))
         self._touch(group, member)
-        target = self._assignment(member)
+        group.target = self._assign(group)
+        target = group.target.get(member.member_id, {})
         if target == member.assignment and member_epoch != JOIN:
             return member, None
         member.assignment = target
         member.epoch += 1
         return member, target
 
-    def _assignment(self, member: ShareMember) -> dict[str, list[int]]:
+    def _assign(self, group: ShareGroup) -> Assignment:
         topics = self.log_manager.topics
-        return {name: list(range(len(topics[name].partitions))) for name in member.subscription if name in topics}
+        subscriptions = {m.member_id: set(m.subscription) for m in group.members.values()}
+        counts = {name: len(topics[name].partitions) for names in subscriptions.values() for name in names
+                  if name in topics}
+        return assign(subscriptions, counts, group.target)
 
     def _touch(self, group: ShareGroup, member: ShareMember) -> None:
         if member.expiry is not None:
@@ -160,17 +173,40 @@ class ShareCoordinator:
             raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in share group {group.group_id!r}")
         if member.expiry is not None:
             member.expiry.cancel()
-        group.sessions.pop(member_id, None)
         group.epoch += 1
-        for share_partition in group.partitions.values():
-            share_partition.release_member(member_id)
+        session = group.sessions.get(member_id)
+        if session is None:
+            self.release(group, member_id)
+        else:   # its final acknowledgement may still be on its way
+            session.closing = self.clock.after(group.config.int("share.record.lock.duration.ms"),
+                                               self._close_departed, group.group_id, member_id, session)
+
+    @staticmethod
+    def _keep_session(group: ShareGroup, member_id: str) -> None:
+        """A member that left joins again: the session it kept is its own again, not closing."""
+        session = group.sessions.get(member_id)
+        if session is not None and session.closing is not None:
+            session.closing.cancel()
+            session.closing = None
+
+    def _close_departed(self, group_id: str, member_id: str, session: ShareSession) -> None:
+        group = self.groups.get(group_id)
+        if group is not None and group.sessions.get(member_id) is session:
+            del group.sessions[member_id]
+            self.release(group, member_id)
+
+    def release(self, group: ShareGroup, member_id: str) -> None:
+        """The member is done (left, or closed its share session): its acquired records are available again."""
+        for (topic, partition), share_partition in group.partitions.items():
+            if share_partition.release_member(member_id):
+                self.changed(group, topic, partition)
 
     # -- share sessions -----------------------------------------------------------------------
 
     def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession | None:
         """Check a ShareFetch/ShareAcknowledge session epoch and step the session. None: closed."""
         group = self.group(group_id)
-        if member_id not in group.members:
+        if member_id not in group.members and (epoch != CLOSE_SESSION or member_id not in group.sessions):
             raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} is not in share group {group_id!r}")
         if epoch == OPEN_SESSION:
             session = group.sessions[member_id] = ShareSession(epoch=1)
@@ -179,6 +215,8 @@ class ShareCoordinator:
         if session is None:
             raise ShareError(ErrorCode.SHARE_SESSION_NOT_FOUND, f"no share session for member {member_id}")
         if epoch == CLOSE_SESSION:
+            if session.closing is not None:
+                session.closing.cancel()
             del group.sessions[member_id]
             return None
         if epoch != session.epoch:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Callable
+from typing import Callable, Sequence
 
 from headwater.broker.clock import Clock, Timer
 from headwater.protocol.errors import ErrorCode
@@ -93,16 +93,30 @@ class SharePartition:
 
     # -- acquisition ------------------------------------------------------------------------
 
-    def acquire(self, member: str, max_records: int, log_end_offset: int) -> list[Acquired]:
-        """Lock up to ``max_records`` records for ``member``: redeliveries first (lowest offsets),
-        then records past the end offset up to the log end. Every acquired record counts a delivery."""
-        offsets = [o for o in sorted(self.records) if self.records[o].state == RecordState.AVAILABLE][:max_records]
-        fresh = min(max_records - len(offsets), log_end_offset - self.end_offset,
-                    self.start_offset + MAX_IN_FLIGHT - self.end_offset)
-        for offset in range(self.end_offset, self.end_offset + max(fresh, 0)):
-            self.records[offset] = InFlight()
-            offsets.append(offset)
-        self.end_offset = max(self.end_offset, max(offsets, default=-1) + 1)
+    def first_acquirable(self) -> int:
+        """The lowest offset ``acquire`` would hand out next: a redelivery, else the end offset."""
+        return next((o for o, r in self.records.items() if r.state == RecordState.AVAILABLE), self.end_offset)
+
+    def acquire(self, member: str, max_records: int, until: int,
+                aborted: Sequence[tuple[int, int]] = ()) -> list[Acquired]:
+        """Lock up to ``max_records`` records below ``until`` for ``member``: redeliveries first
+        (lowest offsets), then records past the end offset. ``until`` is the log end, or less: the
+        last stable offset, the end of what fits in the fetch's bytes. Offsets in an ``aborted``
+        range (first, last) are archived as they are reached, never delivered (read_committed).
+        Every acquired record counts a delivery."""
+        offsets = [o for o, r in self.records.items() if r.state == RecordState.AVAILABLE and o < until][:max_records]
+        offset, window_end, skipped = self.end_offset, min(until, self.start_offset + MAX_IN_FLIGHT), False
+        while len(offsets) < max_records and offset < window_end:
+            record = self.records[offset] = InFlight()
+            if any(first <= offset <= last for first, last in aborted):
+                self._archive(offset, record, None)
+                skipped = True
+            else:
+                offsets.append(offset)
+            offset += 1
+        self.end_offset = max(self.end_offset, offset)
+        if skipped:
+            self._advance()
         if not offsets:
             return []
         self._acquisitions += 1
