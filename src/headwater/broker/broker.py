@@ -106,7 +106,8 @@ class Broker:
         # Replays __consumer_offsets: groups and offsets are back.
         clock = clock or LoopClock()
         fsync_each_write = config.flush == "always"
-        self.groups = GroupCoordinator(GroupStore(self.log_manager, self.append, fsync_each_write), clock)
+        self.groups = GroupCoordinator(GroupStore(self.log_manager, self.append, fsync_each_write), clock,
+                                       config.group_initial_rebalance_delay_ms)
         # Replays __transaction_state: decided transactions are finished, open ones aborted.
         self.txn_partitions = TxnPartitions(self.log_manager, self.growth, fsync_each_write)
         self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, self.append, fsync_each_write),
