@@ -225,6 +225,14 @@ class LogManager:
             log.update_config(config)
         return topic
 
+    def set_defaults(self, defaults: LogConfig) -> None:
+        """New broker defaults of topic configs: each topic inherits them where it has no override."""
+        self.defaults = defaults
+        for topic in list(self.topics.values()):
+            topic.config = LogConfig.from_topic_configs(topic.configs, defaults)
+            for log in topic.partitions:
+                log.update_config(topic.config)
+
     def _logs(self) -> list[Log]:
         return [log for topic in list(self.topics.values()) for log in topic.partitions]
 
