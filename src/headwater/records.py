@@ -1,10 +1,10 @@
 """Kafka record batches (magic v2): the unit the log stores and the wire carries.
 
 The one owner of the batch layout: header fields by name and their setters, the CRC,
-codecs, records. The broker stores each batch as its producer sent it (stamping only the
-base offset) once ``validate_produce``, the log validator, has walked its records; opening
-records into objects (``decode_records``) is for the few places that need keys and values:
-the log cleaner, internal topics, tools and tests.
+codecs, records. The broker stores each batch as its producer sent it (stamping the base
+offset, and rewriting a max timestamp its records contradict) once ``validate_produce``, the
+log validator, has walked its records; opening records into objects (``decode_records``) is
+for the few places that need keys and values: the log cleaner, internal topics, tools and tests.
 """
 from __future__ import annotations
 

@@ -84,6 +84,9 @@ def test_a_wrong_max_timestamp_is_rewritten_not_refused(seeded, codec):  # noqa:
     reader.seek_to_beginning()
     assert [next(reader).timestamp for _ in expected] == expected
     reader.close()
+    # as Kafka, a record without a timestamp is not out of a topic's timestamp bounds
+    create_topic(broker.bootstrap, "bounded", **{"message.timestamp.before.max.ms": "3600000"})
+    assert produce(wire, "bounded", 0, rebuilt(batches[0], max_timestamp=0)).error_code == 0
     intact()
 
 
