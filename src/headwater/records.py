@@ -1,10 +1,10 @@
 """Kafka record batches (magic v2): the unit the log stores and the wire carries.
 
 The one owner of the batch layout: header fields by name and their setters, the CRC,
-codecs, records. The broker stores each batch as its producer sent it (stamping only the
-base offset) once ``validate_produce``, the log validator, has walked its records; opening
-records into objects (``decode_records``) is for the few places that need keys and values:
-the log cleaner, internal topics, tools and tests.
+codecs, records. The broker stores each batch as its producer sent it (stamping the base
+offset, and rewriting a max timestamp its records contradict) once ``validate_produce``, the
+log validator, has walked its records; opening records into objects (``decode_records``) is
+for the few places that need keys and values: the log cleaner, internal topics, tools and tests.
 """
 from __future__ import annotations
 
@@ -377,29 +377,40 @@ def decode_records(buf, pos: int = 0, limit: int | None = None) -> tuple[BatchHe
 
 # --- the log validator: what a client may append -----------------------------------------
 
-def validate_produce(buf, *, max_uncompressed_bytes: int, keys_required: bool = False) -> list[tuple[int, BatchHeader]]:
+def validate_produce(buf: bytearray, *, max_uncompressed_bytes: int,
+                     keys_required: bool = False) -> list[tuple[int, BatchHeader]]:
     """Kafka's log validator for the batches a client sends to one partition; returns
     (position, header) of each. Framing, magic or CRC wrong: CorruptRecordError. Intact but
     invalid (InvalidRecordError): a control batch, an unknown codec, a body that does not
     decompress within ``max_uncompressed_bytes``, a record count that is not lastOffsetDelta
     + 1, a record whose lengths, varints or offset delta do not hold, bytes after the last
-    record, a max timestamp that is not the records' own, a record without a key when
-    ``keys_required``. Pure: no I/O, safe to run on any thread."""
+    record, a record timestamp past 64 bits, a record without a key when ``keys_required``.
+
+    A CreateTime batch's max timestamp is the broker's to compute, as Kafka's: one that is not
+    its records' latest (librdkafka writes 0 when they carry -1) is rewritten in ``buf`` and the
+    CRC re-sealed, never a reason to drop the client's data. No I/O: safe on any thread."""
     batches = list(iter_batches(buf))
     if not batches or sum(header.size for _, header in batches) != len(buf):
         raise CorruptRecordError("records end in a partial batch")
-    for pos, header in batches:
+    for i, (pos, header) in enumerate(batches):
         if header.is_control:
             raise InvalidRecordError("clients may not write control batches")
         if header.records_count < 1 or header.last_offset_delta != header.records_count - 1:
             raise InvalidRecordError(f"records count {header.records_count} does not match last offset delta "
                                      f"{header.last_offset_delta}")
         body = records_section(buf, pos, header, max_uncompressed_bytes)
-        max_delta = _checked_records(buf, pos, body, header.records_count, keys_required)
-        if not header.attributes & ATTR_LOG_APPEND_TIME and header.base_timestamp + max_delta != header.max_timestamp:
-            raise InvalidRecordError(f"max timestamp {header.max_timestamp} is not the latest record timestamp "
-                                     f"{header.base_timestamp + max_delta}")
+        latest = header.base_timestamp + _checked_records(buf, pos, body, header.records_count, keys_required)
+        if header.attributes & ATTR_LOG_APPEND_TIME or latest == header.max_timestamp:
+            continue
+        if not _INT64_MIN <= latest <= _INT64_MAX:
+            raise InvalidRecordError(f"the latest record timestamp {latest} does not fit 64 bits")
+        set_max_timestamp(buf, pos, latest)
+        reseal_crc(buf, pos)
+        batches[i] = pos, read_header(buf, pos)
     return batches
+
+
+_INT64_MIN, _INT64_MAX = -1 << 63, (1 << 63) - 1
 
 
 def _checked_records(buf, pos: int, body, count: int, keys_required: bool) -> int:

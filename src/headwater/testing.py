@@ -54,8 +54,11 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 120) -> "BrokerProcess":
+        # as Kafka's own test harness: no initial rebalance delay unless a test asks for one (its extra args
+        # win); another tree's broker (a bench's "before") may not know the flag
+        no_delay = ["--group-initial-rebalance-delay-ms", "0"] if self.source is None else []
         cmd = [sys.executable, "-m", "headwater", "broker", "--data-dir", str(self.data_dir),
-               "--port", str(self.port), *self.extra_args]
+               "--port", str(self.port), *no_delay, *self.extra_args]
         log = open(self.log_file, "ab")
         env = None if self.source is None else {**os.environ, "PYTHONPATH": str(self.source)}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env,

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from kafka import KafkaConsumer, TopicPartition as KafkaPythonPartition
 
 from headwater import records
 from headwater.broker.groups.store import OFFSETS_TOPIC, offset_key
@@ -35,7 +36,6 @@ BAD_BATCHES = {
     "count mismatch": rebuilt(GOOD, records_count=3, last_offset_delta=2),
     "offset delta": encode_batch([Record(1, T0, b"k", b"v"), Record(1, T0, b"k", b"w")]),  # deltas 1, 1
     "trailing bytes": rebuilt(GOOD, GOOD[records.HEADER_SIZE:] + b"\x00\x00"),
-    "max timestamp": rebuilt(GOOD, max_timestamp=T0 + 1),
 }
 
 
@@ -50,6 +50,43 @@ def test_bad_batches_are_refused_and_nothing_appended(seeded, name):  # noqa: F8
     part = fetch(wire, "plain", 0, 0)
     assert part.high_watermark == 2
     assert [r.value for r in records.decode_records(part.records)[1]] == [b"before"]
+    intact()
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.LZ4])
+def test_a_wrong_max_timestamp_is_rewritten_not_refused(seeded, codec):  # noqa: F811
+    # librdkafka writes max timestamp 0 over records that carry -1; Kafka rewrites the field
+    broker, intact = seeded
+    stamps = [(-1, -1), (T0 + 5, T0)]
+    batches = [encode_batch([Record(i, t, b"k%d" % i, b"v") for i, t in enumerate(ts)], compression=codec)
+               for ts in stamps]
+    wire = Wire(broker.bootstrap)
+    for batch_, header_max in zip(batches, (0, T0 + 6)):
+        assert produce(wire, "stamps", 0, rebuilt(batch_, max_timestamp=header_max)).error_code == 0
+    stored = fetch(wire, "stamps", 0, 0).records
+    stored_batches = list(records.iter_batches(stored))  # validates each stored CRC
+    assert [h.max_timestamp for _, h in stored_batches] == [-1, T0 + 5]
+    # the batches as encode_batch seals them from their records, past the fields the broker stamps
+    assert [stored[pos + records.MAGIC_AT:pos + h.size] for pos, h in stored_batches] == \
+        [b[records.MAGIC_AT:] for b in batches]
+    expected = [t for ts in stamps for t in ts]
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    consumer.assign([TopicPartition("stamps", 0, OFFSET_BEGINNING)])
+    read = []
+    while len(read) < len(expected):
+        message = consumer.poll(30)
+        assert message is not None and message.error() is None
+        read.append(message.timestamp()[1])
+    consumer.close()
+    assert read == expected
+    reader = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, consumer_timeout_ms=30000)
+    reader.assign([KafkaPythonPartition("stamps", 0)])
+    reader.seek_to_beginning()
+    assert [next(reader).timestamp for _ in expected] == expected
+    reader.close()
+    # as Kafka, a record without a timestamp is not out of a topic's timestamp bounds
+    create_topic(broker.bootstrap, "bounded", **{"message.timestamp.before.max.ms": "3600000"})
+    assert produce(wire, "bounded", 0, rebuilt(batches[0], max_timestamp=0)).error_code == 0
     intact()
 
 

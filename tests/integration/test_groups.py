@@ -42,6 +42,31 @@ def test_three_members_share_six_partitions_each_message_processed_once(broker, 
     assert committed(broker.bootstrap, "inventory", "orders", range(6)) == log_end_offsets(truth)
 
 
+def test_consumers_started_together_land_in_one_generation(start_broker):
+    # the broker's default group.initial.rebalance.delay.ms, Kafka's (tests' brokers start with 0)
+    broker = start_broker("--group-initial-rebalance-delay-ms", "3000")
+    create_topic(broker.bootstrap, "orders", 4)
+    assigned: dict[int, list[list[int]]] = {0: [], 1: []}
+    consumers = []
+    for i in assigned:
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "together",
+                             "partition.assignment.strategy": "range"})
+        consumer.subscribe(["orders"], on_assign=lambda c, parts, i=i: assigned[i].append(
+            sorted(p.partition for p in parts)))
+        consumers.append(consumer)
+
+    def both_assigned():
+        for consumer in consumers:
+            consumer.poll(0.1)
+        return all(assigned[i] and assigned[i][-1] for i in assigned)
+    wait_for(both_assigned, message="both consumers to get partitions")
+    for consumer in consumers:
+        consumer.close()
+    # one generation: each got its share once, no first assignment of all four taken back
+    assert [len(assigned[i]) for i in assigned] == [1, 1], assigned
+    assert sorted(assigned[0][0] + assigned[1][0]) == [0, 1, 2, 3]
+
+
 def test_two_groups_each_see_every_message(broker, tmp_path):
     create_topic(broker.bootstrap, "orders", 6)
     inventory = [MemberProcess(broker.bootstrap, "inventory", "orders", "confluent", tmp_path / f"i{i}.txt")

@@ -94,11 +94,13 @@ def test_configs_survive_a_restart(broker):
 ])
 def test_bad_configs_are_refused_and_change_nothing(broker, configs, fragment):
     admin = _admin(broker)
-    with pytest.raises(KafkaException) as created:
-        _create(admin, "refused", 1, **configs)
-    assert created.value.args[0].name() == "INVALID_CONFIG"
-    assert fragment in created.value.args[0].str()
-    assert "refused" not in admin.list_topics(timeout=30).topics
+    for validate_only in (True, False):  # a dry run answers what the create does
+        with pytest.raises(KafkaException) as created:
+            admin.create_topics([NewTopic("refused", 1, 1, config=configs)],
+                                validate_only=validate_only)["refused"].result(30)
+        assert created.value.args[0].name() == "INVALID_CONFIG"
+        assert fragment in created.value.args[0].str()
+        assert "refused" not in admin.list_topics(timeout=30).topics
 
     _create(admin, "steady", 1, **{"retention.ms": "5000"})
     before = _values(admin, "steady")
@@ -113,6 +115,18 @@ def test_bad_configs_are_refused_and_change_nothing(broker, configs, fragment):
         admin.alter_configs([resource])[resource].result(30)
     assert replaced.value.args[0].name() == "INVALID_CONFIG"
     assert _values(admin, "steady") == before  # the valid retention.ms=1 in the same request was not applied
+
+
+def test_validate_only_creates_nothing(broker):
+    admin = _admin(broker)
+    good = NewTopic("dry", 2, 1, config={"cleanup.policy": "compact", "retention.ms": "5000"})
+    assert admin.create_topics([good], validate_only=True)["dry"].result(30) is None
+    assert "dry" not in admin.list_topics(timeout=30).topics
+    with pytest.raises(KafkaException) as illegal:
+        admin.create_topics([NewTopic("no/slash", 1, 1)], validate_only=True)["no/slash"].result(30)
+    assert illegal.value.args[0].name() == "TOPIC_EXCEPTION"  # librdkafka's name for INVALID_TOPIC_EXCEPTION
+    _create(admin, "dry", 2, **good.config)  # really, now: it did not exist
+    assert _values(admin, "dry")["retention.ms"] == "5000"
 
 
 def test_append_to_a_non_list_config_is_refused(broker):

@@ -38,9 +38,15 @@ def assignment(topic: str, *partitions: int) -> bytes:
 RANGE = [("range", subscription("t"))]
 
 
+def config(tmp_path, initial_rebalance_delay_ms=0):
+    """No initial rebalance delay unless a test asks for one, as in Kafka's own tests."""
+    return BrokerConfig(data_dir=tmp_path / "data", flush="never",
+                        group_initial_rebalance_delay_ms=initial_rebalance_delay_ms)
+
+
 @pytest.fixture
 def broker(tmp_path, clock):
-    broker = Broker(BrokerConfig(data_dir=tmp_path / "data", flush="never"), clock=clock)
+    broker = Broker(config(tmp_path), clock=clock)
     yield broker
     broker.close()
 
@@ -51,9 +57,9 @@ def coordinator(broker):
 
 
 def join(coordinator, member_id="", instance_id=None, protocols=RANGE, require_known_member_id=False,
-         session_ms=SESSION_MS, group="g"):
+         session_ms=SESSION_MS, group="g", rebalance_ms=REBALANCE_MS):
     return coordinator.join(JoinRequest(group, member_id, instance_id, "client", "/127.0.0.1", session_ms,
-                                        REBALANCE_MS, "consumer", protocols, require_known_member_id))
+                                        rebalance_ms, "consumer", protocols, require_known_member_id))
 
 
 def answer(future):
@@ -325,14 +331,14 @@ def test_delete_needs_an_empty_group_and_leaves_it_dead(coordinator):
 
 
 def test_groups_and_offsets_come_back_after_a_restart_and_restored_members_get_one_session(tmp_path):
-    config = BrokerConfig(data_dir=tmp_path / "data", flush="never")
+    config_ = config(tmp_path)
     before_clock, after_clock = ManualClock(), ManualClock()
-    broker = Broker(config, clock=before_clock)
+    broker = Broker(config_, clock=before_clock)
     a, b = stable_group(broker.groups, instance_ids=("i-a", None))
     assert broker.groups.commit("g", 2, a.member_id, "i-a", {("t", 0): CommittedOffset(42, 1, "m")}) is E.NONE
     described = broker.groups.describe("g")
     broker.close()
-    restarted = Broker(config, clock=after_clock)
+    restarted = Broker(config_, clock=after_clock)
     try:
         assert restarted.groups.describe("g") == described
         committed = restarted.groups.committed("g")[("t", 0)]
@@ -348,6 +354,71 @@ def test_groups_and_offsets_come_back_after_a_restart_and_restored_members_get_o
         restarted.close()
         before_clock.close()
         after_clock.close()
+
+
+# --- group.initial.rebalance.delay.ms ---------------------------------------------------------
+
+DELAY_MS = 3000
+
+
+def kafka_first_generation_ms(later_joins_ms: tuple[int, ...], rebalance_ms: int) -> int:
+    """Kafka's InitialDelayedJoin in plain Python: when the first generation of a group whose
+    first member joined at 0 forms. Each delay that saw a new member is followed by another,
+    cut to what is left of the rebalance timeout."""
+    start, due, remaining = 0, DELAY_MS, max(rebalance_ms - DELAY_MS, 0)
+    while remaining and any(start < t < due for t in later_joins_ms):
+        step = min(DELAY_MS, remaining)
+        start, due, remaining = due, due + step, remaining - step
+    return due
+
+
+@pytest.mark.parametrize("later_joins_ms, rebalance_ms", [
+    ((), REBALANCE_MS),
+    ((2500,), REBALANCE_MS),
+    ((1500, 2500), REBALANCE_MS),            # two in one delay: one more delay
+    ((2500, 5500), REBALANCE_MS),
+    (tuple(range(2500, 40_000, 2500)), REBALANCE_MS),   # members keep coming: the rebalance timeout ends it
+    ((2500,), 4000),                         # the second delay is cut to the timeout's last 1000 ms
+])
+def test_a_new_groups_first_rebalance_waits_for_members_that_keep_joining(tmp_path, clock, later_joins_ms,
+                                                                           rebalance_ms):
+    broker = Broker(config(tmp_path, DELAY_MS), clock=clock)
+    coordinator, expected_ms = broker.groups, kafka_first_generation_ms(later_joins_ms, rebalance_ms)
+    pending = [join(coordinator, rebalance_ms=rebalance_ms)]
+    elapsed = 0
+    while not pending[0].done():
+        clock.advance(500)
+        elapsed += 500
+        if elapsed in later_joins_ms and not pending[0].done():
+            pending.append(join(coordinator, rebalance_ms=rebalance_ms))
+    assert elapsed == expected_ms
+    joined = [answer(f) for f in pending]
+    assert {r.generation for r in joined} == {1}
+    assert len(joined) == 1 + sum(t < expected_ms for t in later_joins_ms)
+    assert coordinator.describe("g").state is COMPLETING
+    broker.close()
+
+
+def test_only_an_empty_groups_rebalance_is_delayed(tmp_path, clock):
+    broker = Broker(config(tmp_path, DELAY_MS), clock=clock)
+    coordinator = broker.groups
+    first = join(coordinator, require_known_member_id=True)
+    assert answer(first).error is E.MEMBER_ID_REQUIRED   # handing out an id starts no rebalance
+    a = join(coordinator, answer(first).member_id)
+    clock.advance(DELAY_MS - 1)
+    assert not a.done()  # all (one) joined, yet it waits the delay
+    clock.advance(1)
+    leader = answer(a)
+    assert answer(coordinator.sync("g", 1, leader.member_id, None, [])) == (E.NONE, b"")
+    b, a_again = join(coordinator), join(coordinator, leader.member_id)
+    assert [answer(f).generation for f in (b, a_again)] == [2, 2]  # a live group rebalances at once
+    assert coordinator.leave("g", [(answer(a_again).member_id, None), (answer(b).member_id, None)]) == [E.NONE] * 2
+    assert coordinator.describe("g").state is EMPTY
+    again = join(coordinator)
+    assert not again.done()  # empty again: the next first rebalance waits too
+    clock.advance(DELAY_MS)
+    assert answer(again).generation == 4
+    broker.close()
 
 
 # --- the state diagram -----------------------------------------------------------------------

@@ -134,11 +134,24 @@ def test_a_null_header_key_is_refused():
         validate(rebuilt(one_record(), body))
 
 
-def test_max_timestamp_must_be_the_latest_record_timestamp():
-    batch = encode_batch([Record(0, T0 + 5, b"a", b"1"), Record(1, T0, b"b", b"2")])
-    assert validate(batch)
-    with pytest.raises(InvalidRecordError, match="max timestamp"):
-        validate(rebuilt(batch, max_timestamp=T0 + 6))
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD])
+@pytest.mark.parametrize("stamps, header_max", [
+    ((T0 + 5, T0), T0 + 6),  # a header max the records do not reach
+    ((-1, -1), 0),           # librdkafka's batch of records without a timestamp
+])
+def test_a_wrong_max_timestamp_is_rewritten_as_kafka_does(codec, stamps, header_max):
+    batch = encode_batch([Record(i, t, b"k", b"v") for i, t in enumerate(stamps)], compression=codec)
+    wrong = bytearray(rebuilt(batch, max_timestamp=header_max))
+    [(pos, header)] = records.validate_produce(wrong, max_uncompressed_bytes=LIMIT)
+    assert header.max_timestamp == max(stamps) == records.validate_batch(wrong).max_timestamp  # CRC re-sealed
+    assert bytes(wrong) == batch  # nothing else changed
+    assert [r.timestamp for r in records.decode_records(wrong)[1]] == list(stamps)
+
+
+def test_a_right_max_timestamp_leaves_the_batch_as_it_came(monkeypatch):
+    batch = bytearray(encode_batch([Record(0, T0 + 5, b"a", b"1"), Record(1, T0, b"b", b"2")]))
+    monkeypatch.setattr(records, "reseal_crc", None)  # the hot path: no second CRC pass
+    assert validate(batch)[0][1].max_timestamp == T0 + 5
 
 
 def test_compacted_topics_require_keys():
@@ -235,10 +248,10 @@ def test_what_the_compiled_reader_misreads_is_left_to_the_walk(payload, problem)
 
 def test_a_timestamp_delta_past_64_bits_is_not_wrapped_around():
     # 10 varint bytes carry 70 bits: the reader drops those past 64 and reads -2**63, which
-    # this header's max timestamp would match; the walk keeps them and refuses
+    # this header's max timestamp would match; the walk keeps them and refuses the timestamp
     body = one_record_body(b"\x00" + b"\xff" * 9 + b"\x03" + b"\x00\x02k\x02v\x00")
     assert reader_parse(body)[0][1] == -1 << 63
-    with pytest.raises(InvalidRecordError, match="max timestamp"):
+    with pytest.raises(InvalidRecordError, match="does not fit 64 bits"):
         validate(rebuilt(one_record(), body, base_timestamp=0, max_timestamp=-1 << 63))
 
 

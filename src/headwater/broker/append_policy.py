@@ -1,11 +1,14 @@
 """What a topic's configs ask of each append, past the log validator: records whose
 timestamps lie outside ``message.timestamp.before.max.ms`` / ``after.max.ms`` are refused
-(INVALID_TIMESTAMP, naming each record), and ``compression.type`` other than ``producer``
-recompresses batches to that codec, as Kafka's broker does."""
+(INVALID_TIMESTAMP, naming each record; as Kafka, not a record without a timestamp, -1), and
+``compression.type`` other than ``producer`` recompresses batches to that codec, as Kafka's
+broker does."""
 from __future__ import annotations
 
 from headwater.log.config import PRODUCER, LogConfig
 from headwater.records import Compression, decode_records, iter_batches, recompressed
+
+NO_TIMESTAMP = -1  # Kafka's RecordBatch.NO_TIMESTAMP
 
 CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
           "lz4": Compression.LZ4, "zstd": Compression.ZSTD}
@@ -26,6 +29,8 @@ def timestamp_errors(buf, batches: list, config: LogConfig, now_ms: int) -> list
     errors = []
     for pos, _ in batches:
         for index, record in enumerate(decode_records(buf, pos)[1]):
+            if record.timestamp == NO_TIMESTAMP:
+                continue
             if earliest is not None and record.timestamp < earliest:
                 errors.append((index, f"timestamp {record.timestamp} is more than message.timestamp.before.max.ms "
                                       f"{before} before the broker's time {now_ms}"))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable
 
 from headwater.broker.clock import Clock, LoopClock
 from headwater.broker.config import BrokerConfig
+from headwater.broker.dynamic_config import DynamicBrokerConfigs
 from headwater.broker.fetch_sessions import FetchSessionCache
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
@@ -88,9 +89,11 @@ class Broker:
         self.config = config
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = self._lock_data_dir(config.data_dir)
-        self.log_manager = LogManager(config.data_dir,
-                               log_defaults or LogConfig.from_topic_configs(config.topic_defaults, LogConfig()),
-                               config.max_partitions)
+        # the topic defaults the broker started with, under what AlterConfigs set on the broker resource
+        self.static_log_defaults = log_defaults or LogConfig.from_topic_configs(config.topic_defaults, LogConfig())
+        self.dynamic_configs = DynamicBrokerConfigs(config.data_dir)
+        self.log_manager = LogManager(config.data_dir, self.dynamic_configs.topic_defaults(self.static_log_defaults),
+                                      config.max_partitions)
         self.cluster_id = self._load_cluster_id(config.data_dir)
         self.producer_ids = ProducerIds(config.data_dir)
         self.credentials = CredentialStore(config.data_dir)  # SASL users, re-read when `headwater users` changes them
@@ -106,7 +109,8 @@ class Broker:
         # Replays __consumer_offsets: groups and offsets are back.
         clock = clock or LoopClock()
         fsync_each_write = config.flush == "always"
-        self.groups = GroupCoordinator(GroupStore(self.log_manager, self.append, fsync_each_write), clock)
+        self.groups = GroupCoordinator(GroupStore(self.log_manager, self.append, fsync_each_write), clock,
+                                       config.group_initial_rebalance_delay_ms)
         # Replays __transaction_state: decided transactions are finished, open ones aborted.
         self.txn_partitions = TxnPartitions(self.log_manager, self.growth, fsync_each_write)
         self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, self.append, fsync_each_write),

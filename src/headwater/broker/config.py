@@ -30,6 +30,7 @@ class BrokerConfig:
     retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
     cleaner_interval_ms: int = 15 * 1000               # log.cleaner.backoff.ms: pause between cleaner passes
     cleaner_io_max_bytes_per_second: float | None = None  # log.cleaner.io.max.bytes.per.second; None: unthrottled
+    group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
     fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots (KIP-227)
     udp_listeners: list = field(default_factory=list)  # ingest.udp.UdpListenerConfig: StatsD / raw datagrams
     http_listener: tuple[str, int] | None = None  # where /metrics and the web console are served; None: nowhere

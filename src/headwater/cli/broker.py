@@ -143,6 +143,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--cleaner-io-max-bytes-per-second", type=positive_float, metavar="BYTES",
                    help="log.cleaner.io.max.bytes.per.second: the cleaner's reads and writes, at most (default: "
                         "unthrottled)")
+    p.add_argument("--group-initial-rebalance-delay-ms", default=3000, type=non_negative_int, metavar="MS",
+                   help="group.initial.rebalance.delay.ms: a new consumer group's first rebalance waits this long for "
+                        "more members, longer while they keep joining (default %(default)s)")
     p.add_argument("--max-incremental-fetch-session-cache-slots", default=1000, type=non_negative_int, metavar="N",
                    help="fetch sessions (KIP-227) kept; the least used give way, 0 turns them off (default %(default)s)")
     p.add_argument("--http-listener", type=_expecting(_http_listener, "[http://|https://]HOST:PORT"),
@@ -221,6 +224,7 @@ def _config(args) -> BrokerConfig:
                         http_listener=args.http_listener[1] if args.http_listener else None,
                         http_tls=bool(args.http_listener and args.http_listener[0]),
                         fetch_session_cache_slots=args.max_incremental_fetch_session_cache_slots,
+                        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
                         console_allow_writes=args.console_allow_writes, listeners=args.listener,
                         tls=_tls(args), sasl_mechanisms=args.sasl_mechanisms,
                         failed_authentication_delay_ms=args.failed_authentication_delay_ms,

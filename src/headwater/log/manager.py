@@ -123,7 +123,10 @@ class LogManager:
                    "deleting": self._deleting if deleting is None else deleting}
         replace_atomically(self.data_dir / CATALOG, json.dumps(catalog, sort_keys=True, indent=1))
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+    def check_new_topic(self, name: str, partitions: int,
+                        configs: dict[str, str] | None = None) -> tuple[dict[str, str], LogConfig]:
+        """Everything create_topic checks, creating nothing (CreateTopics' validate_only): the
+        overrides as they would be kept and the effective config, or the error a create raises."""
         validate_topic_name(name)
         if name in self.topics:
             raise TopicExistsError(f"topic {name!r} already exists")
@@ -131,7 +134,10 @@ class LogManager:
             raise ValueError(f"number of partitions must be at least 1, got {partitions!r}")
         self.check_partition_limit(partitions)
         configs = {k: str(v) for k, v in (configs or {}).items() if v is not None}  # null: the default
-        config = LogConfig.from_topic_configs(configs, self.defaults)
+        return configs, LogConfig.from_topic_configs(configs, self.defaults)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+        configs, config = self.check_new_topic(name, partitions, configs)
         logs: list[Log] = []
         try:
             self._open_new_partitions(name, range(partitions), config, logs)
@@ -218,6 +224,14 @@ class LogManager:
         for log in topic.partitions:
             log.update_config(config)
         return topic
+
+    def set_defaults(self, defaults: LogConfig) -> None:
+        """New broker defaults of topic configs: each topic inherits them where it has no override."""
+        self.defaults = defaults
+        for topic in list(self.topics.values()):
+            topic.config = LogConfig.from_topic_configs(topic.configs, defaults)
+            for log in topic.partitions:
+                log.update_config(topic.config)
 
     def _logs(self) -> list[Log]:
         return [log for topic in list(self.topics.values()) for log in topic.partitions]

@@ -92,8 +92,8 @@ async def create_topics(broker, header, request):
             error, message = ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists"
         else:
             try:
-                if request.validate_only:
-                    broker.log_manager.check_partition_limit(partitions)
+                if request.validate_only:  # the same checks as a create, answered the same
+                    broker.log_manager.check_new_topic(t.name, partitions, configs)
                 else:
                     broker.log_manager.create_topic(t.name, partitions, configs)
                     log.info("created topic %s with %d partition(s) %s", t.name, partitions, configs or "")

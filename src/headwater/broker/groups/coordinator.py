@@ -5,7 +5,9 @@ Stable, Dead) are drawn in ``Group.transition``, the one place a group changes s
 
 A rebalance opens a new generation. JoinGroup answers wait (a future the handler awaits)
 until every known member has rejoined or the rebalance timeout has passed; members that
-did not rejoin are dropped. The leader (first member to join) receives everyone's
+did not rejoin are dropped. The first rebalance of an Empty group waits
+group.initial.rebalance.delay.ms, again each time a new member joined meanwhile, within the
+rebalance timeout, as Kafka's does: consumers that start together land in one generation. The leader (first member to join) receives everyone's
 subscription and sends the assignment back in its SyncGroup, which the coordinator hands
 to each member. Members that stop heartbeating for their session timeout are removed by a
 timer, which starts the next rebalance; so do LeaveGroup and a changed subscription.
@@ -69,8 +71,9 @@ class JoinResult:
 
 
 class GroupCoordinator:
-    def __init__(self, store: GroupStore, clock: Clock):
+    def __init__(self, store: GroupStore, clock: Clock, initial_rebalance_delay_ms: int):
         self.store, self.clock = store, clock
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms   # group.initial.rebalance.delay.ms
         self._groups: dict[str, Group] = store.load()
         for group in self._groups.values():
             for member in group.members.values():  # restored members get one session to come back
@@ -160,6 +163,7 @@ class GroupCoordinator:
             group.static_members[req.instance_id] = member_id
         if group.leader is None:
             group.leader = member_id
+        group.new_member_added = group.initial_join_delayed
         log.info("group %r: member %r joins", group.group_id, member_id)
         return self._wait_for_join(group, member)
 
@@ -181,14 +185,30 @@ class GroupCoordinator:
     def _prepare_rebalance(self, group: Group) -> None:
         if group.state is Completing:
             self._fail_syncs(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        initial = group.state is Empty and self.initial_rebalance_delay_ms > 0
         group.transition(Preparing)
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()
-        group.rebalance_timer = self.clock.after(group.rebalance_timeout_ms(), self._complete_join, group)
+        if initial:
+            group.initial_join_delayed, group.new_member_added = True, False
+            delay = self.initial_rebalance_delay_ms
+            group.rebalance_timer = self.clock.after(delay, self._initial_delay_passed, group,
+                                                     max(group.rebalance_timeout_ms() - delay, 0))
+        else:
+            group.rebalance_timer = self.clock.after(group.rebalance_timeout_ms(), self._complete_join, group)
         log.info("group %r: preparing rebalance (generation %d)", group.group_id, group.generation)
 
+    def _initial_delay_passed(self, group: Group, remaining_ms: int) -> None:
+        """Wait one more delay (at most what is left of the rebalance timeout) if members came meanwhile."""
+        if group.new_member_added and remaining_ms > 0:
+            group.new_member_added = False
+            delay = min(self.initial_rebalance_delay_ms, remaining_ms)
+            group.rebalance_timer = self.clock.after(delay, self._initial_delay_passed, group, remaining_ms - delay)
+        else:
+            self._complete_join(group)
+
     def _maybe_complete_join(self, group: Group) -> None:
-        if group.state is Preparing and group.all_joined():
+        if group.state is Preparing and not group.initial_join_delayed and group.all_joined():
             self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
@@ -198,6 +218,7 @@ class GroupCoordinator:
             group.rebalance_timer = None
         if group.state is not Preparing:
             return
+        group.initial_join_delayed = False
         for member in [m for m in group.members.values() if m.join_waiter is None]:
             log.info("group %r: member %r did not rejoin in time", group.group_id, member.member_id)
             self._remove(group, member)

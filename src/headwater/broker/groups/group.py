@@ -95,12 +95,17 @@ class Group:
     pending_members: dict[str, Timer] = field(default_factory=dict)  # ids handed out, not joined yet
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     rebalance_timer: Timer | None = None
+    # group.initial.rebalance.delay.ms: the first rebalance out of Empty waits for more members
+    # (it completes only at its timer, not once all have joined) and waits longer while they come
+    initial_join_delayed: bool = False
+    new_member_added: bool = False   # since the delay was last set
 
     def transition(self, to: GroupState) -> None:
         """Move to state ``to``; IllegalTransition unless the diagram has that edge.
 
             Empty --first join--> PreparingRebalance
             PreparingRebalance --all rejoined, or the rebalance timeout--> CompletingRebalance
+                (out of Empty: when group.initial.rebalance.delay.ms has passed with no member joining)
             PreparingRebalance --nobody rejoined--> Empty
             CompletingRebalance --leader's assignment stored--> Stable
             CompletingRebalance --join, leave, expiry, unusable assignment--> PreparingRebalance
