@@ -45,7 +45,7 @@ JVM_BUILD := build/jvm
 $(JVM_BUILD)/.installed: $(shell find jvm -type f)
 	@command -v mvn >/dev/null || (echo "make jvm needs Maven and a JDK 17: make system-deps" && false)
 	rm -rf $(JVM_BUILD)/kafka $(JVM_BUILD)/spark-kafka
-	mvn -B -q -Dstyle.color=never -f jvm/pom.xml package
+	mvn -B -q -f jvm/pom.xml package
 	touch $@
 
 jvm: $(JVM_BUILD)/.installed

@@ -1,0 +1,222 @@
+"""Apache Kafka's own command-line tools and Java clients (4.4, from Maven Central by `make jvm`)
+against a Headwater broker: each tool's output is compared with what confluent-kafka sees."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import ConfigResource
+
+from headwater.testing import BrokerProcess, KafkaTools, kafka_classpath, run_java
+
+from .clients import confluent_consume, confluent_produce
+from .groups import admin, create_topic
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("kafka-tools") / "data", "--num-partitions", "3") as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory):
+    """One JVM for the module's tools (its stray output in tools.log)."""
+    try:
+        kafka_classpath()
+    except FileNotFoundError as missing:
+        # In CI missing jars fail the run; only by hand does it skip.
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(str(missing))
+    with KafkaTools(tmp_path_factory.mktemp("kafka-tools-jvm") / "tools.log") as launcher:
+        yield launcher
+
+
+def run(tools, broker, tool, *args, input=""):
+    """The tool's stdout, once it exited 0."""
+    done = tools.run(tool, "--bootstrap-server", broker.bootstrap, *args, input=input)
+    assert done.exit_code == 0, f"{tool} {args} exited {done.exit_code}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def partitions_of(broker, topic) -> int:
+    return len(admin(broker.bootstrap).list_topics(topic, timeout=10).topics[topic].partitions)
+
+
+def watermarks(broker, topic, partitions) -> dict[int, tuple[int, int]]:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def committed(broker, group, topic, partitions) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()
+
+
+def produce(broker, topic, count) -> list[tuple]:
+    """`count` keyed records; their (partition, offset, key, value, headers) as delivered."""
+    return confluent_produce(broker.bootstrap, topic, [(f"k{i % 7}".encode(), f"v{i}".encode(), [])
+                                                       for i in range(count)])
+
+
+def describe_table(stdout: str) -> dict[int, dict[str, str]]:
+    """kafka-topics --describe's partition lines: partition -> {field: value}."""
+    table = {}
+    for line in stdout.splitlines():
+        if line.startswith("\tTopic:"):
+            fields = dict(re.findall(r"(\w+): ?([^\t]*)", line))
+            table[int(fields["Partition"])] = fields
+    return table
+
+
+def test_topics_create_describe_alter_delete(tools, broker):
+    assert "Created topic tools-topic." in run(tools, broker, "kafka-topics", "--create", "--topic", "tools-topic",
+                                               "--partitions", "2", "--config", "retention.ms=3600000")
+    described = run(tools, broker, "kafka-topics", "--describe", "--topic", "tools-topic")
+    assert "PartitionCount: 2" in described and "retention.ms=3600000" in described
+    assert {p: (row["Leader"], row["Replicas"], row["Isr"]) for p, row in describe_table(described).items()} \
+        == {p: ("0", "0", "0") for p in range(partitions_of(broker, "tools-topic"))}
+
+    run(tools, broker, "kafka-topics", "--alter", "--topic", "tools-topic", "--partitions", "5")
+    assert partitions_of(broker, "tools-topic") == 5
+    assert sorted(describe_table(run(tools, broker, "kafka-topics", "--describe", "--topic", "tools-topic"))) \
+        == list(range(5))
+
+    run(tools, broker, "kafka-topics", "--delete", "--topic", "tools-topic")
+    assert "tools-topic" not in admin(broker.bootstrap).list_topics(timeout=10).topics
+    assert "tools-topic" not in run(tools, broker, "kafka-topics", "--list").split()
+
+
+def test_console_producer_then_consumer(tools, broker):
+    create_topic(broker.bootstrap, "console", 3)
+    lines = [f"key-{i % 5}:value {i}" for i in range(40)]
+    run(tools, broker, "kafka-console-producer", "--topic", "console", "--reader-property", "parse.key=true",
+        "--reader-property", "key.separator=:", input="\n".join(lines) + "\n")
+    written = confluent_consume(broker.bootstrap, "console", range(3), len(lines))
+    assert sorted(f"{key.decode()}:{value.decode()}" for _, _, key, value, _ in written) == sorted(lines)
+
+    out = run(tools, broker, "kafka-console-consumer", "--topic", "console", "--from-beginning",
+              "--max-messages", str(len(lines)), "--formatter-property", "print.key=true",
+              "--formatter-property", "print.partition=true", "--formatter-property", "key.separator=:",
+              "--timeout-ms", "30000")
+    # key.separator is also the formatter's separator between the partition and the key
+    assert sorted(out.splitlines()) \
+        == sorted(f"Partition:{p}:{key.decode()}:{value.decode()}" for p, _, key, value, _ in written)
+
+
+def test_consumer_groups_describe_and_reset(tools, broker):
+    create_topic(broker.bootstrap, "grouped", 3)
+    produce(broker, "grouped", 60)
+    ends = {p: high for p, (_, high) in watermarks(broker, "grouped", 3).items()}
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "tools-group"})
+    positions = {p: end // 2 for p, end in ends.items()}
+    consumer.commit(offsets=[TopicPartition("grouped", p, o) for p, o in positions.items()], asynchronous=False)
+    consumer.close()
+
+    out = run(tools, broker, "kafka-consumer-groups", "--describe", "--group", "tools-group")
+    rows = [line.split() for line in out.splitlines() if line.startswith("tools-group ")]
+    assert {int(r[2]): (int(r[3]), int(r[4]), int(r[5])) for r in rows} \
+        == {p: (positions[p], ends[p], ends[p] - positions[p]) for p in range(3)}
+
+    out = run(tools, broker, "kafka-consumer-groups", "--reset-offsets", "--group", "tools-group", "--topic",
+              "grouped", "--to-earliest", "--execute")
+    assert committed(broker, "tools-group", "grouped", 3) == {p: 0 for p in range(3)}
+    assert {int(r[2]): int(r[3]) for r in (line.split() for line in out.splitlines())
+            if r[:2] == ["tools-group", "grouped"]} == {p: 0 for p in range(3)}
+
+
+def test_get_offsets_and_delete_records(tools, broker, tmp_path):
+    create_topic(broker.bootstrap, "trimmed", 2)
+    produce(broker, "trimmed", 30)
+    ends = {p: high for p, (_, high) in watermarks(broker, "trimmed", 2).items()}
+
+    def offsets(time):
+        out = run(tools, broker, "kafka-get-offsets", "--topic", "trimmed", "--time", time)
+        return {int(p): int(o) for _, p, o in (line.split(":") for line in out.splitlines())}
+    assert offsets("-1") == ends
+    assert offsets("-2") == {0: 0, 1: 0}
+
+    cut = {0: ends[0] // 3, 1: ends[1]}
+    plan = tmp_path / "offsets.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "trimmed", "partition": p, "offset": o}
+                                                             for p, o in cut.items()]}))
+    out = run(tools, broker, "kafka-delete-records", "--offset-json-file", str(plan))
+    assert f"partition: trimmed-0\tlow_watermark: {cut[0]}" in out
+    assert {p: low for p, (low, _) in watermarks(broker, "trimmed", 2).items()} == cut
+    assert offsets("-2") == cut
+
+
+def test_configs_describe_and_alter(tools, broker):
+    create_topic(broker.bootstrap, "configured", 1)
+    run(tools, broker, "kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", "configured",
+        "--add-config", "retention.ms=7200000,cleanup.policy=compact")
+    resource, client = ConfigResource("topic", "configured"), admin(broker.bootstrap)
+    truth = client.describe_configs([resource])[resource].result(30)
+    assert (truth["retention.ms"].value, truth["cleanup.policy"].value) == ("7200000", "compact")
+    out = run(tools, broker, "kafka-configs", "--describe", "--entity-type", "topics", "--entity-name", "configured")
+    assert {line.split()[0] for line in out.splitlines()[1:]} == {"retention.ms=7200000", "cleanup.policy=compact"}
+
+    run(tools, broker, "kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", "configured",
+        "--delete-config", "cleanup.policy")
+    truth = client.describe_configs([resource])[resource].result(30)
+    assert (truth["retention.ms"].value, truth["cleanup.policy"].value) == ("7200000", "delete")
+
+
+def test_verifiable_producer_and_consumer(tools, broker):
+    create_topic(broker.bootstrap, "verified", 3)
+    sent = tools.run("kafka-verifiable-producer", "--bootstrap-server", broker.bootstrap, "--topic", "verified",
+                     "--max-messages", "300", "--acks", "-1")
+    events = [json.loads(line) for line in sent.stdout.splitlines()]
+    acked = {(e["partition"], e["offset"]) for e in events if e["name"] == "producer_send_success"}
+    summary = next(e for e in events if e["name"] == "tool_data")
+    assert (summary["sent"], summary["acked"], len(acked)) == (300, 300, 300), sent.stderr
+
+    got = tools.run("kafka-verifiable-consumer", "--bootstrap-server", broker.bootstrap, "--topic", "verified",
+                    "--group-id", "verifier", "--group-protocol", "classic", "--max-messages", "300")
+    events = [json.loads(line) for line in got.stdout.splitlines()]
+    consumed = {(part["partition"], offset) for e in events if e["name"] == "records_consumed"
+                for part in e["partitions"] for offset in range(part["minOffset"], part["maxOffset"] + 1)}
+    assert consumed == acked, got.stderr   # none lost, none invented
+    # Unkeyed records stick to one partition: the others are empty, with nothing committed.
+    ends = {p: high or -1001 for p, (_, high) in watermarks(broker, "verified", 3).items()}
+    assert committed(broker, "verifier", "verified", 3) == ends
+
+
+def test_producer_and_consumer_perf_tests(tools, broker):
+    create_topic(broker.bootstrap, "perf", 3)
+    out = run(tools, broker, "kafka-producer-perf-test", "--topic", "perf", "--num-records", "2000",
+              "--record-size", "100", "--throughput", "-1", "--command-property", "acks=all")
+    assert out.splitlines()[-1].startswith("2000 records sent")
+    assert sum(high for _, high in watermarks(broker, "perf", 3).values()) == 2000
+
+    out = run(tools, broker, "kafka-consumer-perf-test", "--topic", "perf", "--messages", "2000",
+              "--timeout", "30000")
+    header, row = out.splitlines()[-2:]
+    assert dict(zip(header.split(", "), row.split(", ")))["data.consumed.in.nMsg"] == "2000"
+
+
+def test_java_clients_round_trip(broker):
+    """An idempotent KafkaProducer and a classic-group KafkaConsumer (jvm/.../ClientRoundTrip)."""
+    create_topic(broker.bootstrap, "java-clients", 3)
+    done = run_java("headwater.jvm.ClientRoundTrip", broker.bootstrap, "java-clients", "java-group", "50")
+    assert done.exit_code == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    sent = [(e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "sent"]
+    received = [(e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "received"]
+    truth = [(p, o, k.decode(), v.decode()) for p, o, k, v, _ in confluent_consume(broker.bootstrap, "java-clients",
+                                                                                   range(3), 50)]
+    assert sorted(sent) == sorted(received) == sorted(truth)
+    per_partition = {p: sorted(o for q, o, _, _ in sent if q == p) for p in range(3)}
+    assert all(offsets == list(range(len(offsets))) for offsets in per_partition.values())   # no duplicates
+    assert {e["partition"]: e["offset"] for e in events if e["event"] == "committed"} \
+        == {p: len(o) for p, o in per_partition.items() if o}
+    assert committed(broker, "java-group", "java-clients", 3) == {p: len(o) or -1001 for p, o in per_partition.items()}
