@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
-from headwater.testing import BrokerProcess, KafkaTools, kafka_classpath, run_java
+from headwater.testing import BrokerProcess, KafkaTools, kafka_classpath
 
 from .clients import confluent_consume, confluent_produce
 from .groups import admin, create_topic
@@ -204,12 +204,11 @@ def test_producer_and_consumer_perf_tests(tools, broker):
     assert dict(zip(header.split(", "), row.split(", ")))["data.consumed.in.nMsg"] == "2000"
 
 
-def test_java_clients_round_trip(broker):
+def test_java_clients_round_trip(tools, broker):
     """An idempotent KafkaProducer and a classic-group KafkaConsumer (jvm/.../ClientRoundTrip)."""
     create_topic(broker.bootstrap, "java-clients", 3)
-    done = run_java("headwater.jvm.ClientRoundTrip", broker.bootstrap, "java-clients", "java-group", "50")
-    assert done.exit_code == 0, done.stderr
-    events = [json.loads(line) for line in done.stdout.splitlines()]
+    events = json_lines(tools.run("headwater.jvm.ClientRoundTrip", broker.bootstrap, "java-clients", "java-group",
+                                  "50"))
     sent = [(e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "sent"]
     received = [(e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "received"]
     truth = [(p, o, k.decode(), v.decode()) for p, o, k, v, _ in confluent_consume(broker.bootstrap, "java-clients",
@@ -382,3 +381,37 @@ def test_share_groups_reset_offsets(tools, broker):
     out = run(tools, broker, "kafka-console-share-consumer", "--topic", "queued-reset", "--group", "reset-share",
               "--max-messages", "10", "--formatter-property", "print.key=true", "--timeout-ms", "30000")
     assert sorted(out.splitlines()) == sorted(records)
+
+
+def json_lines(done) -> list[dict]:
+    assert done.exit_code == 0, f"exited {done.exit_code}:\n{done.stdout}\n{done.stderr}"
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_java_transactional_copy_with_offsets_in_the_transaction(tools, broker):
+    """A transactional KafkaProducer with sendOffsetsToTransaction (jvm/.../TransactionalCopy)."""
+    create_topic(broker.bootstrap, "copy-in", 2)
+    create_topic(broker.bootstrap, "copy-out", 2)
+    sent = produce(broker, "copy-in", 40)
+    events = json_lines(tools.run("headwater.jvm.TransactionalCopy", broker.bootstrap, "copy-in", "copy-out",
+                                 "copier", "copier-txn", "40"))
+    copied = {(e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "copied"}
+    assert sorted((k, v) for _, _, k, v in copied) == sorted((k.decode(), v.decode().upper()) for _, _, k, v, _ in sent)
+
+    ends = {p: high for p, (_, high) in watermarks(broker, "copy-in", 2).items()}
+    assert {e["partition"]: e["offset"] for e in events if e["event"] == "committed"} == ends
+    assert committed(broker, "copier", "copy-in", 2) == ends
+    # a read_committed reader sees the copies and nothing of the aborted transaction
+    visible = confluent_consume(broker.bootstrap, "copy-out", range(2), len(copied),
+                               **{"isolation.level": "read_committed"})
+    assert {(p, o, k.decode(), v.decode()) for p, o, k, v, _ in visible} == copied
+    assert any(e["event"] == "aborted" for e in events)
+
+
+def test_java_share_consumer(tools, broker):
+    """Java's KafkaShareConsumer (jvm/.../ShareRead) in a share group reading from the earliest offset."""
+    records = share_records(broker, "java-queued", "java-share", 30)
+    run(tools, broker, "kafka-configs", "--alter", "--entity-type", "groups", "--entity-name", "java-share",
+        "--add-config", "share.auto.offset.reset=earliest")
+    events = json_lines(tools.run("headwater.jvm.ShareRead", broker.bootstrap, "java-queued", "java-share", "30"))
+    assert sorted(f"{e['key']}\t{e['value']}" for e in events) == sorted(records)

@@ -22,7 +22,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * Java's own clients against a broker: an idempotent KafkaProducer sends {@code count} keyed
  * records, then a KafkaConsumer in a classic group reads them back and commits. Prints one JSON
  * object per line ({@code sent}, {@code received}, {@code committed}) for the caller to compare
- * with what it expects. Arguments: bootstrap servers, topic, group id, count.
+ * with what it expects. Arguments: bootstrap servers, topic, group id, count, and optionally a
+ * client properties file (security settings).
  */
 public final class ClientRoundTrip {
 
@@ -32,8 +33,7 @@ public final class ClientRoundTrip {
         String group = args[2];
         int count = Integer.parseInt(args[3]);
 
-        Properties producerConfig = new Properties();
-        producerConfig.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Properties producerConfig = Programs.config(bootstrap, args, 4);
         producerConfig.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         producerConfig.put(ProducerConfig.ACKS_CONFIG, "all");
         try (KafkaProducer<String, String> producer =
@@ -41,12 +41,11 @@ public final class ClientRoundTrip {
             for (int i = 0; i < count; i++) {
                 String key = "k" + i;
                 RecordMetadata sent = producer.send(new ProducerRecord<>(topic, key, "v" + i)).get();
-                print("sent", sent.partition(), sent.offset(), key, "v" + i);
+                Programs.print("sent", sent.partition(), sent.offset(), key, "v" + i);
             }
         }
 
-        Properties consumerConfig = new Properties();
-        consumerConfig.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        Properties consumerConfig = Programs.config(bootstrap, args, 4);
         consumerConfig.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         consumerConfig.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
         consumerConfig.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
@@ -58,7 +57,7 @@ public final class ClientRoundTrip {
             int received = 0;
             while (received < count) {
                 for (ConsumerRecord<String, String> record : consumer.poll(Duration.ofSeconds(1))) {
-                    print("received", record.partition(), record.offset(), record.key(), record.value());
+                    Programs.print("received", record.partition(), record.offset(), record.key(), record.value());
                     next.put(new TopicPartition(record.topic(), record.partition()),
                              new OffsetAndMetadata(record.offset() + 1));
                     received++;
@@ -66,15 +65,8 @@ public final class ClientRoundTrip {
             }
             consumer.commitSync(next);
             for (Map.Entry<TopicPartition, OffsetAndMetadata> committed : consumer.committed(next.keySet()).entrySet()) {
-                System.out.printf("{\"event\": \"committed\", \"partition\": %d, \"offset\": %d}%n",
-                                  committed.getKey().partition(), committed.getValue().offset());
+                Programs.printOffset("committed", committed.getKey().partition(), committed.getValue().offset());
             }
         }
-    }
-
-    // Keys and values are the ASCII this program makes: no escaping needed.
-    private static void print(String event, int partition, long offset, String key, String value) {
-        System.out.printf("{\"event\": \"%s\", \"partition\": %d, \"offset\": %d, \"key\": \"%s\", \"value\": \"%s\"}%n",
-                          event, partition, offset, key, value);
     }
 }
