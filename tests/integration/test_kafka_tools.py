@@ -2,9 +2,13 @@
 against a Headwater broker: each tool's output is compared with what confluent-kafka sees."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -34,9 +38,41 @@ def tools(tmp_path_factory):
         yield launcher
 
 
+@dataclasses.dataclass
+class SecuredBroker:
+    """A broker's SASL_SSL listener: the tools' --command-config file, librdkafka's settings."""
+    bootstrap: str
+    command_config: Path
+    client_config: dict
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """A broker with one SASL_SSL listener (SCRAM-SHA-512); alice is a super user."""
+    base = tmp_path_factory.mktemp("kafka-tools-secured")
+    certs, data = base / "certs", base / "data"
+    for command in (["certs", "--out", str(certs)],
+                    ["users", "create", "--data-dir", str(data), "alice", "--password", "alice-pw", "--iterations", "4096"]):
+        subprocess.run([sys.executable, "-m", "headwater", *command], check=True, capture_output=True)
+    with BrokerProcess(data, "--listener", "SASL_SSL://127.0.0.1:0", "--ssl-certfile", str(certs / "broker.pem"),
+                       "--ssl-keyfile", str(certs / "broker.key"), "--ssl-cafile", str(certs / "ca.pem"),
+                       "--super-user", "User:alice") as proc:
+        command_config = base / "client.properties"
+        command_config.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+            'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="alice" password="alice-pw";\n'
+            f"ssl.truststore.type=PEM\nssl.truststore.location={certs / 'ca.pem'}\n")
+        bootstrap = f"127.0.0.1:{proc.listeners['SASL_SSL']}"
+        yield SecuredBroker(bootstrap, command_config, {
+            "bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL", "ssl.ca.location": str(certs / "ca.pem"),
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "alice-pw"})
+
+
 def run(tools, broker, tool, *args, input=""):
-    """The tool's stdout, once it exited 0."""
-    done = tools.run(tool, "--bootstrap-server", broker.bootstrap, *args, input=input)
+    """The tool's stdout, once it exited 0 (over SASL_SSL for a SecuredBroker)."""
+    security = ("--command-config", str(broker.command_config)) if isinstance(broker, SecuredBroker) else ()
+    done = tools.run(tool, "--bootstrap-server", broker.bootstrap, *security, *args, input=input)
     assert done.exit_code == 0, f"{tool} {args} exited {done.exit_code}:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -415,3 +451,34 @@ def test_java_share_consumer(tools, broker):
         "--add-config", "share.auto.offset.reset=earliest")
     events = json_lines(tools.run("headwater.jvm.ShareRead", broker.bootstrap, "java-queued", "java-share", "30"))
     assert sorted(f"{e['key']}\t{e['value']}" for e in events) == sorted(records)
+
+
+def test_tools_and_java_clients_over_sasl_ssl(tools, secured):
+    """kafka-topics, the console producer and consumer, kafka-consumer-groups and Java's clients
+    with SCRAM-SHA-512 over TLS (the CA as a PEM truststore)."""
+    from confluent_kafka.admin import AdminClient
+    run(tools, secured, "kafka-topics", "--create", "--topic", "sealed", "--partitions", "2")
+    metadata = AdminClient(secured.client_config).list_topics("sealed", timeout=10).topics["sealed"]
+    described = run(tools, secured, "kafka-topics", "--describe", "--topic", "sealed")
+    assert sorted(describe_table(described)) == sorted(metadata.partitions) == [0, 1]
+
+    lines = [f"line {i}" for i in range(20)]
+    run(tools, secured, "kafka-console-producer", "--topic", "sealed", input="\n".join(lines) + "\n")
+    out = run(tools, secured, "kafka-console-consumer", "--topic", "sealed", "--group", "sealed-readers",
+              "--from-beginning", "--max-messages", "20", "--timeout-ms", "30000")
+    assert sorted(out.splitlines()) == sorted(lines)
+    written = confluent_consume(secured.bootstrap, "sealed", range(2), 20, **{
+        k: v for k, v in secured.client_config.items() if k != "bootstrap.servers"})
+    assert sorted(value.decode() for _, _, _, value, _ in written) == sorted(lines)
+
+    # the console consumer committed what it read: the group's offsets are the ends, no lag
+    ends = {p: sum(1 for q, *_ in written if q == p) for p in range(2)}
+    rows = table(run(tools, secured, "kafka-consumer-groups", "--describe", "--group", "sealed-readers"), "GROUP")
+    assert {int(r["PARTITION"]): (int(r["CURRENT-OFFSET"]), int(r["LOG-END-OFFSET"]), int(r["LAG"])) for r in rows} \
+        == {p: (end, end, 0) for p, end in ends.items()}
+
+    events = json_lines(tools.run("headwater.jvm.ClientRoundTrip", secured.bootstrap, "sealed-java", "sealed-group",
+                                  "20", str(secured.command_config)))
+    sent = sorted((e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "sent")
+    assert sent == sorted((e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "received")
+    assert sorted(v for *_, v in sent) == sorted(f"v{i}" for i in range(20))
