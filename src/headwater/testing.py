@@ -484,12 +484,14 @@ KAFKA_TOOLS = {
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
+    "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
     "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-share-consumer": "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-delegation-tokens": "org.apache.kafka.tools.DelegationTokenCommand",
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
@@ -497,9 +499,13 @@ KAFKA_TOOLS = {
     "kafka-groups": "org.apache.kafka.tools.GroupsCommand",
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-replica-verification": "org.apache.kafka.tools.ReplicaVerificationTool",
     "kafka-share-consumer-perf-test": "org.apache.kafka.tools.ShareConsumerPerformance",
     "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+    "kafka-streams-application-reset": "org.apache.kafka.tools.StreamsResetter",
     "kafka-streams-groups": "org.apache.kafka.tools.streams.StreamsGroupCommand",
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
@@ -507,8 +513,9 @@ KAFKA_TOOLS = {
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
     "kafka-verifiable-share-consumer": "org.apache.kafka.tools.VerifiableShareConsumer",
 }
-# These end with System.exit rather than Kafka's Exit, which the launcher cannot intercept:
-# each runs in a JVM of its own.
+
+# These end the JVM with System.exit and print their summary in its shutdown hooks: each runs in
+# a JVM of its own.
 _OWN_JVM = {"kafka-verifiable-consumer", "kafka-verifiable-producer", "kafka-verifiable-share-consumer"}
 
 # Where `make jvm` puts the jars (the repository's build/, next to src/).
@@ -546,8 +553,10 @@ def run_java(main_class: str, *args: str, input: str = "", timeout: float = 120)
 class KafkaTools:
     """One JVM running Kafka's tools one after another (jvm/.../Launcher.java), so a test
     module pays the JVM's start and class loading once: `run("kafka-topics", "--list", ...)`
-    returns the tool's exit code, stdout and stderr. Stray output of a tool's leftover threads
-    goes to `log_file`."""
+    returns the tool's exit code, stdout and stderr. A tool that calls System.exit (argparse4j
+    on bad arguments) ends that JVM, and the next run starts another; the verifiable clients,
+    which print their summary as their JVM shuts down, get a JVM each.
+    Stray output of a tool's leftover threads goes to `log_file`."""
 
     def __init__(self, log_file: Path | None = None):
         self.log_file = log_file
@@ -565,6 +574,8 @@ class KafkaTools:
     def run(self, tool: str, *args: str, input: str = "", timeout: float = 120) -> ToolRun:
         if tool in _OWN_JVM:
             return run_java(tool, *args, input=input, timeout=timeout)
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()   # the last tool ended the JVM with System.exit
         fields = [_main_class(tool), *args]
         if any(c in field for field in fields for c in "\t\n"):
             raise ValueError(f"an argument with a tab or a newline cannot be sent to the launcher: {fields}")
@@ -576,8 +587,10 @@ class KafkaTools:
         header = b""
         while not header.endswith(b"\n"):
             header += self._read(1, deadline, tool)
-        code, out, err = map(int, header.split(b"\t"))
-        return ToolRun(code, self._read(out, deadline, tool).decode(), self._read(err, deadline, tool).decode())
+        code, out, err = header.split(b"\t")
+        stdout, stderr = self._read(int(out), deadline, tool).decode(), self._read(int(err), deadline, tool).decode()
+        # "-": the tool called System.exit, whose status is the JVM's
+        return ToolRun(self.proc.wait(timeout) if code == b"-" else int(code), stdout, stderr)
 
     def _read(self, size: int, deadline: float, tool: str) -> bytes:
         data = b""

@@ -482,3 +482,30 @@ def test_tools_and_java_clients_over_sasl_ssl(tools, secured):
     sent = sorted((e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "sent")
     assert sent == sorted((e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "received")
     assert sorted(v for *_, v in sent) == sorted(f"v{i}" for i in range(20))
+
+
+def test_cluster_id_and_endpoints(tools, broker):
+    metadata = admin(broker.bootstrap).list_topics(timeout=10)
+    # kafka-cluster takes its subcommand first
+    done = tools.run("kafka-cluster", "cluster-id", "--bootstrap-server", broker.bootstrap)
+    assert (done.exit_code, done.stdout.strip()) == (0, f"Cluster ID: {metadata.cluster_id}")
+    [endpoint] = table(tools.run("kafka-cluster", "list-endpoints", "--bootstrap-server", broker.bootstrap).stdout, "ID")
+    assert (endpoint["ID"], endpoint["HOST"], endpoint["PORT"]) == ("0", "127.0.0.1", str(broker.port))
+
+
+def test_scram_user_made_by_kafka_configs_logs_in(tools, secured):
+    from confluent_kafka.admin import AdminClient
+    run(tools, secured, "kafka-configs", "--alter", "--entity-type", "users", "--entity-name", "zed",
+        "--add-config", "SCRAM-SHA-512=[iterations=8192,password=zed-pw]")
+    described = run(tools, secured, "kafka-configs", "--describe", "--entity-type", "users", "--entity-name", "zed")
+    assert described.strip() == "SCRAM credential configs for user-principal 'zed' are SCRAM-SHA-512=iterations=8192"
+    zed = AdminClient({**secured.client_config, "sasl.username": "zed", "sasl.password": "zed-pw"})
+    assert set(zed.list_topics(timeout=30).brokers) == {0}   # authenticated with what the tool stored
+
+
+def test_a_tool_calling_system_exit_ends_its_jvm_not_the_next_tool(tools, broker):
+    """argparse4j answers bad arguments with System.exit(1): the launcher reports it, and the
+    next tool runs in a new JVM."""
+    done = tools.run("kafka-cluster", "--bootstrap-server", broker.bootstrap, "cluster-id")
+    assert done.exit_code == 1 and "usage: kafka-cluster" in done.stderr
+    assert "Cluster ID: " in tools.run("kafka-cluster", "cluster-id", "--bootstrap-server", broker.bootstrap).stdout

@@ -9,6 +9,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.PrintStream;
+import java.io.UncheckedIOException;
 import java.lang.reflect.InvocationTargetException;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
@@ -28,6 +29,10 @@ import org.apache.kafka.common.utils.internals.Exit;
  * calls Exit inside its own catch-all prints this launcher's ExitRequested on its stderr.) Between
  * invocations System.out and System.err are the JVM's stderr, so what a tool's leftover
  * threads print cannot garble the answers.
+ *
+ * <p>A tool that calls System.exit (argparse4j on bad arguments) ends the JVM: a shutdown hook
+ * still answers with what the tool printed, its exit code {@code -}, and the caller takes the
+ * JVM's exit status as the tool's.
  */
 public final class Launcher {
 
@@ -40,6 +45,8 @@ public final class Launcher {
 
     // Tools catch Throwable and exit again with another code: the first request wins.
     private static volatile Integer exitCode;
+    // The running invocation's captured output, for the shutdown hook should it call System.exit.
+    private static volatile ByteArrayOutputStream[] running;
 
     public static void main(String[] args) throws IOException {
         PrintStream idle = new PrintStream(new FileOutputStream(FileDescriptor.err), true);
@@ -54,6 +61,14 @@ public final class Launcher {
         Exit.setHaltProcedure(leave);
         System.setOut(idle);
         System.setErr(idle);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            ByteArrayOutputStream[] output = running;
+            if (output != null) {
+                System.out.flush();
+                System.err.flush();
+                answer(answers, "-", output[0], output[1]);
+            }
+        }));
         DataInputStream requests = new DataInputStream(System.in);
         String line;
         while ((line = readLine(requests)) != null) {
@@ -64,20 +79,29 @@ public final class Launcher {
             System.setIn(new ByteArrayInputStream(input));
             System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
             System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+            running = new ByteArrayOutputStream[] {out, err};
             int code;
             try {
                 code = run(fields[1], Arrays.copyOfRange(fields, 2, fields.length));
             } finally {
+                running = null;
                 System.out.flush();
                 System.err.flush();
                 System.setOut(idle);
                 System.setErr(idle);
             }
-            byte[] header = (code + "\t" + out.size() + "\t" + err.size() + "\n").getBytes(StandardCharsets.UTF_8);
-            answers.write(header);
+            answer(answers, Integer.toString(code), out, err);
+        }
+    }
+
+    private static void answer(OutputStream answers, String code, ByteArrayOutputStream out, ByteArrayOutputStream err) {
+        try {
+            answers.write((code + "\t" + out.size() + "\t" + err.size() + "\n").getBytes(StandardCharsets.UTF_8));
             out.writeTo(answers);
             err.writeTo(answers);
             answers.flush();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
