@@ -6,7 +6,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 
-import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -45,11 +44,7 @@ public final class ClientRoundTrip {
             }
         }
 
-        Properties consumerConfig = Programs.config(bootstrap, args, 4);
-        consumerConfig.put(ConsumerConfig.GROUP_ID_CONFIG, group);
-        consumerConfig.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
-        consumerConfig.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        consumerConfig.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        Properties consumerConfig = Programs.classicConsumer(bootstrap, args, 4, group);
         try (KafkaConsumer<String, String> consumer =
                  new KafkaConsumer<>(consumerConfig, new StringDeserializer(), new StringDeserializer())) {
             consumer.subscribe(List.of(topic));

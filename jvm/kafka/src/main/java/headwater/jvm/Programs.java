@@ -23,6 +23,16 @@ final class Programs {
         return config;
     }
 
+    /** A classic-protocol group member that reads from the earliest offset and commits itself. */
+    static Properties classicConsumer(String bootstrap, String[] args, int fileArg, String group) throws IOException {
+        Properties config = config(bootstrap, args, fileArg);
+        config.put("group.id", group);
+        config.put("group.protocol", "classic");
+        config.put("auto.offset.reset", "earliest");
+        config.put("enable.auto.commit", "false");
+        return config;
+    }
+
     // Keys and values are the ASCII the tests send: no escaping needed.
     static void print(String event, int partition, long offset, String key, String value) {
         System.out.printf("{\"event\": \"%s\", \"partition\": %d, \"offset\": %d, \"key\": \"%s\", \"value\": \"%s\"}%n",

@@ -32,18 +32,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class TransactionalCopy {
 
     public static void main(String[] args) throws Exception {
-        String bootstrap = args[0];
-        String input = args[1];
+        Properties consumerConfig = Programs.classicConsumer(args[0], args, 6, args[3]);
+        consumerConfig.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        Properties producerConfig = Programs.config(args[0], args, 6);
         String output = args[2];
         int count = Integer.parseInt(args[5]);
-
-        Properties consumerConfig = Programs.config(bootstrap, args, 6);
-        consumerConfig.put(ConsumerConfig.GROUP_ID_CONFIG, args[3]);
-        consumerConfig.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
-        consumerConfig.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        consumerConfig.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-        consumerConfig.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
-        Properties producerConfig = Programs.config(bootstrap, args, 6);
         producerConfig.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, args[4]);
 
         try (KafkaConsumer<String, String> consumer =
@@ -58,7 +51,7 @@ public final class TransactionalCopy {
             }
             producer.abortTransaction();
 
-            consumer.subscribe(List.of(input));
+            consumer.subscribe(List.of(args[1]));
             Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
             int copied = 0;
             while (copied < count) {
