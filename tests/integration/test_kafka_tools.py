@@ -509,3 +509,24 @@ def test_a_tool_calling_system_exit_ends_its_jvm_not_the_next_tool(tools, broker
     done = tools.run("kafka-cluster", "--bootstrap-server", broker.bootstrap, "cluster-id")
     assert done.exit_code == 1 and "usage: kafka-cluster" in done.stderr
     assert "Cluster ID: " in tools.run("kafka-cluster", "cluster-id", "--bootstrap-server", broker.bootstrap).stdout
+
+
+def test_client_quotas_set_by_kafka_configs(tools, broker, request):
+    """AlterClientQuotas and DescribeClientQuotas, with Headwater's own CLI reading them back."""
+    # the default quota would throttle every later client of the module's broker
+    request.addfinalizer(lambda: run(tools, broker, "kafka-configs", "--alter", "--entity-type", "clients",
+                                     "--entity-default", "--delete-config", "request_percentage"))
+    run(tools, broker, "kafka-configs", "--alter", "--entity-type", "clients", "--entity-name", "metered",
+        "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048")
+    run(tools, broker, "kafka-configs", "--alter", "--entity-type", "clients", "--entity-default",
+        "--add-config", "request_percentage=50")
+    read_back = subprocess.run([sys.executable, "-m", "headwater", "quotas", "describe", "--bootstrap-server",
+                                broker.bootstrap, "--json"], capture_output=True, text=True, check=True)
+    assert {q["client_id"]: q for q in json.loads(read_back.stdout)} == {
+        "<default>": {"client_id": "<default>", "producer_byte_rate": None, "consumer_byte_rate": None,
+                      "request_percentage": 50.0},
+        "metered": {"client_id": "metered", "producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0,
+                    "request_percentage": None}}
+    described = run(tools, broker, "kafka-configs", "--describe", "--entity-type", "clients", "--entity-name", "metered")
+    assert described.strip() == \
+        "Quota configs for client-id 'metered' are consumer_byte_rate=2048.0, producer_byte_rate=1024.0"
