@@ -670,7 +670,7 @@ def test_cli_over_sasl_ssl_with_scram(secured, tmp_path):
     described = _cli(secured, properties, "groups", "describe", group)
     assert described.returncode == 0, described.stderr
     offsets = json.loads(described.stdout)["offsets"]
-    assert [(o["topic"], o["committed"], o["log_end"], o["lag"]) for o in offsets] == [(topic, 1, 3, 2)]
+    assert [(o["topic"], o["committed_offset"], o["log_end_offset"], o["lag"]) for o in offsets] == [(topic, 1, 3, 2)]
 
 
 def test_cli_wrong_password_is_one_line(secured, tmp_path):
