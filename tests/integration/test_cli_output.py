@@ -86,7 +86,7 @@ def cluster(broker, tmp_path):
 
 def test_every_json_command_prints_one_shape(cluster):
     broker, events, offline = cluster
-    store, data = ["--store", events], ["--data-dir", offline]
+    store, data = ["--store", events], ["--offline", "--data-dir", offline]
     runs = {
         "topics create": (["topics", "create", "made", "--partitions", "2"], broker),
         "topics alter": (["topics", "alter", "made", "--config", "retention.ms=60000"], broker),
@@ -108,8 +108,12 @@ def test_every_json_command_prints_one_shape(cluster):
         "events streams": (["events", "streams", *store], None),
         "projections status": (["projections", "status", *store], None),
         "pipelines list": (["pipelines", "list"], None),
+        "users create": (["users", "create", "ada", "--password", "pw", "--iterations", "4096", *data], None),
         "users list": (["users", "list", *data], None),
+        "users delete": (["users", "delete", "ada", *data], None),
+        "acls add": (["acls", "add", "--principal", "User:ada", "--operation", "READ", "--topic", "t", *data], None),
         "acls list": (["acls", "list", *data], None),
+        "acls remove": (["acls", "remove", "--principal", "User:ada", *data], None),
     }
     assert set(runs) == commands_with_json()
     printed = {}

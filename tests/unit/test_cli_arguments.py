@@ -51,7 +51,7 @@ def test_a_missing_subcommand_is_named_by_its_choices(capsys, argv, choices):
     assert usage_error(capsys, *argv).endswith(f"the following arguments are required: {choices}")
 
 
-@pytest.mark.parametrize("command", [["broker"]])
+@pytest.mark.parametrize("command", [["broker"], ["users", "list", "--offline"], ["acls", "list", "--offline"]])
 def test_a_data_dir_that_is_a_file_is_refused(capsys, tmp_path, command):
     file = tmp_path / "a-file"
     file.write_text("")
