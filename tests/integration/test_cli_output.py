@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -145,6 +146,13 @@ def test_piped_tables_are_whole_and_greppable(cluster):
     assert "# offsets" in described.splitlines()
     assert [line.split("\t")[:3] for line in described.splitlines() if line.startswith(LONG_TOPIC)] == [
         [LONG_TOPIC, "0", "1"], [LONG_TOPIC, "1", "-"], [LONG_TOPIC, "2", "-"]]
+
+
+def test_tty_compatible_asks_for_the_table_in_a_pipe():
+    """rich's TTY_COMPATIBLE=1: a demo that captures a command's output shows its table."""
+    shown = subprocess.run([sys.executable, "-m", "headwater", "pipelines", "list"], capture_output=True, text=True,
+                           env={**os.environ, "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}, timeout=60)
+    assert shown.returncode == 0 and BOX_DRAWING.search(shown.stdout) and "\t" not in shown.stdout
 
 
 def test_version():

@@ -202,7 +202,7 @@ def emit_document(args, document: dict, sections: list[tuple[str, Rows]]) -> Non
         print_json(document)
         return
     for number, (title, rows) in enumerate(sections):
-        if number and not sys.stdout.isatty():
+        if number and not _on_terminal():
             sys.stdout.write("\n")
         _print_table(rows, title, titled=True)
 
@@ -225,7 +225,7 @@ def _print_table(rows: Rows, title: str | None, titled: bool) -> None:
     and one line per row, tab-separated and whole, so grep, cut and awk -F'\t' see every value
     (a section's title on a '# ' line first when the command prints several)."""
     columns = list(rows[0]) if rows else []
-    if not sys.stdout.isatty():
+    if not _on_terminal():
         if titled and title:
             sys.stdout.write(f"# {title}\n")
         for line in ([columns] if columns else []) + [[_cell(row.get(c), "-") for c in columns] for row in rows]:
@@ -238,6 +238,13 @@ def _print_table(rows: Rows, title: str | None, titled: bool) -> None:
     for row in rows:
         table.add_row(*(_cell(row.get(c), "") for c in columns))
     Console().print(table if rows else f"{title or 'result'}: none")
+
+
+def _on_terminal() -> bool:
+    """stdout is a terminal; rich's TTY_COMPATIBLE=1 (or 0) says otherwise, e.g. for a demo that
+    captures a command's table to show it."""
+    forced = os.environ.get("TTY_COMPATIBLE")
+    return forced == "1" if forced in ("0", "1") else sys.stdout.isatty()
 
 
 def _cell(value, missing: str) -> str:
