@@ -167,7 +167,7 @@ def describe(broker) -> dict[int, int]:
     result = subprocess.run([sys.executable, "-m", "headwater", "groups", "describe", GROUP, "--json",
                              "--bootstrap-server", broker.bootstrap], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    return {o["partition"]: o["committed"] for o in json.loads(result.stdout)["offsets"]}
+    return {o["partition"]: o["committed_offset"] for o in json.loads(result.stdout)["offsets"]}
 
 
 def test_reset_offsets_with_confirmation_then_checked_with_the_cli(browser, broker, screenshots):

@@ -29,8 +29,8 @@ def secured(tmp_path_factory):
     """alice and erin are super users; dave has a password but no ACL on the cluster."""
     data = tmp_path_factory.mktemp("console-login") / "data"
     for user in ("alice", "dave", "erin"):
-        subprocess.run([sys.executable, "-m", "headwater", "users", "create", "--data-dir", str(data), user,
-                        "--password", PASSWORD, "--iterations", "4096"], check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "headwater", "users", "create", "--offline", "--data-dir", str(data),
+                        user, "--password", PASSWORD, "--iterations", "4096"], check=True, capture_output=True)
     with BrokerProcess(data, "--listener", "SASL_PLAINTEXT://127.0.0.1:0", "--http-listener", "127.0.0.1:0",
                        "--super-user", "User:alice", "--super-user", "User:erin", "--failed-authentication-delay-ms", "1") as proc:
         producer = Producer({"bootstrap.servers": proc.bootstrap, "security.protocol": "SASL_PLAINTEXT",
@@ -96,8 +96,8 @@ def test_deleting_the_user_ends_its_session(secured):
     headers = fetch(secured, "/login", {"user": "erin", "password": PASSWORD, "next": "/"})[1]
     cookie = {"Cookie": headers["Set-Cookie"].split(";")[0]}
     assert fetch(secured, "/", headers=cookie)[0] == 200
-    subprocess.run([sys.executable, "-m", "headwater", "users", "delete", "--data-dir", str(secured.data_dir), "erin"],
-                   check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "headwater", "users", "delete", "--offline", "--data-dir",
+                    str(secured.data_dir), "erin"], check=True, capture_output=True)
     wait_until(lambda: fetch(secured, "/", headers=cookie)[0] == 303, timeout=30, what="erin's session to end")
     assert fetch(secured, "/metrics", headers=cookie)[0] == 401
 
@@ -137,7 +137,8 @@ def test_login_in_the_browser(secured, browser):  # noqa: F811 (the fixture)
 def test_over_https_the_console_needs_the_certificate_and_its_cookie_is_secure(tmp_path):
     certs, data = tmp_path / "certs", tmp_path / "data"
     for args in (["certs", "--out", str(certs)],
-                 ["users", "create", "--data-dir", str(data), "alice", "--password", PASSWORD, "--iterations", "4096"]):
+                 ["users", "create", "--offline", "--data-dir", str(data), "alice", "--password", PASSWORD,
+                  "--iterations", "4096"]):
         subprocess.run([sys.executable, "-m", "headwater", *args], check=True, capture_output=True)
     with BrokerProcess(data, "--listener", "SASL_PLAINTEXT://127.0.0.1:0", "--http-listener", "https://127.0.0.1:0",
                        "--ssl-certfile", str(certs / "broker.pem"), "--ssl-keyfile", str(certs / "broker.key"),

@@ -17,7 +17,7 @@ from headwater.broker.security.listeners import Listener, TlsSettings
 from headwater.broker.security.sasl import ALL_MECHANISMS
 from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
 from headwater.broker.server import serve
-from headwater.cli.common import CommandError, name_value, non_negative_int, positive_float, positive_int
+from headwater.cli.common import CommandError, data_dir, name_value, non_negative_int, positive_float, positive_int
 from headwater.log import LogConfig
 from headwater.records import MESSAGE_MAX_BYTES
 
@@ -100,7 +100,7 @@ def _security_listener(text: str) -> Listener:
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("broker", help="run a Kafka-compatible broker")
-    p.add_argument("--data-dir", required=True, type=Path, help="where the logs live")
+    p.add_argument("--data-dir", required=True, type=data_dir, help="where the logs live")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
     p.add_argument("--port", default=9092, type=_expecting(_port, "a port from 0 to 65535"),
                    help="port, 0 for any free one (default %(default)s)")

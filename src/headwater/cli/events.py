@@ -109,7 +109,7 @@ def _store_command(command):
 
 def _row(event: RecordedEvent) -> dict:
     return {"position": event.position, "stream": event.stream_id, "version": event.version, "type": event.type,
-            "schema_version": event.schema_version, "data": json.dumps(event.data), "event_id": event.event_id}
+            "schema_version": event.schema_version, "data": event.data, "event_id": event.event_id}
 
 
 def append_event(args, store, _app) -> int:
@@ -141,7 +141,7 @@ def tail_events(args, store, _app) -> int:
     while not stopping:
         events = store.read_all(position, 1000)
         for event in events:
-            print(json.dumps({**_row(event), "data": event.data}), flush=True)
+            print(json.dumps(_row(event)), flush=True)
         if events:
             position = events[-1].position
         elif args.no_follow:

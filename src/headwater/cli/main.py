@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 from confluent_kafka import KafkaException
 
@@ -20,11 +21,30 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     all (the broker, Spark, ...) would make every short command slow to start."""
     parser = argparse.ArgumentParser(prog="headwater", description="Event streaming: a Kafka-compatible log broker, "
                                      "change data capture and stream processing on Spark.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     named = [COMMANDS[argv[0]]] if argv and argv[0] in COMMANDS else dict.fromkeys(COMMANDS.values())
     for module in named:
         importlib.import_module(f"headwater.cli.{module}").add_parser(subparsers)
+    _name_choices(parser)
     return parser
+
+
+def _version() -> str:
+    try:
+        return version("headwater")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
+def _name_choices(parser: argparse.ArgumentParser) -> None:
+    """A missing subcommand is reported by its choices ('required: {create,list,...}'), not by
+    the internal name its value is kept under (the dest, e.g. 'topics_action')."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            action.metavar = action.metavar or "{" + ",".join(action.choices) + "}"
+            for subparser in set(action.choices.values()):
+                _name_choices(subparser)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,7 +53,7 @@ def add_parser(subparsers) -> None:
 def list_pipelines(args) -> int:
     from headwater.pipelines.catalog import PIPELINES
 
-    emit(args, [{"name": p.name, "what": p.summary, "parameters": ", ".join(f"{k}={v}" for k, v in p.params.items())}
+    emit(args, [{"name": p.name, "what": p.summary, "parameters": [f"{k}={v}" for k, v in p.params.items()]}
                 for p in PIPELINES.values()], title="shipped pipelines")
     return 0
 

@@ -8,7 +8,7 @@ import os
 import sys
 import urllib.parse
 
-from headwater.cli.common import add_client_args, name_value, positive_float, positive_int
+from headwater.cli.common import add_connection_args, name_value, positive_float, positive_int
 from headwater.push.retry import Backoff
 from headwater.push.subscription import PushConfig, PushSubscription
 
@@ -44,7 +44,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("-X", "--consumer-config", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                    help="a librdkafka consumer property, e.g. session.timeout.ms=6000 (repeatable)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    add_client_args(p)
+    add_connection_args(p)
     p.set_defaults(func=run)
 
 
