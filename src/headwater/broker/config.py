@@ -31,6 +31,8 @@ class BrokerConfig:
     cleaner_interval_ms: int = 15 * 1000               # log.cleaner.backoff.ms: pause between cleaner passes
     cleaner_io_max_bytes_per_second: float | None = None  # log.cleaner.io.max.bytes.per.second; None: unthrottled
     fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots (KIP-227)
+    group_consumer_session_timeout_ms: int = 45000     # group.consumer.session.timeout.ms (KIP-848 groups)
+    group_consumer_heartbeat_interval_ms: int = 5000   # group.consumer.heartbeat.interval.ms
     udp_listeners: list = field(default_factory=list)  # ingest.udp.UdpListenerConfig: StatsD / raw datagrams
     http_listener: tuple[str, int] | None = None  # where /metrics and the web console are served; None: nowhere
     http_tls: bool = False                        # serve them over HTTPS, with the broker's certificate (tls)

@@ -145,6 +145,12 @@ def add_parser(subparsers) -> None:
                         "unthrottled)")
     p.add_argument("--max-incremental-fetch-session-cache-slots", default=1000, type=non_negative_int, metavar="N",
                    help="fetch sessions (KIP-227) kept; the least used give way, 0 turns them off (default %(default)s)")
+    p.add_argument("--group-consumer-session-timeout-ms", default=45000, type=positive_int, metavar="MS",
+                   help="group.consumer.session.timeout.ms: a consumer-protocol (KIP-848) member that does not "
+                        "heartbeat for this long is fenced (default %(default)s)")
+    p.add_argument("--group-consumer-heartbeat-interval-ms", default=5000, type=positive_int, metavar="MS",
+                   help="group.consumer.heartbeat.interval.ms: how often consumer-protocol members heartbeat "
+                        "(default %(default)s)")
     p.add_argument("--http-listener", type=_expecting(_http_listener, "[http://|https://]HOST:PORT"),
                    metavar="[https://]HOST:PORT",
                    help="serve Prometheus /metrics and the web console here (port 0: any free one); https:// serves "
@@ -221,6 +227,8 @@ def _config(args) -> BrokerConfig:
                         http_listener=args.http_listener[1] if args.http_listener else None,
                         http_tls=bool(args.http_listener and args.http_listener[0]),
                         fetch_session_cache_slots=args.max_incremental_fetch_session_cache_slots,
+                        group_consumer_session_timeout_ms=args.group_consumer_session_timeout_ms,
+                        group_consumer_heartbeat_interval_ms=args.group_consumer_heartbeat_interval_ms,
                         console_allow_writes=args.console_allow_writes, listeners=args.listener,
                         tls=_tls(args), sasl_mechanisms=args.sasl_mechanisms,
                         failed_authentication_delay_ms=args.failed_authentication_delay_ms,
