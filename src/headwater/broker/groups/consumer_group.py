@@ -171,6 +171,7 @@ class ConsumerGroupCoordinator:
             return self._leave(req)
         group = self._group(req.group_id, create=req.member_epoch == JOIN)
         member = self._member(group, req)
+        member.left_static = False
         if self._update(member, req, regex):
             group.bump()
         counts = {t: n for t, n in self.topics().items()
@@ -381,12 +382,10 @@ class ConsumerGroupCoordinator:
     def delete(self, group_id: str) -> ErrorCode:
         """Forget an empty consumer group (DeleteGroups, or a classic group taking the id)."""
         group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.GROUP_ID_NOT_FOUND
-        if group.members:
-            return ErrorCode.NON_EMPTY_GROUP
-        del self.groups[group_id]
-        return ErrorCode.NONE
+        if group is not None and not group.members:
+            del self.groups[group_id]
+        return (ErrorCode.GROUP_ID_NOT_FOUND if group is None
+                else ErrorCode.NON_EMPTY_GROUP if group.members else ErrorCode.NONE)
 
 
 def _validate(req: HeartbeatRequest) -> re.Pattern | None:
