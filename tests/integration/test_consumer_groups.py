@@ -6,7 +6,7 @@ The state machine underneath is stepped in-process in tests/unit/test_consumer_g
 import uuid
 
 import pytest
-from confluent_kafka import ConsumerGroupType
+from confluent_kafka import Consumer, ConsumerGroupType
 
 from headwater.protocol.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from headwater.protocol.errors import ErrorCode
@@ -19,6 +19,7 @@ from .wire import Wire
 
 SESSION_MS = 6000   # the broker's group.consumer.session.timeout.ms here, so a killed member is fenced soon
 OffsetCommitRequest = MESSAGE_CLASSES[ApiKey.OFFSET_COMMIT][0]
+OffsetDeleteRequest = MESSAGE_CLASSES[ApiKey.OFFSET_DELETE][0]
 
 
 @pytest.fixture
@@ -76,6 +77,35 @@ def test_describe_and_list_show_a_consumer_group(broker, tmp_path):
         m.stop()
 
 
+def test_static_member_returns_to_its_partitions(broker):
+    """librdkafka leaves with MemberEpoch -2 when a static member closes; the same
+    group.instance.id, under a new member id, gets the same partitions back."""
+    create_topic(broker.bootstrap, "orders", 4)
+    consumers = []
+
+    def consumer(**config):
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g", "group.protocol": "consumer", **config})
+        c.subscribe(["orders"])
+        consumers.append(c)
+        return c
+
+    def assigned(c) -> set[int]:
+        for other in consumers:
+            other.poll(0.05)
+        return {tp.partition for tp in c.assignment()}
+
+    other, static = consumer(), consumer(**{"group.instance.id": "box-1"})
+    wait_for(lambda: len(assigned(static)) == len(assigned(other)) == 2, message="two partitions each")
+    before = assigned(static)
+    static.close()
+    consumers.remove(static)
+    again = consumer(**{"group.instance.id": "box-1"})
+    wait_for(lambda: assigned(again) == before, message="the same partitions back")
+    assert assigned(other) == set(range(4)) - before
+    for c in consumers:
+        c.close()
+
+
 def _join(wire, group="g", member_id=None, topics=("orders",)):
     member_id = member_id or uuid.uuid4().hex
     return member_id, wire.request(ConsumerGroupHeartbeatRequest(
@@ -103,6 +133,18 @@ def test_commits_are_checked_against_the_member_epoch(broker):
     assert _commit(wire, "someone-else", joined.member_epoch) == ErrorCode.UNKNOWN_MEMBER_ID
     assert _commit(wire, member_id, joined.member_epoch) == ErrorCode.NONE
     assert committed(broker.bootstrap, "g", "orders", [0]) == {0: 5}
+    assert _delete_offset(wire) == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC    # the live group reads the topic
+    wire.request(ConsumerGroupHeartbeatRequest(group_id="g", member_id=member_id, member_epoch=-1), version=1)
+    assert _commit(wire, "", -1) == ErrorCode.NONE                      # no members: anyone may commit
+    assert _delete_offset(wire) == ErrorCode.NONE
+    assert committed(broker.bootstrap, "g", "orders", [0]) == {0: -1001}
+
+
+def _delete_offset(wire, group="g"):
+    Topic = OffsetDeleteRequest.OffsetDeleteRequestTopic
+    response = wire.request(OffsetDeleteRequest(group_id=group, topics=[Topic(
+        name="orders", partitions=[Topic.OffsetDeleteRequestPartition(partition_index=0)])]), version=0)
+    return response.error_code or response.topics[0].partitions[0].error_code
 
 
 def test_bad_heartbeats_get_errors_and_the_broker_keeps_serving(broker, tmp_path):

@@ -80,7 +80,9 @@ async def offset_fetch(broker, header, request):
 
 async def offset_delete(broker, header, request):
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    error, errors = broker.groups.delete_offsets(request.group_id, partitions)
+    in_use = broker.consumer_groups.subscribed_topics(request.group_id)  # a live consumer group keeps them
+    error, errors = broker.groups.delete_offsets(request.group_id, [tp for tp in partitions if tp[0] not in in_use])
+    errors.update((tp, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for tp in partitions if tp[0] in in_use)
     TopicResult = OffsetDeleteResponse.OffsetDeleteResponseTopic
     PartitionResult = TopicResult.OffsetDeleteResponsePartition
     topics = [TopicResult(name=t.name, partitions=[PartitionResult(partition_index=p.partition_index,

@@ -375,6 +375,12 @@ class ConsumerGroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE if member_epoch == member.epoch else ErrorCode.STALE_MEMBER_EPOCH
 
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """The topics the members of a consumer group subscribe to (OffsetDelete keeps their offsets)."""
+        group = self.groups.get(group_id)
+        topics = self.topics()
+        return {t for m in group.members.values() for t in m.subscribed(topics)} if group is not None else set()
+
     def has_members(self, group_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and bool(group.members)
