@@ -70,8 +70,8 @@ class Client:
         result = join(coordinator, member_id, topics)
         self.epoch, self.owned = result.member_epoch, result.assignment or frozenset()
 
-    def beat(self):
-        result = beat(self.coordinator, self.member_id, self.epoch, owned=self.owned)
+    def beat(self, **fields):
+        result = beat(self.coordinator, self.member_id, self.epoch, owned=self.owned, **fields)
         self.epoch = result.member_epoch
         if result.assignment is not None:
             self.owned = result.assignment
@@ -208,8 +208,8 @@ def test_static_member_that_never_returns_is_fenced_after_the_session(coordinato
     assert "s1" not in coordinator.groups["g"].members and a.owned == tps(*range(6))
 
 
-def test_bad_requests_get_clear_errors(coordinator):
-    coordinator.max_size = 1
+def test_bad_requests_get_clear_errors(clock, topics):
+    coordinator = ConsumerGroupCoordinator(clock, lambda: topics, taken=lambda g: g == "classic", max_size=3)
     refused(ErrorCode.INVALID_REQUEST, coordinator.heartbeat, HeartbeatRequest("", "m", 0))
     refused(ErrorCode.INVALID_REQUEST, coordinator.heartbeat,
             HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=REBALANCE_MS))   # no subscription
@@ -219,9 +219,10 @@ def test_bad_requests_get_clear_errors(coordinator):
     assert "t(" in str(error)
     refused(ErrorCode.GROUP_ID_NOT_FOUND, coordinator.heartbeat,
             HeartbeatRequest("classic", "m", 0, rebalance_timeout_ms=1, subscribed_topic_names=["t"]))
-    join(coordinator, "m")
-    refused(ErrorCode.GROUP_MAX_SIZE_REACHED, join, coordinator, "n")
-    assert list(coordinator.groups["g"].members) == ["m"]   # still serving
+    for member_id in ("m", "n", "o"):
+        join(coordinator, member_id)
+    refused(ErrorCode.GROUP_MAX_SIZE_REACHED, join, coordinator, "p")
+    assert list(coordinator.groups["g"].members) == ["m", "n", "o"]   # still serving
 
 
 def test_regex_subscription_and_new_topics(coordinator, topics):
@@ -280,12 +281,13 @@ def test_random_membership_changes_never_double_assign(coordinator, clock, topic
             member_id = rng.choice(sorted(clients))
             del clients[member_id]
             beat(coordinator, member_id, -1)
-        elif action < 0.25:
-            clock.advance(rng.randint(0, 3_000))
+        elif action < 0.27:
+            clock.advance(rng.randint(0, 30_000))   # long enough, now and then, to fence the silent
         else:
             client = clients[rng.choice(sorted(clients))]
+            resubscribe = rng.sample(["t", "u", "v"], rng.randint(1, 3)) if action > 0.9 else None
             try:
-                client.beat()
+                client.beat(subscribed_topic_names=resubscribe)
             except ConsumerGroupError as exc:   # fenced meanwhile (rebalance or session timeout)
                 assert exc.code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH)
                 del clients[client.member_id]

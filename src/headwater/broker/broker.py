@@ -113,7 +113,8 @@ class Broker:
             clock, self._subscribable_topics,
             taken=lambda g: bool(self.groups.describe(g).members) or g in self.share.groups,
             session_timeout_ms=config.group_consumer_session_timeout_ms,
-            heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms)
+            heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            max_size=config.group_consumer_max_size)
         # Replays __transaction_state: decided transactions are finished, open ones aborted.
         self.txn_partitions = TxnPartitions(self.log_manager, self.growth, fsync_each_write)
         self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, self.append, fsync_each_write),

@@ -151,6 +151,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--group-consumer-heartbeat-interval-ms", default=5000, type=positive_int, metavar="MS",
                    help="group.consumer.heartbeat.interval.ms: how often consumer-protocol members heartbeat "
                         "(default %(default)s)")
+    p.add_argument("--group-consumer-max-size", type=positive_int, metavar="N",
+                   help="group.consumer.max.size: members a consumer-protocol group may have; more get "
+                        "GROUP_MAX_SIZE_REACHED (default: no limit)")
     p.add_argument("--http-listener", type=_expecting(_http_listener, "[http://|https://]HOST:PORT"),
                    metavar="[https://]HOST:PORT",
                    help="serve Prometheus /metrics and the web console here (port 0: any free one); https:// serves "
@@ -229,6 +232,7 @@ def _config(args) -> BrokerConfig:
                         fetch_session_cache_slots=args.max_incremental_fetch_session_cache_slots,
                         group_consumer_session_timeout_ms=args.group_consumer_session_timeout_ms,
                         group_consumer_heartbeat_interval_ms=args.group_consumer_heartbeat_interval_ms,
+                        group_consumer_max_size=args.group_consumer_max_size,
                         console_allow_writes=args.console_allow_writes, listeners=args.listener,
                         tls=_tls(args), sasl_mechanisms=args.sasl_mechanisms,
                         failed_authentication_delay_ms=args.failed_authentication_delay_ms,
