@@ -59,6 +59,29 @@ def test_members_come_leave_and_die_and_every_record_is_processed(broker, tmp_pa
     assert committed(broker.bootstrap, "inventory", "orders", range(6)) == log_end_offsets(truth)
 
 
+def test_members_rejoin_after_a_broker_restart_and_resume_from_their_commits(broker, tmp_path):
+    """Membership is in memory: after a restart the members' heartbeats get UNKNOWN_MEMBER_ID,
+    they rejoin with epoch 0, and go on from the offsets committed in __consumer_offsets."""
+    create_topic(broker.bootstrap, "orders", 4)
+    members = [member(broker, tmp_path, f"m{i}") for i in range(2)]
+    wait_stable(broker, "inventory", 2, 4)
+    truth = produce_numbered(broker.bootstrap, "orders", 200)
+    wait_for(lambda: len({r for m in members for r in m.records()}) >= len(truth), message="all processed")
+    wait_for(lambda: committed(broker.bootstrap, "inventory", "orders", range(4)) == log_end_offsets(truth),
+             message="all committed")
+    broker.kill()
+    broker.restart()
+    wait_stable(broker, "inventory", 2, 4)
+    truth.update(produce_numbered(broker.bootstrap, "orders", 200, start=200))
+    wait_for(lambda: len({r for m in members for r in m.records()}) >= len(truth), message="all processed")
+    for m in members:
+        m.stop()
+    records = [r for m in members for r in m.records()]
+    assert len(records) == len(set(records)) == len(truth)    # nothing read twice: the commits held
+    assert set(records) == {(p, o, v) for (p, o), v in truth.items()}
+    assert committed(broker.bootstrap, "inventory", "orders", range(4)) == log_end_offsets(truth)
+
+
 def test_describe_and_list_show_a_consumer_group(broker, tmp_path):
     create_topic(broker.bootstrap, "orders", 4)
     members = [member(broker, tmp_path, f"m{i}") for i in range(2)]
