@@ -174,8 +174,8 @@ class ConsumerGroupCoordinator:
         member.left_static = False
         if self._update(member, req, regex):
             group.bump()
-        counts = {t: n for t, n in self.topics().items()
-                  if any(t in m.subscribed({t: n}) for m in group.members.values())}
+        topics = self.topics()
+        counts = {t: topics[t] for m in group.members.values() for t in m.subscribed(topics)}
         if counts != group.partition_counts:
             group.partition_counts = counts
             group.bump()
