@@ -2,9 +2,11 @@
 stored or published in clear; after the subject's key is deleted they cannot be read back
 from the store or the topic, and everything else still replays."""
 import base64
+import hashlib
 import json
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from headwater.demo.shopping_cart import PERSONAL, Cart, CurrentCarts, Shop, current_carts
 from headwater.eventsourcing import MalformedEvent, NewEvent
@@ -108,3 +110,29 @@ def test_a_store_sealed_before_key_ids_were_kept_reads_after_a_new_key(open_stor
     forget(store, "ada")
     store.append(*opened("cart-2", "ada", "Ada again"))
     assert [e.data["customer_name"] for e in store.read_all()] == [None, "Ada again"]
+
+
+def test_the_stored_form_of_personal_fields_stays_readable_both_ways(open_store):
+    """Byte compatibility with stores written before: the rows and key rows as they are kept
+    ({"$encrypted": base64(nonce + AES-GCM ciphertext), "key": sha256(key)[:16]}, subject and
+    field as associated data, base64 keys in subject_keys), sealed and opened here in plain
+    `cryptography`, read through the store; and what the store appends opens the same way."""
+    key, nonce = bytes(range(32)), bytes(12)
+    sealed = AESGCM(key).encrypt(nonce, json.dumps("Ada").encode(), b"ada\0customer_name")
+    body = {"customer_id": "ada", "customer_name": {"$encrypted": base64.b64encode(nonce + sealed).decode(),
+                                                    "key": hashlib.sha256(key).hexdigest()[:16]}}
+    store = open_store(personal=PERSONAL)
+    with store.transaction() as tx:
+        tx.execute("INSERT INTO subject_keys (subject, key) VALUES (?, ?)", ("ada", base64.b64encode(key).decode()))
+        tx.execute("INSERT INTO events (stream_id, version, event_id, type, schema_version, data, metadata, "
+                   "recorded_at) VALUES ('cart-1', 1, 'e-1', 'CartOpened', 1, ?, '{}', 1.5)", (json.dumps(body),))
+    assert [(e.stream_id, e.version, e.event_id, e.data, e.metadata, e.recorded_at) for e in store.read_all()] == [
+        ("cart-1", 1, "e-1", {"customer_id": "ada", "customer_name": "Ada"}, {}, 1.5)]
+
+    store.append(*opened("cart-2", "bob", "Bob"))
+    row = store.read_all_rows(1, 1)[0]
+    field = json.loads(row[6])["customer_name"]
+    bob_key = base64.b64decode(store.query("SELECT key FROM subject_keys WHERE subject = 'bob'")[0][0])
+    raw = base64.b64decode(field["$encrypted"])
+    assert field["key"] == hashlib.sha256(bob_key).hexdigest()[:16]
+    assert json.loads(AESGCM(bob_key).decrypt(raw[:12], raw[12:], b"bob\0customer_name")) == "Bob"
