@@ -13,7 +13,6 @@ from headwater.eventsourcing import MalformedEvent, NewEvent
 from headwater.eventsourcing.projection import ProjectionRunner
 from headwater.eventsourcing.relay import OutboxRelay
 from headwater.eventsourcing.repository import Repository
-from headwater.eventsourcing.shredding import forget, subject_key
 from headwater.eventsourcing.subscription import TopicSource
 
 from .topic import read_topic
@@ -39,8 +38,9 @@ def test_forgotten_subject_is_unreadable_in_store_and_topic_and_the_rest_replays
     assert all(name.encode() not in value for _, _, value in read_topic(broker.bootstrap, "carts"))
     assert names_in(store.read_all(0, 10 ** 6), customer) == [name] * len(their_carts)
 
-    assert forget(store, customer)
-    assert subject_key(store, customer, create=False) is None
+    assert store.forget(customer)
+    assert store.subject_key(customer) is None
+    assert not store.forget(customer)
     everything = store.read_all(0, 10 ** 6)
     assert set(names_in(everything, customer)) == {None}
     others = {c for c in shop.customers if c != customer}
@@ -75,7 +75,7 @@ def test_an_event_after_forget_gets_a_new_key_and_every_read_still_works(open_st
     store.append(*opened("cart-1", "ada", "Ada"))
     store.append("cart-1", [NewEvent("ItemAdded", {"sku": "a", "quantity": 2, "price_cents": 100})])
     store.append(*opened("cart-2", "bob", "Bob"))
-    assert forget(store, "ada")
+    assert store.forget("ada")
     store.append(*opened("cart-3", "ada", "Ada again"))
     expected = {"cart-1": None, "cart-2": "Bob", "cart-3": "Ada again"}
     assert {e.stream_id: e.data["customer_name"] for e in store.read_all(0, 100) if e.type == "CartOpened"} == expected
@@ -84,7 +84,7 @@ def test_an_event_after_forget_gets_a_new_key_and_every_read_still_works(open_st
     assert {cart: name for cart, (name, _, _) in current_carts(store).items()} == expected
     assert current_carts(store)["cart-1"][2] == {"a": 2}
     # forgotten again: the later event goes the same way, nothing fails
-    assert forget(store, "ada")
+    assert store.forget("ada")
     assert [e.data["customer_name"] for e in store.read_all(0, 100) if e.type == "CartOpened"] == [None, "Bob", None]
 
 
@@ -107,7 +107,7 @@ def test_a_store_sealed_before_key_ids_were_kept_reads_after_a_new_key(open_stor
     with store.transaction() as tx:
         tx.execute("UPDATE events SET data = ?", (json.dumps(legacy),))
     assert store.read_all()[0].data["customer_name"] == "Ada"
-    forget(store, "ada")
+    store.forget("ada")
     store.append(*opened("cart-2", "ada", "Ada again"))
     assert [e.data["customer_name"] for e in store.read_all()] == [None, "Ada again"]
 
@@ -136,3 +136,16 @@ def test_the_stored_form_of_personal_fields_stays_readable_both_ways(open_store)
     raw = base64.b64decode(field["$encrypted"])
     assert field["key"] == hashlib.sha256(bob_key).hexdigest()[:16]
     assert json.loads(AESGCM(bob_key).decrypt(raw[:12], raw[12:], b"bob\0customer_name")) == "Bob"
+
+
+def test_the_key_rows_keep_the_first_key_of_a_subject_until_it_is_forgotten(open_store):
+    """The store's key rows: a second key offered for a subject (a concurrent writer's) loses to
+    the first; forgetting deletes it, and says whether there was one."""
+    store, first, second = open_store(), bytes(32), bytes(range(32))
+    assert store.subject_key("ada") is None
+    assert store.keep_subject_key("ada", first) == first
+    assert open_store().keep_subject_key("ada", second) == first
+    assert store.subject_key("ada") == first and store.subject_key("bob") is None
+    assert store.forget("ada") and not store.forget("ada") and not store.forget("bob")
+    assert store.subject_key("ada") is None
+    assert store.keep_subject_key("ada", second) == second

@@ -1,11 +1,13 @@
 """The event store: streams of events with optimistic concurrency, idempotent atomic
-appends, reads forwards and backwards, and a global position that is safe to tail.
+appends, reads forwards and backwards, and a global position that is safe to tail; and the
+key rows of crypto-shredding (one key per data subject, bytes to the store).
 
 The SQL is shared; `sqlite_store` and `postgres_store` supply the connection, the table
 definitions and how appends are serialised (which is what makes tailing safe).
 """
 from __future__ import annotations
 
+import base64
 import json
 import time
 from abc import ABC, abstractmethod
@@ -223,6 +225,27 @@ class EventStore(ABC):
         """A read: one statement, one consistent snapshot."""
         with self.transaction() as tx:
             return tx.execute(statement, params)
+
+    # -- key rows (kept base64 in `subject_keys`)
+    def subject_key(self, subject: str) -> bytes | None:
+        rows = self.query("SELECT key FROM subject_keys WHERE subject = ?", (subject,))
+        return base64.b64decode(rows[0][0]) if rows else None
+
+    def keep_subject_key(self, subject: str, key: bytes) -> bytes:
+        """`key` becomes the subject's key unless it has one already (a concurrent writer
+        may create it first: then its key is the key); the subject's key."""
+        with self.transaction() as tx:
+            tx.execute("INSERT INTO subject_keys (subject, key) VALUES (?, ?) ON CONFLICT (subject) DO NOTHING",
+                       (subject, base64.b64encode(key).decode()))
+            return base64.b64decode(tx.execute("SELECT key FROM subject_keys WHERE subject = ?", (subject,))[0][0])
+
+    def forget(self, subject: str) -> bool:
+        """Delete the subject's key, if it had one (then True): their personal fields read as None
+        everywhere from now on."""
+        with self.transaction() as tx:
+            found = tx.execute("SELECT 1 FROM subject_keys WHERE subject = ?", (subject,))
+            tx.execute("DELETE FROM subject_keys WHERE subject = ?", (subject,))
+        return bool(found)
 
 
 def open_store(location: str, **options) -> EventStore:
