@@ -247,11 +247,3 @@ class EventStore(ABC):
             tx.execute("DELETE FROM subject_keys WHERE subject = ?", (subject,))
         return bool(found)
 
-
-def open_store(location: str, **options) -> EventStore:
-    """A PostgreSQL store for a `postgresql://` URL or a libpq `key=value` string, else a SQLite file."""
-    if location.startswith(("postgresql://", "postgres://")) or "dbname=" in location or "host=" in location:
-        from headwater.eventsourcing.postgres_store import PostgresEventStore
-        return PostgresEventStore(location, **options)
-    from headwater.eventsourcing.sqlite_store import SqliteEventStore
-    return SqliteEventStore(location.removeprefix("sqlite:///"), **options)
