@@ -136,16 +136,3 @@ def test_the_stored_form_of_personal_fields_stays_readable_both_ways(open_store)
     raw = base64.b64decode(field["$encrypted"])
     assert field["key"] == hashlib.sha256(bob_key).hexdigest()[:16]
     assert json.loads(AESGCM(bob_key).decrypt(raw[:12], raw[12:], b"bob\0customer_name")) == "Bob"
-
-
-def test_the_key_rows_keep_the_first_key_of_a_subject_until_it_is_forgotten(open_store):
-    """The store's key rows: a second key offered for a subject (a concurrent writer's) loses to
-    the first; forgetting deletes it, and says whether there was one."""
-    store, first, second = open_store(), bytes(32), bytes(range(32))
-    assert store.subject_key("ada") is None
-    assert store.keep_subject_key("ada", first) == first
-    assert open_store().keep_subject_key("ada", second) == first
-    assert store.subject_key("ada") == first and store.subject_key("bob") is None
-    assert store.forget("ada") and not store.forget("ada") and not store.forget("bob")
-    assert store.subject_key("ada") is None
-    assert store.keep_subject_key("ada", second) == second
