@@ -94,4 +94,3 @@ def _aad(subject: str, name: str) -> bytes:
 def key_id(key: bytes) -> str:
     """Names a key without revealing it: which key sealed a field, kept beside the ciphertext."""
     return hashlib.sha256(key).hexdigest()[:16]
-

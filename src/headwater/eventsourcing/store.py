@@ -208,4 +208,3 @@ class EventStore(ABC):
             found = tx.execute("SELECT 1 FROM subject_keys WHERE subject = ?", (subject,))
             tx.execute("DELETE FROM subject_keys WHERE subject = ?", (subject,))
         return bool(found)
-
