@@ -4,9 +4,11 @@ Pages: the overview (topics, groups, a plot of message rates), a topic (partitio
 configs, a message browser, a live tail over server-sent events), a consumer group
 (members, assignment, committed offsets, lag and its plot, reset offsets), a share group
 (members, assignment, each share-partition's delivery state, configs, its dead-letter
-topic). Read-only unless the broker runs with --console-allow-writes. Bad input gets an
-error page with the right HTTP status, never a stack trace; the broker's Kafka side is
-untouched either way.
+topic), ACLs and SCRAM users, a topic's message search. Read-only unless the broker runs
+with --console-allow-writes: then offsets can be reset, records produced and deleted, topics
+created and their configs set, ACLs and users added and deleted (``admin``: as the Kafka APIs
+do, as the logged-in user). Bad input gets an error page with the right HTTP status, never
+a stack trace; the broker's Kafka side is untouched either way.
 """
 from __future__ import annotations
 
@@ -311,11 +313,8 @@ class Console:
         """Reset a group's offsets on one topic: the first POST shows the new offsets and asks
         for confirmation; the POST with confirm=yes commits them. Refused while the group has
         members, as `headwater groups reset-offsets` refuses."""
-        if not self.allow_writes:
-            raise HTTPException(403, "the console is read-only: start the broker with --console-allow-writes "
-                                     "to reset offsets")
+        form, _ = await self._write(request)
         group = self._group(request)
-        form = await request.form()
         topic = self.broker.log_manager.topics.get(form.get("topic", ""))
         if topic is None:
             raise HTTPException(404, f"topic {form.get('topic', '')!r} does not exist")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from jsonpath_ng.exceptions import JSONPathError
 from jsonpath_ng.ext import parse as parse_path
 
 from headwater.broker.http.state import records_from
@@ -44,7 +43,7 @@ class Filter:
         if self.path:
             try:
                 object.__setattr__(self, "_compiled", parse_path(self.path))
-            except (JSONPathError, Exception) as exc:   # jsonpath-ng's lexer raises plain Exceptions too
+            except Exception as exc:   # jsonpath-ng's lexer raises plain Exceptions, its parser JSONPathError
                 raise BadFilter(f"JSON path {self.path!r}: {exc}") from None
         if self.equals and not self.path:
             raise BadFilter("a value to equal needs a JSON path to select it")
