@@ -191,6 +191,27 @@ def test_search_by_time_starts_at_the_first_offset_at_or_after_it(browser, broke
     assert [o for _, o, *_ in shown_records(browser)] == [n for n, t in enumerate(stamps) if t >= since]
 
 
+def test_a_search_stops_at_its_budget_and_continues_from_where_it_stopped(browser, broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("haystack", 1)])["haystack"].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50})
+    needle = 11_000   # past the 10,000 records one search reads
+    for i in range(12_000):
+        producer.produce("haystack", key=b"needle" if i == needle else b"straw", value=b"x", partition=0)
+    producer.flush(60)
+    open_page(browser, broker, "/topics/haystack/search?key=needle&key_match=exact")
+    assert (browser.find_element(By.ID, "scanned").text, browser.find_element(By.ID, "matched").text) == \
+        ("10000", "0")
+    more = browser.find_element(By.ID, "more")
+    assert more.text == "continue from offsets 0:10000"
+    more.click()
+    WebDriverWait(browser, 30).until(staleness_of(more), message="the continued search")
+    assert (browser.find_element(By.ID, "scanned").text, browser.find_element(By.ID, "matched").text) == \
+        ("2000", "1")
+    assert [(p, o, k) for p, o, _, k, *_ in rows(browser, "messages")] == [("0", str(needle), "needle")]
+    assert not browser.find_elements(By.ID, "more")
+
+
 def test_a_malformed_json_path_is_an_error_page(browser, broker):
     search_in_browser(browser, broker, {"path": "$[?("})
     assert "JSON path '$[?('" in browser.find_element(By.TAG_NAME, "main").text
@@ -470,6 +491,39 @@ def test_delete_records_with_confirmation_moves_the_low_watermark(browser, broke
     assert consumer.get_watermark_offsets(TopicPartition(NEW_TOPIC, 2), timeout=30) == (1, 2)
     assert rows(browser, "partitions")[2][1:3] == ["1", "2"]
     consumer.close()
+
+
+@pytest.mark.parametrize("path, form, status, message", [
+    ("/topics", "name=&partitions=1", 400, "INVALID_TOPIC_EXCEPTION"),
+    ("/topics", "name=x&partitions=many", 400, "partitions must be a whole number, got 'many'"),
+    ("/topics", "name=x&partitions=1&configs=retention.ms", 400, "config 'retention.ms' is not name=value"),
+    ("/topics", "name=x&partitions=1&configs=retention.ms%3Dsoon", 400, "INVALID_CONFIG"),
+    (f"/topics/{TOPIC}/configs", "name=no.such.config&value=1", 400, "INVALID_CONFIG"),
+    (f"/topics/{TOPIC}/produce", "value=v&partition=7", 400, "partition_id 7 is not one of 0..1"),
+    (f"/topics/{TOPIC}/produce", "value=v&headers=no-colon", 400, "header 'no-colon' is not name:value"),
+    (f"/topics/{TOPIC}/delete-records", "before=1", 400, "partition must be a whole number, got ''"),
+    (f"/topics/{TOPIC}/delete-records", "partition=0&before=99999&confirm=yes", 400, "OFFSET_OUT_OF_RANGE"),
+    ("/topics/nope/produce", "value=v", 404, "topic 'nope' does not exist"),
+    ("/acls", "resource_type=PLANET&operation=READ&principal=User:x", 400, "unknown ACL field value 'PLANET'"),
+    ("/acls", "resource_type=TOPIC&resource_name=t&operation=READ&principal=nobody", 400, "INVALID_REQUEST"),
+    ("/users", "name=zoe", 400, "a new user needs a password"),
+    ("/users", "name=zoe&password=p&mechanism=MD5", 400, "mechanism 'MD5'"),
+    ("/users", "name=nobody&action=delete", 400, "RESOURCE_NOT_FOUND"),
+])
+def test_malformed_writes_are_refused_and_change_nothing(broker, path, form, status, message):
+    before = watermarks(broker)
+    got, page = post(broker, path, form)
+    assert (got, message in page, "Traceback" in page) == (status, True, False), page[-500:]
+    assert watermarks(broker) == before
+    assert "x" not in AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30).topics
+
+
+def watermarks(broker) -> list[tuple[int, int]]:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30) for p in range(PARTITIONS)]
+    finally:
+        consumer.close()
 
 
 def test_a_form_posted_from_another_site_is_refused(broker):

@@ -35,12 +35,12 @@ class Refused(Exception):
     """The broker's answer was an error: its Kafka error code and message."""
 
     def __init__(self, error: int, message: str | None):
-        self.error = ErrorCode(error)
-        super().__init__(f"{self.error.name}: {message or 'refused'}")
+        self.name = ErrorCode(error).name if error in ErrorCode._value2member_map_ else f"error {error}"
+        super().__init__(f"{self.name}: {message or 'refused'}")
 
     @property
     def denied(self) -> bool:
-        return self.error.name.endswith("_AUTHORIZATION_FAILED")
+        return self.name.endswith("_AUTHORIZATION_FAILED")
 
 
 @dataclass(frozen=True)

@@ -392,7 +392,8 @@ class Console:
         """DeleteRecords: the first POST says what would go, the POST with confirm=yes moves the log start."""
         topic = self._topic(request)
         form, admin = await self._write(request)
-        (index, plog), = self._partitions(topic, form.get("partition", ""))
+        index = _integer(form.get("partition", ""), "partition", minimum=0)
+        (_, plog), = self._partitions(topic, str(index))
         before = plog.log_end_offset if form.get("before", "") in ("", "end") else \
             _integer(form["before"], "offset", minimum=0)
         if form.get("confirm") != "yes":
