@@ -107,7 +107,7 @@ def test_overview_lists_topics_and_groups(browser, broker, screenshots):
     browser.save_screenshot(str(screenshots / "overview.png"))
 
 
-def test_rate_plot_leaves_out_internal_topics_and_never_repeats_a_colour(browser, broker):
+def test_rate_plot_leaves_out_internal_topics_and_never_repeats_a_colour(browser, broker, screenshots):
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     many = [f"rate-{i:02d}" for i in range(12)]   # more topics than the old eight-colour palette
     for future in admin.create_topics([NewTopic(name, 1) for name in many]).values():
@@ -121,6 +121,7 @@ def test_rate_plot_leaves_out_internal_topics_and_never_repeats_a_colour(browser
     assert labels == sorted(set(many) | {TOPIC}) and not any(label.startswith("__") for label in labels)
     assert len({stroke for _, stroke in series}) == len(series)
     assert browser.find_elements(By.CSS_SELECTOR, "#rate-plot .u-legend .u-series")   # a legend names them
+    browser.save_screenshot(str(screenshots / "rates.png"))
 
 
 def test_message_browser_shows_what_was_produced(browser, broker, screenshots):
