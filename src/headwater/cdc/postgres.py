@@ -198,7 +198,7 @@ class PostgresConnector(Connector):
         self._conn = conn = connect(self.dsn)
         db = conn.info.dbname
         tables = self._prepare(conn)
-        stored = self.positions.load(wait_log=self.log)
+        stored = self.positions.load(wait_log=self.log, should_stop=self.stop_requested)
         exists, active_pid = self._slot(conn)
         deadline = time.monotonic() + self.slot_wait
         while active_pid is not None and time.monotonic() < deadline:

@@ -22,6 +22,8 @@ from typing import Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from headwater.waiting import PROBE_TIMEOUT, Stopped, client_log, never, wait_for_broker
+
 from .envelope import ChangeEvent
 
 
@@ -42,6 +44,7 @@ def producer_config(bootstrap: str, security: dict[str, str] | None = None) -> d
         "reconnect.backoff.max.ms": 1000,  # and notice within a second that it is back
         "partitioner": "murmur2_random",  # the Java client's choice: same key, same partition
         "delivery.report.only.error": True,  # see the module's docstring: an empty queue acknowledges
+        "logger": client_log,  # a broker that is down is told of once per distinct line
     }
 
 
@@ -241,29 +244,29 @@ class PositionStore:
 
     def __init__(self, bootstrap: str, topic: str, name: str, security: dict[str, str] | None = None):
         self.bootstrap, self.topic, self.key = bootstrap, topic, name.encode()
-        self.client = {"bootstrap.servers": bootstrap, **(security or {})}
+        self.client = {"bootstrap.servers": bootstrap, **(security or {}), "logger": client_log}
 
-    def load(self, wait_log: Callable[[str], None] = print, timeout: float | None = None) -> dict | None:
-        """The stored position dict, or None. Waits (and says so) while the broker is down."""
+    def load(self, wait_log: Callable[[str], None] = print, should_stop: Callable[[], bool] = never) -> dict | None:
+        """The stored position dict, or None. While the broker is down it waits (and says so
+        once), on the same two clients, until `should_stop()`: then `Stopped`."""
+        admin = AdminClient(self.client)
         consumer = Consumer({**self.client, "group.id": "headwater-cdc",
                              "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+
+        def reachable() -> tuple[int, int]:
+            admin.poll(0)  # serves the client's log lines
+            admin.list_topics(timeout=PROBE_TIMEOUT)  # fails fast while the broker is down
+            self._create_topic(admin)
+            return consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=5)
         try:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                try:
-                    self._create_topic()
-                    low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=5)
-                    break
-                except KafkaException as exc:
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise
-                    wait_log(f"waiting for the broker at {self.bootstrap}: {exc.args[0].str()}")
-                    time.sleep(1)
+            low, high = wait_for_broker(reachable, self.bootstrap, should_stop, wait_log)
             found = None
             if high > low:
                 consumer.assign([TopicPartition(self.topic, 0, low)])
                 offset = low
                 while offset < high:
+                    if should_stop():
+                        raise Stopped()
                     msg = consumer.poll(1.0)
                     if msg is None or msg.error():
                         continue
@@ -274,9 +277,8 @@ class PositionStore:
         finally:
             consumer.close()
 
-    def _create_topic(self) -> None:
+    def _create_topic(self, admin: AdminClient) -> None:
         # One partition (one order of positions), compacted: only the last position per key matters.
-        admin = AdminClient(self.client)
         future = admin.create_topics([NewTopic(self.topic, 1, config={"cleanup.policy": "compact"})],
                                      operation_timeout=5, request_timeout=5)[self.topic]
         try:

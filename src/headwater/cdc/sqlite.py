@@ -142,7 +142,7 @@ class SqliteConnector(Connector):
         self._conn = conn = open_db(self.path)
         install(conn, self.tables)
         self._keys = {t: primary_key(columns(conn, t)) for t in self.tables}
-        stored = self.positions.load(wait_log=self.log)
+        stored = self.positions.load(wait_log=self.log, should_stop=self.stop_requested)
         self.position = stored["id"] if stored else 0
         conn.execute(f"DELETE FROM {CHANGELOG} WHERE id <= ?", (self.position,))
         self._shipper = Shipper(self._producer or new_producer(self.bootstrap, self.security))

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from confluent_kafka import KafkaException
 
 from headwater.cli.common import CommandError
+from headwater.cli.long_running import Terminated, terminate
 
 # command -> its module headwater.cli.<module>, whose add_parser(subparsers) sets func(args) -> exit status
 COMMANDS = {"acls": "acls", "broker": "broker", "cdc": "cdc", "certs": "certs", "events": "events",
@@ -30,6 +32,9 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
+    # A command with a StopRequest of its own replaces these; main puts back what it found (for callers in-process).
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, terminate)
     try:
         return args.func(args)
     except (CommandError, KafkaException) as exc:
@@ -37,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Terminated:
+        return 143
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

