@@ -138,3 +138,64 @@ def drained(db: str) -> bool:
         return conn.execute("SELECT count(*) FROM _headwater_changelog").fetchone()[0] == 0
     finally:
         conn.close()
+
+
+ONE_SHOT = (["topics", "list"], ["groups", "list"], ["transactions", "list"], ["quotas", "describe"],
+            ["topics", "describe", "t"], ["groups", "describe", "g"])
+
+
+def test_one_shot_commands_with_the_broker_down_fail_with_one_message():
+    bootstrap = f"127.0.0.1:{closed_port()}"
+    for argv in ONE_SHOT:
+        result = headwater(*argv, "--bootstrap-server", bootstrap)
+        assert result.returncode == 1, (argv, result.stderr)
+        assert result.stderr.splitlines() == [f"headwater: error: cannot reach a broker at {bootstrap} "
+                                              f"({bootstrap}: Connection refused)"], argv
+        assert result.stdout == ""
+
+
+def test_a_port_that_never_answers_is_given_up_on_after_the_connect_timeout(tmp_path):
+    """The timeout is librdkafka's socket.connection.setup.timeout.ms from --command-config."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # connections complete in the kernel; nobody reads or answers
+    properties = tmp_path / "client.properties"
+    properties.write_text("socket.connection.setup.timeout.ms=2000\n")
+    bootstrap = f"127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        result = headwater("topics", "list", "--bootstrap-server", bootstrap, "--command-config", str(properties))
+    finally:
+        silent.close()
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [f"headwater: error: cannot reach a broker at {bootstrap} "
+                                          f"({bootstrap}: no answer within 2 s)"]
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """A broker with a PLAINTEXT, an SSL and a SASL_PLAINTEXT listener."""
+    base = tmp_path_factory.mktemp("listeners")
+    assert headwater("certs", "--out", str(base / "certs")).returncode == 0
+    assert headwater("users", "create", "--data-dir", str(base / "data"), "alice", "--password", "secret",
+                     "--iterations", "4096").returncode == 0
+    flags = [a for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT") for a in ("--listener", f"{p}://127.0.0.1:0")]
+    with BrokerProcess(base / "data", *flags, "--ssl-certfile", str(base / "certs" / "broker.pem"),
+                       "--ssl-keyfile", str(base / "certs" / "broker.key")) as broker:
+        yield broker
+
+
+@pytest.mark.parametrize("listener, hint", [("SSL", "this looks like a TLS listener"),
+                                            ("SASL_PLAINTEXT", "this looks like a SASL listener")])
+def test_a_plaintext_client_at_a_secured_listener_is_told_what_to_pass(secured, listener, hint):
+    bootstrap = f"127.0.0.1:{secured.listeners[listener]}"
+    for argv in ONE_SHOT[:4]:
+        result = headwater(*argv, "--bootstrap-server", bootstrap)
+        assert result.returncode == 1, (argv, result.stderr)
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"headwater: error: {bootstrap} answers, but {hint}") and "--command-config" in line
+
+
+def test_no_hint_where_the_listener_matches(secured):
+    plain = headwater("topics", "list", "--bootstrap-server", f"127.0.0.1:{secured.listeners['PLAINTEXT']}")
+    assert plain.returncode == 0, plain.stderr
+    assert "looks like" not in plain.stderr

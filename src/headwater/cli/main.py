@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGTERM, terminate)
     try:
+        if getattr(args, "bootstrap_server", None) and not getattr(args, "waits_for_broker", False):
+            from headwater.cli.reachability import require_broker
+            require_broker(args.bootstrap_server, args.command_config)  # one-shot: one timeout, one message
         return args.func(args)
     except (CommandError, KafkaException) as exc:
         print(f"headwater: error: {exc}", file=sys.stderr)
