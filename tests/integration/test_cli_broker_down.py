@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from headwater.testing import BrokerProcess, wait_until
+from headwater.testing import BrokerProcess, sql, wait_until
 
 from ..cdc.topics import changes, read_topic
 
@@ -130,6 +130,24 @@ def test_cdc_stopped_while_the_broker_is_down_ships_each_change_once_later(tmp_p
     # the snapshot's row, the change made while the broker was down, the two made while stopped: once each
     assert [(e["op"], e["after"]["id"]) for e in events] == [("r", 1), ("c", 2), ("c", 3), ("c", 4)]
     assert "Traceback" not in log.read_text()
+
+
+def test_cdc_postgres_with_the_broker_down_waits_and_stops_on_sigint(pg_db, tmp_path):
+    sql(pg_db, "CREATE TABLE acct (id int PRIMARY KEY, v int)")
+    log, down = tmp_path / "cdc.log", f"127.0.0.1:{closed_port()}"
+    connector = start(log, "cdc", "postgres", "--dsn", pg_db, "--tables", "acct", "--topic-prefix", "shop",
+                      "--bootstrap-server", down)
+    try:
+        wait_until(lambda: f"waiting for the broker at {down}" in log.read_text(), what="the connector to wait")
+        time.sleep(5)  # a few retries
+        connector.send_signal(signal.SIGINT)
+        assert connector.wait(60) == 130, log.read_text()
+    finally:
+        if connector.poll() is None:
+            connector.kill()
+            connector.wait()
+    output = log.read_text()
+    assert "Traceback" not in output and len(output.splitlines()) < 20, output
 
 
 def drained(db: str) -> bool:
