@@ -132,6 +132,41 @@ def test_cdc_stopped_while_the_broker_is_down_ships_each_change_once_later(tmp_p
     assert "Traceback" not in log.read_text()
 
 
+def test_cdc_stopping_while_the_broker_is_down_says_so_and_a_second_signal_ends_it(tmp_path):
+    """The broker goes away mid-run with a change in flight: the first SIGINT says what waits
+    for the broker, the second ends the wait (130); the change keeps its place and is shipped
+    once after a restart."""
+    db = shop_db(tmp_path / "shop.db")
+    log = tmp_path / "cdc.log"
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        connector = start(log, "cdc", "sqlite", "--db", db, "--tables", "items", "--bootstrap-server", broker.bootstrap,
+                          "--status-interval", "0.2")
+        wait_until(lambda: "acknowledged 1 |" in log.read_text() and drained(db), what="the snapshot shipped")
+        broker.stop()
+        insert(db, 2, "ink")
+        wait_until(lambda: "changelog position 2 |" in log.read_text(), what="the change sent")
+        connector.send_signal(signal.SIGINT)
+        wait_until(lambda: "events wait for the broker's acknowledgement" in log.read_text(), what="the stop to wait")
+        connector.send_signal(signal.SIGINT)
+        assert connector.wait(60) == 130, log.read_text()
+        assert not drained(db)  # the change is still in the changelog
+
+        broker.start()
+        connector = start(log, "cdc", "sqlite", "--db", db, "--tables", "items", "--bootstrap-server", broker.bootstrap)
+        wait_until(lambda: drained(db), what="the change shipped")
+        connector.send_signal(signal.SIGTERM)
+        assert connector.wait(60) == 143, log.read_text()
+        events = changes(read_topic(broker.bootstrap, "shop.main.items"))
+    finally:
+        if connector.poll() is None:
+            connector.kill()
+        if broker.proc.poll() is None:
+            broker.stop()
+    assert [(e["op"], e["after"]["id"]) for e in events] == [("r", 1), ("c", 2)]
+    assert "Traceback" not in log.read_text()
+
+
 def test_cdc_postgres_with_the_broker_down_waits_and_stops_on_sigint(pg_db, tmp_path):
     sql(pg_db, "CREATE TABLE acct (id int PRIMARY KEY, v int)")
     log, down = tmp_path / "cdc.log", f"127.0.0.1:{closed_port()}"

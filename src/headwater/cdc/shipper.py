@@ -125,6 +125,9 @@ class AckTracker:
         return self.durable if moved else None
 
 
+STOP_FLUSH = 30.0  # seconds a stopping connector waits, at most, for acknowledgements
+
+
 class DeliveryFailed(Exception):
     pass
 
@@ -146,6 +149,8 @@ class Shipper:
         self.on_wait = on_wait
         self._on_empty: list[_Acknowledgement] = []  # records produced outside the batches
         self._emptied = time.monotonic()  # when the producer's queue was last seen empty
+        self._stop_deadline: float | None = None  # see flush_on_stop
+        self._told_stop = False
 
     @property
     def delivered(self) -> int:
@@ -194,6 +199,25 @@ class Shipper:
         """Wait for the broker to acknowledge everything sent; the new durable position, if it moved."""
         self.producer.flush(-1 if timeout is None else timeout)
         return self._acknowledged()
+
+    def flush_on_stop(self, say: Callable[[str], None]) -> int | None:
+        """`flush` once asked to stop: all such calls together wait at most STOP_FLUSH s, in
+        1 s steps so a second signal is heard, and if the broker keeps events waiting, `say`
+        hears so once. What stays unacknowledged keeps its place at the source and is
+        shipped again after a restart."""
+        if self._stop_deadline is None:
+            self._stop_deadline = time.monotonic() + STOP_FLUSH
+        durable = None
+        while True:
+            remaining = self._stop_deadline - time.monotonic()
+            moved = self.flush(max(0.0, min(1.0, remaining)))
+            durable = durable if moved is None else moved
+            if not len(self.producer) or remaining <= 1.0:
+                return durable
+            if not self._told_stop:
+                self._told_stop = True
+                say(f"stopping: {len(self.producer)} events wait for the broker's acknowledgement, up to "
+                    f"{STOP_FLUSH:g} s (a second Ctrl-C stops now; a restart ships them again)")
 
     def settle(self, after: float = 0.5) -> int | None:
         """`poll(0)`, and `flush` (at most `after` s) if a closed batch or a stored position has

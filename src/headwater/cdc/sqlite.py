@@ -166,8 +166,8 @@ class SqliteConnector(Connector):
             self.ticker.tick()
             if len(rows) < self.batch_rows:
                 time.sleep(self.poll_interval)
-        self._store(shipper.flush(30))
-        shipper.flush(30)
+        self._store(shipper.flush_on_stop(self.log))
+        shipper.flush_on_stop(self.log)
 
     def _close(self) -> None:
         if self._conn is not None:
