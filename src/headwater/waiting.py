@@ -55,9 +55,12 @@ def wait_for_broker(attempt: Callable[[], T], bootstrap: str, should_stop: Calla
         delay = min(delay * 2, LONGEST_DELAY)
 
 
+_COUNTS = re.compile(r"(?<![\w.:#/])\d+")  # "after 3ms", "5 identical": not the digits of an address
+
+
 class DistinctOnce(logging.Filter):
-    """Passes each distinct librdkafka line once: digits (counts, durations, instance
-    numbers) do not make a line distinct, so a retried connection is told of once."""
+    """Passes each distinct librdkafka line once: counts and durations do not make a line
+    distinct (addresses do), so a retried connection is told of once per broker."""
 
     LIMIT = 512  # distinct lines remembered; past that the memory starts again
 
@@ -70,7 +73,7 @@ class DistinctOnce(logging.Filter):
         if isinstance(record.args, tuple) and len(record.args) == 3:
             facility, _instance, text = record.args
             record.msg, record.args = f"{facility}: {text}", ()
-        key = re.sub(r"\d+", "#", record.getMessage())
+        key = _COUNTS.sub("#", record.getMessage())
         if key in self._seen:
             return False
         if len(self._seen) >= self.LIMIT:
