@@ -55,6 +55,7 @@ def wait_for_broker(attempt: Callable[[], T], bootstrap: str, should_stop: Calla
         delay = min(delay * 2, LONGEST_DELAY)
 
 
+_THREAD = re.compile(r"^\[thrd:[^\]]*\]: ")  # which librdkafka thread logged: the address follows anyway
 _COUNTS = re.compile(r"(?<![\w.:#/])\d+")  # "after 3ms", "5 identical": not the digits of an address
 
 
@@ -72,7 +73,7 @@ class DistinctOnce(logging.Filter):
         # confluent-kafka logs ("%s [%s] %s", facility, client instance name, text)
         if isinstance(record.args, tuple) and len(record.args) == 3:
             facility, _instance, text = record.args
-            record.msg, record.args = f"{facility}: {text}", ()
+            record.msg, record.args = f"{facility}: {_THREAD.sub('', str(text))}", ()
         key = _COUNTS.sub("#", record.getMessage())
         if key in self._seen:
             return False

@@ -48,7 +48,7 @@ def _record(facility: str, instance: str, text: str) -> logging.LogRecord:
 
 def test_distinct_once_ignores_counts_durations_and_instances_not_addresses():
     once = DistinctOnce()
-    lines = [_record("FAIL", f"rdkafka#consumer-{n}", f"Connect to ipv4#127.0.0.1:1 failed: Connection refused "
+    lines = [_record("FAIL", f"rdkafka#consumer-{n}", f"[thrd:127.0.0.1:1/bootstrap]: Connect to ipv4#127.0.0.1:1 failed: Connection refused "
                                                       f"(after {n}ms in state CONNECT)") for n in range(50)]
     lines.append(_record("FAIL", "rdkafka#consumer-1", "Connect to ipv4#127.0.0.2:1 failed: Connection refused "
                                                        "(after 0ms in state CONNECT)"))  # another broker

@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     # A command with a StopRequest of its own replaces these; main puts back what it found (for callers in-process).
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also where a shell started us with SIGINT ignored
     try:
         if getattr(args, "bootstrap_server", None) and not getattr(args, "waits_for_broker", False):
             from headwater.cli.reachability import require_broker
