@@ -29,6 +29,13 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     return parser
 
 
+def _talks_to_broker_once(args: argparse.Namespace) -> bool:
+    """A one-shot command about to ask the broker: not a long-running one (it waits for the
+    broker instead), nor one given a data directory to edit (--offline)."""
+    return bool(getattr(args, "bootstrap_server", None)) and not getattr(args, "waits_for_broker", False) \
+        and not (getattr(args, "offline", False) or getattr(args, "data_dir", None))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
@@ -37,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also where a shell started us with SIGINT ignored
     try:
-        if getattr(args, "bootstrap_server", None) and not getattr(args, "waits_for_broker", False):
+        if _talks_to_broker_once(args):
             from headwater.cli.reachability import require_broker
             require_broker(args.bootstrap_server, args.command_config)  # one-shot: one timeout, one message
         return args.func(args)
