@@ -22,6 +22,7 @@ import pytest
 from headwater.testing import BrokerProcess, sql, wait_until
 
 from ..cdc.topics import changes, read_topic
+from ..eventsourcing.topic import read_topic as read_events, topic_end
 
 PAST_THE_OLD_DEADLINE = 16  # seconds: the relay used to give up (with a traceback) after 15
 EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -165,6 +166,41 @@ def test_cdc_stopping_while_the_broker_is_down_says_so_and_a_second_signal_ends_
             broker.stop()
     assert [(e["op"], e["after"]["id"]) for e in events] == [("r", 1), ("c", 2)]
     assert "Traceback" not in log.read_text()
+
+
+def test_relay_waits_out_a_broker_that_goes_away_mid_run(tmp_path):
+    """Events appended while the broker is away wait (one line) and are published once when it
+    is back; SIGTERM then stops the relay (143). It used to give up after 60 s (exit 1)."""
+    from headwater.eventsourcing import NewEvent, open_store
+    from headwater.eventsourcing.subscription import decode_value
+
+    store = open_store(str(tmp_path / "events.db"))
+    store.append("cart-1", [NewEvent("ItemAdded", {"item": 0})])
+    log = tmp_path / "relay.log"
+    broker = BrokerProcess(tmp_path / "data").start()
+    relay = start(log, "events", "relay", "--store", str(tmp_path / "events.db"), "--topic", "carts", "--partitions",
+                  "1", "--bootstrap-server", broker.bootstrap)
+    try:
+        wait_until(lambda: topic_end(broker.bootstrap, "carts") == 1, what="the first event published")
+        broker.stop()
+        store.append("cart-1", [NewEvent("ItemAdded", {"item": 1}), NewEvent("ItemAdded", {"item": 2})])
+        wait_until(lambda: "events wait for the broker" in log.read_text(), what="the relay to say it waits")
+        time.sleep(5)  # more retries: still one line
+        assert relay.poll() is None, log.read_text()
+        broker.start()
+        wait_until(lambda: topic_end(broker.bootstrap, "carts") >= 3, what="the waiting events published")
+        relay.send_signal(signal.SIGTERM)
+        assert relay.wait(60) == 143, log.read_text()
+        positions = [decode_value(value)[0] for _, _, value in read_events(broker.bootstrap, "carts")]
+    finally:
+        if relay.poll() is None:
+            relay.kill()
+        if broker.proc.poll() is None:
+            broker.stop()
+        store.close()
+    assert positions == [1, 2, 3]  # each once, in order
+    output = log.read_text()
+    assert "Traceback" not in output and len(output.splitlines()) < 20, output
 
 
 def test_cdc_postgres_with_the_broker_down_waits_and_stops_on_sigint(pg_db, tmp_path):

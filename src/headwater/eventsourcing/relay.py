@@ -21,6 +21,7 @@ from headwater.eventsourcing.subscription import decode_value, encode_row
 from headwater.waiting import PROBE_TIMEOUT, client_log, never, wait_for_broker
 
 TIMEOUT = 15
+WAIT_TOLD_AFTER = 5  # unacknowledged flushes of PROBE_TIMEOUT s before the relay says it waits
 
 
 class RelayError(Exception):
@@ -42,12 +43,12 @@ class OutboxRelay:
         self.client = {"bootstrap.servers": bootstrap, **(security or {}), "logger": client_log}
         self.topic = topic
         self.batch_size = batch_size
-        self.should_stop = should_stop
+        self.should_stop, self.on_wait, self.bootstrap = should_stop, on_wait, bootstrap
         admin = AdminClient(self.client)
         self.partitions = wait_for_broker(lambda: self._ensure_topic(admin, partitions), bootstrap, should_stop,
                                           on_wait)
-        self.producer = Producer({**self.client, "enable.idempotence": True, "acks": "all",
-                                  "linger.ms": 5})
+        self.producer = Producer({**self.client, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+                                  "message.timeout.ms": 0})  # infinite: while the broker is down we wait
         consumer = Consumer({**self.client, "group.id": "headwater-relay", "enable.auto.commit": False})
         try:
             self.published = wait_for_broker(lambda: self._published_positions(consumer), bootstrap, should_stop,
@@ -103,12 +104,16 @@ class OutboxRelay:
                                       partition=partition, on_delivery=delivered)
                 sent += 1
                 self.producer.poll(0)
-        deadline = time.monotonic() + TIMEOUT * 4
-        while self.producer.flush(PROBE_TIMEOUT) and time.monotonic() < deadline:
+        waited = 0
+        while self.producer.flush(PROBE_TIMEOUT):  # while the broker is down, it waits (no timeout)
             if self.should_stop():  # what the broker did not take yet, the next run publishes
                 return sent
-        if len(self.producer) or failures:
-            raise RelayError(f"events not acknowledged by the broker: {failures[:3] or 'timed out'}")
+            waited += 1
+            if waited == WAIT_TOLD_AFTER:
+                self.on_wait(f"{len(self.producer)} events wait for the broker at {self.bootstrap} (retrying; "
+                             "Ctrl-C stops)")
+        if failures:
+            raise RelayError(f"events not acknowledged by the broker: {failures[:3]}")
         for row in rows:
             partition = partition_for(row[1], self.partitions)
             self.published[partition] = max(self.published[partition], row[0])
