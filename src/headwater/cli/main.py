@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
 from confluent_kafka import KafkaException
 
 from headwater.cli.common import CommandError
+from headwater.cli.long_running import Terminated, terminate
 
 # command -> its module headwater.cli.<module>, whose add_parser(subparsers) sets func(args) -> exit status
 COMMANDS = {"acls": "acls", "broker": "broker", "cdc": "cdc", "certs": "certs", "events": "events",
@@ -47,16 +49,35 @@ def _name_choices(parser: argparse.ArgumentParser) -> None:
                 _name_choices(subparser)
 
 
+def _talks_to_broker_once(args: argparse.Namespace) -> bool:
+    """A one-shot command about to ask the broker: not a long-running one (it waits for the
+    broker instead), nor one given a data directory to edit (--offline)."""
+    return bool(getattr(args, "bootstrap_server", None)) and not getattr(args, "waits_for_broker", False) \
+        and not (getattr(args, "offline", False) or getattr(args, "data_dir", None))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
+    # A command with a StopRequest of its own replaces these; main puts back what it found (for callers in-process).
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also where a shell started us with SIGINT ignored
     try:
+        if _talks_to_broker_once(args):
+            from headwater.cli.reachability import require_broker
+            require_broker(args.bootstrap_server, args.command_config)  # one-shot: one timeout, one message
         return args.func(args)
     except (CommandError, KafkaException) as exc:
         print(f"headwater: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except Terminated:
+        return 143
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":
