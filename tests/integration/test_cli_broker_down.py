@@ -265,7 +265,7 @@ def secured(tmp_path_factory):
     """A broker with a PLAINTEXT, an SSL and a SASL_PLAINTEXT listener."""
     base = tmp_path_factory.mktemp("listeners")
     assert headwater("certs", "--out", str(base / "certs")).returncode == 0
-    assert headwater("users", "create", "--data-dir", str(base / "data"), "alice", "--password", "secret",
+    assert headwater("users", "create", "--offline", "--data-dir", str(base / "data"), "alice", "--password", "secret",
                      "--iterations", "4096").returncode == 0
     flags = [a for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT") for a in ("--listener", f"{p}://127.0.0.1:0")]
     with BrokerProcess(base / "data", *flags, "--ssl-certfile", str(base / "certs" / "broker.pem"),
