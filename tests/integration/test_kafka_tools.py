@@ -16,7 +16,7 @@ from confluent_kafka.admin import ConfigResource
 
 from headwater.testing import BrokerProcess, KafkaTools, kafka_classpath
 
-from .clients import confluent_consume, confluent_produce
+from .clients import confluent_consume, confluent_produce, stable_end
 from .groups import admin, create_topic
 
 
@@ -352,22 +352,33 @@ def test_transactions_list_describe_and_producers(tools, broker):
     assert state["CurrentTransactionStartOffset"] == "None"
 
 
-@pytest.mark.xfail(strict=True, reason="kafka-transactions abort: 'The node does not support "
-                                       "WRITE_TXN_MARKERS' (API 27 is not served)")
 def test_transactions_abort_a_hanging_transaction(tools, broker, request):
+    """An open transaction holds back the last stable offset; `kafka-transactions abort`
+    (WriteTxnMarkers) ends it: read_committed readers get past it and never see its records."""
     from confluent_kafka import Producer
     create_topic(broker.bootstrap, "hanging", 1)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "hanging-txn"})
     producer.init_transactions()
     producer.begin_transaction()
-    producer.produce("hanging", value=b"never committed")
+    for i in range(3):
+        producer.produce("hanging", value=f"never committed {i}".encode())
     producer.flush(30)
     request.addfinalizer(producer.abort_transaction)
+    after = confluent_produce(broker.bootstrap, "hanging", [(None, f"plain {i}".encode(), []) for i in range(2)])
+    assert [offset for _, offset, *_ in after] == [3, 4]
+    assert stable_end(broker.bootstrap, "hanging") == 0   # held back by the open transaction
+    # the coordinator still knows the transaction as Ongoing: it is open, not hanging
+    assert "hanging-txn" not in run(tools, broker, "kafka-transactions", "find-hanging", "--broker-id", "0")
+
     [state] = table(run(tools, broker, "kafka-transactions", "describe-producers", "--topic", "hanging",
                         "--partition", "0"), "ProducerId")
+    assert state["CurrentTransactionStartOffset"] == "0"
     run(tools, broker, "kafka-transactions", "abort", "--topic", "hanging", "--partition", "0",
         "--start-offset", state["CurrentTransactionStartOffset"])
-    assert watermarks(broker, "hanging", 1)[0][1] == 2   # the record and the abort marker after it
+    assert watermarks(broker, "hanging", 1)[0][1] == 6   # three records, two plain ones, the abort marker
+    assert stable_end(broker.bootstrap, "hanging") == 6
+    visible = confluent_consume(broker.bootstrap, "hanging", [0], 2, **{"isolation.level": "read_committed"})
+    assert [(o, v) for _, o, _, v, _ in visible] == [(o, v) for _, o, _, v, _ in after]
     [state] = table(run(tools, broker, "kafka-transactions", "describe-producers", "--topic", "hanging",
                         "--partition", "0"), "ProducerId")
     assert state["CurrentTransactionStartOffset"] == "None"

@@ -55,6 +55,7 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3, txn.add_partitions_to_txn),
     endpoint(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3, txn.add_offsets_to_txn),
     endpoint(ApiKey.END_TXN, 0, 3, txn.end_txn),
+    endpoint(ApiKey.WRITE_TXN_MARKERS, 1, 2, txn.write_txn_markers),  # Kafka 4 dropped v0 (KIP-896)
     endpoint(ApiKey.TXN_OFFSET_COMMIT, 0, 3, txn.txn_offset_commit),
     endpoint(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, txn.describe_transactions),
     endpoint(ApiKey.LIST_TRANSACTIONS, 0, 1, txn.list_transactions),

@@ -269,6 +269,19 @@ def _cluster(operation: Op) -> Rule:
     return _needs(lambda a, r: a.cluster(operation), CLUSTER_DENIED)
 
 
+async def _write_txn_markers(access, header, request, handle):
+    """CLUSTER_ACTION on the cluster (an operator's super user, as Kafka), else every partition says so."""
+    if access.cluster(Op.CLUSTER_ACTION):
+        return await handle(request)
+    response = _response(header)
+    Marker = type(response).WritableTxnMarkerResult
+    Topic = Marker.WritableTxnMarkerTopicResult
+    response.markers = [Marker(producer_id=m.producer_id, topics=[Topic(name=t.name, partitions=_partitions(
+        Topic.WritableTxnMarkerPartitionResult, "partition_index", t.partition_indexes, error_code=CLUSTER_DENIED))
+        for t in m.topics]) for m in request.markers]
+    return response
+
+
 def _cluster_check(operation: Op) -> Check:
     return lambda access, entry: None if access.cluster(operation) else CLUSTER_DENIED
 
@@ -422,6 +435,7 @@ RULES: dict[int, Rule] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: _transaction(_transactional_group),
     ApiKey.END_TXN: _transaction(),
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: _committed("TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition",
                                          _transactional_group),
     ApiKey.DESCRIBE_TRANSACTIONS: per_resource(
