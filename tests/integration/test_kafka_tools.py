@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -403,8 +404,6 @@ def test_share_groups_console_consumer_list_and_state(tools, broker):
     assert (state["STATE"], state["#MEMBERS"]) == ("Empty", "0")
 
 
-@pytest.mark.xfail(strict=True, reason="kafka-share-groups --describe: 'The node does not support "
-                                       "DESCRIBE_SHARE_GROUP_OFFSETS' (API 90 is not served)")
 def test_share_groups_describe_offsets(tools, broker):
     share_records(broker, "queued-offsets", "offsets-share", 10)
     run(tools, broker, "kafka-configs", "--alter", "--entity-type", "groups", "--entity-name", "offsets-share",
@@ -417,8 +416,6 @@ def test_share_groups_describe_offsets(tools, broker):
         == {p: (end, 0) for p, end in ends.items()}
 
 
-@pytest.mark.xfail(strict=True, reason="kafka-share-groups --reset-offsets: 'The node does not support "
-                                       "ALTER_SHARE_GROUP_OFFSETS' (API 91 is not served)")
 def test_share_groups_reset_offsets(tools, broker):
     records = share_records(broker, "queued-reset", "reset-share", 10)
     out = run(tools, broker, "kafka-share-groups", "--reset-offsets", "--group", "reset-share", "--topic",
@@ -428,6 +425,61 @@ def test_share_groups_reset_offsets(tools, broker):
     out = run(tools, broker, "kafka-console-share-consumer", "--topic", "queued-reset", "--group", "reset-share",
               "--max-messages", "10", "--formatter-property", "print.key=true", "--timeout-ms", "30000")
     assert sorted(out.splitlines()) == sorted(records)
+
+
+def share_consume(consumer, count: int) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of `count` records a confluent-kafka ShareConsumer receives."""
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < count and time.monotonic() < deadline:
+        got += [(m.partition(), m.offset(), m.value()) for m in consumer.poll(0.5) if not m.error()]
+    return got
+
+
+def test_share_groups_reset_to_an_offset_describe_and_delete_offsets(tools, broker):
+    """--reset-offsets --to-offset moves a share-partition's start offset back (refused while the
+    group has a member), --describe shows it with its lag, and --delete-offsets forgets the topic."""
+    from confluent_kafka import ShareConsumer
+    create_topic(broker.bootstrap, "queued-moved", 2)
+    sent = produce(broker, "queued-moved", 12)
+    ends = {p: high for p, (_, high) in watermarks(broker, "queued-moved", 2).items()}
+
+    def offsets() -> dict[int, tuple[int, int]]:
+        out = run(tools, broker, "kafka-share-groups", "--describe", "--group", "moved-share")
+        return {int(r["PARTITION"]): (int(r["START-OFFSET"]), int(r["LAG"])) for r in table(out, "GROUP")
+                if r["TOPIC"] == "queued-moved"}
+
+    run(tools, broker, "kafka-share-groups", "--reset-offsets", "--group", "moved-share", "--topic",
+        "queued-moved", "--to-latest", "--execute")
+    out = run(tools, broker, "kafka-share-groups", "--reset-offsets", "--group", "moved-share", "--topic",
+              "queued-moved:0", "--to-offset", "2", "--execute")
+    assert {int(r["PARTITION"]): int(r["NEW-OFFSET"]) for r in table(out, "GROUP")} == {0: 2}
+    assert offsets() == {0: (2, ends[0] - 2), 1: (ends[1], 0)}
+
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "moved-share"})
+    consumer.subscribe(["queued-moved"])
+    try:
+        truth = sorted((p, o, v) for p, o, _, v, _ in sent if p == 0 and o >= 2)
+        assert sorted(share_consume(consumer, len(truth))) == truth
+        refused = tools.run("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--reset-offsets",
+                            "--group", "moved-share", "--topic", "queued-moved", "--to-earliest", "--execute")
+        assert refused.exit_code != 0 or "not empty" in refused.stdout + refused.stderr
+        # the refusal moved nothing (the received records are acknowledged with the next poll)
+        assert offsets()[0][0] >= 2 and offsets()[1] == (ends[1], 0)
+    finally:
+        consumer.close()
+
+    run(tools, broker, "kafka-share-groups", "--delete-offsets", "--group", "moved-share", "--topic", "queued-moved")
+    assert "Share group 'moved-share' has no offset information." in run(
+        tools, broker, "kafka-share-groups", "--describe", "--group", "moved-share")
+    # forgotten: the group starts afresh there, from share.auto.offset.reset
+    run(tools, broker, "kafka-configs", "--alter", "--entity-type", "groups", "--entity-name", "moved-share",
+        "--add-config", "share.auto.offset.reset=earliest")
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "moved-share"})
+    consumer.subscribe(["queued-moved"])
+    try:
+        assert sorted(share_consume(consumer, len(sent))) == sorted((p, o, v) for p, o, _, v, _ in sent)
+    finally:
+        consumer.close()
 
 
 def json_lines(done) -> list[dict]:

@@ -79,6 +79,9 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,10 @@ MESSAGE_CLASSES = {
     ApiKey.SHARE_GROUP_DESCRIBE: (share.ShareGroupDescribeRequest, share.ShareGroupDescribeResponse),
     ApiKey.SHARE_FETCH: (share.ShareFetchRequest, share.ShareFetchResponse),
     ApiKey.SHARE_ACKNOWLEDGE: (share.ShareAcknowledgeRequest, share.ShareAcknowledgeResponse),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (share.DescribeShareGroupOffsetsRequest,
+                                          share.DescribeShareGroupOffsetsResponse),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (share.AlterShareGroupOffsetsRequest, share.AlterShareGroupOffsetsResponse),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (share.DeleteShareGroupOffsetsRequest, share.DeleteShareGroupOffsetsResponse),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (admin.DescribeClientQuotasRequest, admin.DescribeClientQuotasResponse),
     ApiKey.ALTER_CLIENT_QUOTAS: (admin.AlterClientQuotasRequest, admin.AlterClientQuotasResponse),
 }

@@ -17,6 +17,7 @@ from headwater.broker.security import apis as security
 from headwater.broker.security import user_apis
 from headwater.broker.txn import apis as txn
 from headwater.broker.share import apis as share
+from headwater.broker.share import offsets as share_offsets
 from headwater.protocol.messages import Api, ApiKey
 
 ADVERTISED: dict[int, Api] = {}  # filled from ENDPOINTS below: what ApiVersions answers
@@ -72,6 +73,9 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share.share_group_describe),
     endpoint(ApiKey.SHARE_FETCH, 1, 1, share.share_fetch),
     endpoint(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share.share_acknowledge),
+    endpoint(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1, share_offsets.describe_share_group_offsets),
+    endpoint(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, share_offsets.alter_share_group_offsets),
+    endpoint(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, share_offsets.delete_share_group_offsets),
     endpoint(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, client_quotas.describe_client_quotas),
     endpoint(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, client_quotas.alter_client_quotas),
 )}

@@ -355,6 +355,25 @@ def _group_heartbeat(topic_operation: Op) -> Rule:
     return rule
 
 
+async def _describe_share_group_offsets(access, header, request, handle):
+    """DESCRIBE on each group, and on each topic named (all topics asked for: those without it left out)."""
+    denied_groups = _take_denied(request, "groups", lambda g: access.group(Op.DESCRIBE, g.group_id))
+    denied_topics = {g.group_id: _take_denied(g, "topics", lambda t: access.topic(Op.DESCRIBE, t.topic_name))
+                     for g in request.groups if g.topics is not None}
+    response = await handle(request) if request.groups else _response(header)
+    Group = type(response).DescribeShareGroupOffsetsResponseGroup
+    Topic = Group.DescribeShareGroupOffsetsResponseTopic
+    for group in response.groups:
+        group.topics = [t for t in group.topics if access.topic(Op.DESCRIBE, t.topic_name)] + [
+            Topic(topic_name=t.topic_name, partitions=_partitions(
+                Topic.DescribeShareGroupOffsetsResponsePartition, "partition_index", t.partitions, start_offset=-1,
+                leader_epoch=-1, lag=-1, error_code=TOPIC_DENIED, error_message=NOT_AUTHORIZED))
+            for t in denied_topics.get(group.group_id, [])]
+    response.groups += [Group(group_id=g.group_id, topics=[], error_code=GROUP_DENIED, error_message=NOT_AUTHORIZED)
+                        for g in denied_groups]
+    return response
+
+
 def _described_group_denied(R, group_id: str, code: ErrorCode):
     return R.DescribedGroup(error_code=code, error_message=NOT_AUTHORIZED, group_id=group_id, members=[])
 
@@ -431,6 +450,15 @@ RULES: dict[int, Rule] = {
     ApiKey.SHARE_FETCH: _share("ShareFetchableTopicResponse", acknowledge_error_code=0, records=None,
                                acquired_records=[]),
     ApiKey.SHARE_ACKNOWLEDGE: _share("ShareAcknowledgeTopicResponse"),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _group(Op.READ, _partition_results(
+        topic_check(Op.READ, lambda t: t.topic_name), "AlterShareGroupOffsetsResponseTopic",
+        "AlterShareGroupOffsetsResponsePartition", answers="responses", name="topic_name",
+        error_message=NOT_AUTHORIZED)),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _group(Op.DELETE, per_resource(
+        "topics", topic_check(Op.READ, lambda t: t.topic_name), "responses",
+        lambda R, t, code: R.DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, error_code=code,
+                                                                  error_message=NOT_AUTHORIZED))),
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: _transaction(_transactional_group),
