@@ -258,6 +258,26 @@ def test_java_clients_round_trip(tools, broker):
     assert committed(broker, "java-group", "java-clients", 3) == {p: len(o) or -1001 for p, o in per_partition.items()}
 
 
+def test_java_consumers_in_a_consumer_protocol_group(tools, broker):
+    """Three KafkaConsumers with group.protocol=consumer (KIP-848; jvm/.../ConsumerProtocolGroup):
+    the broker's assignment covers every partition once, each record is read once, commits
+    (OffsetCommit v9 with the member epoch) land."""
+    create_topic(broker.bootstrap, "java-848", 3)
+    events = json_lines(tools.run("headwater.jvm.ConsumerProtocolGroup", broker.bootstrap, "java-848", "java-848-group",
+                                  "3", "60"))
+    assigned = [(e["member"], e["partition"]) for e in events if e["event"] == "assigned"]
+    assert sorted(p for _, p in assigned) == [0, 1, 2] and {m for m, _ in assigned} == {0, 1, 2}
+    sent = sorted((e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "sent")
+    received = sorted((e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "received")
+    truth = sorted((p, o, k.decode(), v.decode()) for p, o, k, v, _ in confluent_consume(broker.bootstrap, "java-848",
+                                                                                         range(3), 60))
+    assert received == sent == truth                                          # every record once
+    ends = {p: high for p, (_, high) in watermarks(broker, "java-848", 3).items()}
+    last_commits = {e["partition"]: e["offset"] for e in events if e["event"] == "committed"}
+    assert last_commits == {p: end for p, end in ends.items() if end}
+    assert committed(broker, "java-848-group", "java-848", 3) == {p: end or -1001 for p, end in ends.items()}
+
+
 def table(stdout: str, first_column: str) -> list[dict[str, str]]:
     """The rows of a whitespace-aligned table whose header starts with `first_column`."""
     lines = stdout.splitlines()
@@ -507,13 +527,21 @@ def test_java_transactional_copy_with_offsets_in_the_transaction(tools, broker):
     assert any(e["event"] == "aborted" for e in events)
 
 
-def test_java_share_consumer(tools, broker):
-    """Java's KafkaShareConsumer (jvm/.../ShareRead) in a share group reading from the earliest offset."""
-    records = share_records(broker, "java-queued", "java-share", 30)
-    run(tools, broker, "kafka-configs", "--alter", "--entity-type", "groups", "--entity-name", "java-share",
+@pytest.mark.parametrize("mode", ["implicit", "explicit"])
+def test_java_share_consumer(tools, broker, mode):
+    """Java's KafkaShareConsumer (jvm/.../ShareRead) in a share group reading from the earliest offset,
+    acknowledging implicitly, or explicitly, releasing some records first to see them come back."""
+    topic, group = f"java-queued-{mode}", f"java-share-{mode}"
+    records = share_records(broker, topic, group, 30)
+    run(tools, broker, "kafka-configs", "--alter", "--entity-type", "groups", "--entity-name", group,
         "--add-config", "share.auto.offset.reset=earliest")
-    events = json_lines(tools.run("headwater.jvm.ShareRead", broker.bootstrap, "java-queued", "java-share", "30"))
-    assert sorted(f"{e['key']}\t{e['value']}" for e in events) == sorted(records)
+    events = json_lines(tools.run("headwater.jvm.ShareRead", broker.bootstrap, topic, group, "30", mode))
+    accepted = [e for e in events if e["acknowledged"] == "ACCEPT"]
+    assert sorted(f"{e['key']}\t{e['value']}" for e in accepted) == sorted(records)
+    released = sorted((e["partition"], e["offset"]) for e in events if e["acknowledged"] == "RELEASE")
+    redelivered = sorted((e["partition"], e["offset"]) for e in accepted if e["delivery_count"] == 2)
+    expected = sorted((p, o) for p, (_, end) in watermarks(broker, topic, 2).items() for o in range(end) if o % 5 == 0)
+    assert released == redelivered == (expected if mode == "explicit" else [])
 
 
 def test_tools_and_java_clients_over_sasl_ssl(tools, secured):

@@ -213,6 +213,14 @@ def _transactional_group(access, request) -> ErrorCode | None:
 
 
 async def _offset_fetch(access, header, request, handle):
+    if header.api_version >= 8:  # many groups: each denied one answered with its error
+        denied = _take_denied(request, "groups", lambda g: access.group(Op.DESCRIBE, g.group_id))
+        response = await handle(request) if request.groups or not denied else _response(header)
+        for group in response.groups:
+            group.topics = [t for t in group.topics if access.topic(Op.DESCRIBE, t.name)]
+        Group = type(response).OffsetFetchResponseGroup
+        response.groups += [Group(group_id=g.group_id, topics=[], error_code=GROUP_DENIED) for g in denied]
+        return response
     if access.group(Op.DESCRIBE, request.group_id):
         response = await handle(request)
         response.topics = [t for t in response.topics if access.topic(Op.DESCRIBE, t.name)]
