@@ -53,7 +53,8 @@ def secured(tmp_path_factory):
     base = tmp_path_factory.mktemp("kafka-tools-secured")
     certs, data = base / "certs", base / "data"
     for command in (["certs", "--out", str(certs)],
-                    ["users", "create", "--data-dir", str(data), "alice", "--password", "alice-pw", "--iterations", "4096"]):
+                    ["users", "create", "--offline", "--data-dir", str(data), "alice", "--password", "alice-pw",
+                     "--iterations", "4096"]):
         subprocess.run([sys.executable, "-m", "headwater", *command], check=True, capture_output=True)
     with BrokerProcess(data, "--listener", "SASL_SSL://127.0.0.1:0", "--ssl-certfile", str(certs / "broker.pem"),
                        "--ssl-keyfile", str(certs / "broker.key"), "--ssl-cafile", str(certs / "ca.pem"),
