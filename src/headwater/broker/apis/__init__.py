@@ -27,7 +27,7 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.LIST_OFFSETS, 1, 5, list_offsets.list_offsets),
     endpoint(ApiKey.METADATA, 1, 13, topics.metadata),
     endpoint(ApiKey.OFFSET_COMMIT, 2, 7, commits.offset_commit),
-    endpoint(ApiKey.OFFSET_FETCH, 1, 5, commits.offset_fetch),
+    endpoint(ApiKey.OFFSET_FETCH, 1, 7, commits.offset_fetch),
     endpoint(ApiKey.FIND_COORDINATOR, 0, 2, membership.find_coordinator),
     endpoint(ApiKey.JOIN_GROUP, 0, 5, membership.join_group),
     endpoint(ApiKey.HEARTBEAT, 0, 3, membership.heartbeat),

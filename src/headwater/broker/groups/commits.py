@@ -46,6 +46,9 @@ async def offset_commit(broker, header, request):
 
 async def offset_fetch(broker, header, request):
     committed = broker.groups.committed(request.group_id)
+    # v7+ (KIP-447): a read_committed consumer asks not to start from offsets a transaction may still change
+    stable_only = header.api_version >= 7 and request.require_stable
+    unstable = broker.transactions.pending_offsets(request.group_id) if stable_only else set()
     if request.topics is None:  # v2+: every partition the group has an offset for
         wanted = defaultdict(list)
         for topic, partition in sorted(committed):
@@ -58,10 +61,12 @@ async def offset_fetch(broker, header, request):
     for name, partitions in wanted.items():
         parts = []
         for partition in partitions:
-            c = committed.get((name, partition))
+            stable = (name, partition) not in unstable
+            c = committed.get((name, partition)) if stable else None
             parts.append(PartitionResult(partition_index=partition, committed_offset=c.offset if c else NO_OFFSET,
                                          committed_leader_epoch=c.leader_epoch if c else -1,
-                                         metadata=c.metadata if c else "", error_code=0))
+                                         metadata=c.metadata if c else "",
+                                         error_code=ErrorCode.NONE if stable else ErrorCode.UNSTABLE_OFFSET_COMMIT))
         topics.append(TopicResult(name=name, partitions=parts))
     return OffsetFetchResponse(topics=topics, error_code=0)
 
