@@ -49,6 +49,8 @@ public final class StreamsApp {
         config.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
         config.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
         config.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 2);
+        // DeleteRecords on the repartition topic up to what is committed, every second (default 30 s)
+        config.put(StreamsConfig.REPARTITION_PURGE_INTERVAL_MS_CONFIG, 1000);
         config.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
         // A killed instance's members leave the group at their session's end: the smallest a broker allows.
         config.put(StreamsConfig.consumerPrefix("session.timeout.ms"), 6000);
