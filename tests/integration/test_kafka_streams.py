@@ -7,7 +7,6 @@ answer from the input; and read_committed shows exactly the records of committed
 as the partitions' own bytes on disk tell them apart."""
 from __future__ import annotations
 
-import os
 import random
 import re
 import select
@@ -24,7 +23,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.log import layout
 from headwater.records import decode_records, iter_batches, marker_is_commit
-from headwater.testing import BrokerProcess, java_process, kafka_classpath, wait_until
+from headwater.testing import BrokerProcess, java_process, wait_until
+
+from .clients import require_kafka_jars
 
 PARTITIONS = 3
 APPLICATION = "streams-eos"
@@ -38,10 +39,7 @@ REPARTITION = f"{APPLICATION}-words-repartition"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    try:
-        kafka_classpath()
-    except FileNotFoundError as missing:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(str(missing))
+    require_kafka_jars()
     with BrokerProcess(tmp_path_factory.mktemp("kafka-streams") / "data", "--num-partitions", str(PARTITIONS)) as proc:
         yield proc
 
