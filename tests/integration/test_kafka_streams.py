@@ -2,9 +2,9 @@
 repartition topic into a RocksDB store with its changelog, a windowed count, a KTable–KTable
 join) against a Headwater broker, killed with SIGKILL twice in the middle of its work and
 restarted, once on its own state directory and once on an empty one (its stores restored
-from their changelogs). What it finally wrote, read with read_committed, equals plain Python's
-answer from the input; and read_committed shows exactly the records of committed transactions,
-as the partitions' own bytes on disk tell them apart."""
+from their changelogs); and the broker killed under it. What it finally wrote, read with
+read_committed, equals plain Python's answer from the input; and read_committed shows exactly
+the records of committed transactions, as the partitions' own bytes on disk tell them apart."""
 from __future__ import annotations
 
 import random
@@ -68,7 +68,8 @@ def produce(bootstrap: str, inputs, phase: int) -> None:
     """The phase-th third of every input topic, a few records at a time (so the application is
     busy for a while), keyed records partitioned as Java's producer would (murmur2: the
     partitions Kafka Streams expects a key in)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 5,
+                         "enable.idempotence": True})
     for topic, records in inputs.items():
         share = len(records) // PHASES
         for i, (key, value, ts) in enumerate(records[phase * share:(phase + 1) * share if phase < PHASES - 1 else None]):
@@ -82,7 +83,7 @@ def produce(bootstrap: str, inputs, phase: int) -> None:
 def read(bootstrap: str, topic: str, isolation: str) -> list[tuple[int, int, bytes, bytes | None]]:
     """(partition, offset, key, value) of everything a reader at `isolation` sees now."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "streams-reader", "isolation.level": isolation,
-                         "enable.partition.eof": True, "enable.auto.commit": False})
+                         "enable.partition.eof": True, "enable.auto.commit": False, "fetch.wait.max.ms": 50})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
     seen, at_end, deadline = [], set(), time.monotonic() + 30
     try:
@@ -178,59 +179,44 @@ class StreamsApp:
             self.kill()
 
 
-def test_exactly_once_word_count_windows_and_join_survive_kills(broker, tmp_path):
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+def create_topics(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(t, PARTITIONS, 1, config=c) for t, c in
                                        [*INPUTS.items(), *((o, {}) for o in OUTPUTS)]]).values():
         future.result(30)
-    inputs, log_file = make_input(), tmp_path / "streams.log"
-    want = expected(inputs)
 
-    def mid_transaction(after: int) -> int:
-        """More than `after` counts committed, and a transaction open on the repartition topic
-        (on disk): the moment to kill the application. The count of committed counts."""
-        counts = len(transactions_on_disk(broker.data_dir, "counts")[0])
-        return counts if counts > after and transactions_on_disk(broker.data_dir, REPARTITION)[2] else 0
 
-    def run_and_kill(state_dir: Path, phase: int, after: int) -> int:
-        app = StreamsApp(broker, state_dir, log_file)
-        app.wait_running()
-        feeder = threading.Thread(target=produce, args=(broker.bootstrap, inputs, phase))
-        feeder.start()
-        try:
-            return wait_until(lambda: mid_transaction(after), timeout=60, interval=0.05, what="a busy application")
-        finally:
-            app.kill()
-            feeder.join()
+def open_transaction(data_dir: Path) -> bool:
+    """A transaction open on the repartition topic (on disk): the application is mid-commit-interval."""
+    return bool(transactions_on_disk(data_dir, REPARTITION)[2])
 
-    # 1. a third of the input, killed once some output is committed, in the middle of a transaction;
-    # 2. the next third, restarted on the same state directory (its producers' transactional ids
-    # fence the killed ones) and killed the same way again
-    run_and_kill(tmp_path / "state", 1, run_and_kill(tmp_path / "state", 0, 0))
-    # 3. the rest; restarted on an empty state directory: the stores come back from their changelogs
-    produce(broker.bootstrap, inputs, 2)
-    app = StreamsApp(broker, tmp_path / "fresh-state", log_file)
+
+def finish(app: StreamsApp, bootstrap: str, want) -> None:
+    """Run the application until its outputs equal Python's answer (or 90 s pass), then stop it."""
     try:
         app.wait_running()
         deadline = time.monotonic() + 90
-        while (got := tables(broker.bootstrap)) != want and time.monotonic() < deadline:
+        while (got := tables(bootstrap)) != want and time.monotonic() < deadline:
             time.sleep(1)
     finally:
         app.stop()
     for topic in OUTPUTS:
         assert got[topic] == want[topic], f"{topic}: {set(got[topic].items()) ^ set(want[topic].items())}"
 
-    # Exactly once: each key's committed counts only ever grow (a count processed twice, or an
-    # aborted transaction's count seen, would repeat one) ...
+
+def check_exactly_once(broker) -> set[tuple[str, int, int]]:
+    """Each key's committed counts only ever grow (a count processed twice, or an aborted
+    transaction's count seen, would repeat one); and in every output and internal topic
+    read_committed shows exactly the records whose transaction committed, read_uncommitted those
+    and the aborted ones, once every transaction is over. Returns the aborted (topic, partition, offset)."""
     for topic in ("counts", "windowed"):
         history = defaultdict(list)
         for _, _, key, value in sorted(read(broker.bootstrap, topic, "read_committed")):
             history[key].append(decoded(topic, value))
         assert all(values == sorted(set(values)) for values in history.values()), topic
-    # ... and read_committed shows exactly the records whose transaction committed, once the
-    # killed instances' transactions are over (aborted by the restart, or at their timeout).
     aborted = set()
-    for topic in [*OUTPUTS, *(t for t in admin.list_topics(timeout=30).topics if t.startswith(APPLICATION))]:
+    topics = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30).topics
+    for topic in [*OUTPUTS, *(t for t in topics if t.startswith(APPLICATION))]:
         on_disk = wait_until(lambda: (found := transactions_on_disk(broker.data_dir, topic))[2] == set() and found,
                              timeout=60, what=f"{topic}: no open transaction")
         # records below the log start offset (DeleteRecords on the repartition topic) may still be on disk
@@ -242,4 +228,59 @@ def test_exactly_once_word_count_windows_and_join_survive_kills(broker, tmp_path
         aborted |= {(topic, p, o) for p, o in aborted_here}
     # Streams deleted the repartition topic's records it had consumed (DeleteRecords)
     assert all(start > 0 for start in log_starts(broker.bootstrap, REPARTITION).values())
-    assert aborted, "both kills came in the middle of a transaction: its records were aborted"
+    return aborted
+
+
+def test_exactly_once_word_count_windows_and_join_survive_kills(broker, tmp_path):
+    create_topics(broker.bootstrap)
+    inputs, log_file = make_input(), tmp_path / "streams.log"
+
+    def run_and_kill(state_dir: Path, phase: int, after: int) -> int:
+        """Run the app while the phase's input arrives; kill it once more than `after` counts are
+        committed (on disk) and a transaction is open. Returns the count of committed counts."""
+        def mid_transaction() -> int:
+            counts = len(transactions_on_disk(broker.data_dir, "counts")[0])
+            return counts if counts > after and open_transaction(broker.data_dir) else 0
+
+        app = StreamsApp(broker, state_dir, log_file)
+        app.wait_running()
+        feeder = threading.Thread(target=produce, args=(broker.bootstrap, inputs, phase))
+        feeder.start()
+        try:
+            return wait_until(mid_transaction, timeout=60, interval=0.05, what="a busy application")
+        finally:
+            app.kill()
+            feeder.join()
+
+    # 1. a third of the input, killed once some output is committed, in the middle of a transaction;
+    # 2. the next third, restarted on the same state directory (its producers' transactional ids
+    # fence the killed ones) and killed the same way again
+    run_and_kill(tmp_path / "state", 1, run_and_kill(tmp_path / "state", 0, 0))
+    # 3. the rest; restarted on an empty state directory: the stores come back from their changelogs
+    produce(broker.bootstrap, inputs, 2)
+    finish(StreamsApp(broker, tmp_path / "fresh-state", log_file), broker.bootstrap, expected(inputs))
+    assert check_exactly_once(broker), "both kills came in the middle of a transaction: its records were aborted"
+
+
+def test_exactly_once_survives_a_broker_crash(tmp_path):
+    """The broker, not the application, killed with SIGKILL in the middle of a transaction and
+    restarted: it aborts the open transactions as it starts, Streams rejoins, and the output is
+    still Python's. (The input's producer is idempotent: its retries across the crash add nothing.)"""
+    broker = BrokerProcess(tmp_path / "data", "--num-partitions", str(PARTITIONS)).start()
+    try:
+        create_topics(broker.bootstrap)
+        inputs = make_input(seed=12)
+        produce(broker.bootstrap, inputs, 0)
+        app = StreamsApp(broker, tmp_path / "state", tmp_path / "streams.log")
+        app.wait_running()
+        feeder = threading.Thread(target=produce, args=(broker.bootstrap, inputs, 1))
+        feeder.start()
+        wait_until(lambda: open_transaction(broker.data_dir), timeout=60, interval=0.02, what="a busy application")
+        broker.kill()
+        broker.restart()
+        feeder.join()
+        produce(broker.bootstrap, inputs, 2)
+        finish(app, broker.bootstrap, expected(inputs))
+        check_exactly_once(broker)
+    finally:
+        broker.stop()
