@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.log import layout
 from headwater.records import decode_records, iter_batches, marker_is_commit
-from headwater.testing import BrokerProcess, java_process, wait_until
+from headwater.testing import BrokerProcess, java_process, run_java, wait_until
 
 from .clients import require_kafka_jars
 
@@ -260,6 +260,20 @@ def test_exactly_once_word_count_windows_and_join_survive_kills(broker, tmp_path
     produce(broker.bootstrap, inputs, 2)
     finish(StreamsApp(broker, tmp_path / "fresh-state", log_file), broker.bootstrap, expected(inputs))
     assert check_exactly_once(broker), "both kills came in the middle of a transaction: its records were aborted"
+
+    # Reprocessing from scratch: Kafka's application reset tool rewinds the group to the start of
+    # its inputs and deletes the internal topics
+    reset = run_java("kafka-streams-application-reset", "--bootstrap-server", broker.bootstrap,
+                     "--application-id", APPLICATION, "--input-topics", ",".join(INPUTS), "--force")
+    assert reset.exit_code == 0, reset.stdout + reset.stderr
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": APPLICATION})
+    try:
+        rewound = consumer.committed([TopicPartition(t, p) for t in INPUTS for p in range(PARTITIONS)], timeout=30)
+        topics = consumer.list_topics(timeout=30).topics
+    finally:
+        consumer.close()
+    assert {(tp.topic, tp.partition, tp.offset) for tp in rewound} == {(t, p, 0) for t in INPUTS for p in range(PARTITIONS)}
+    assert not [t for t in topics if t.startswith(APPLICATION)]
 
 
 def test_exactly_once_survives_a_broker_crash(tmp_path):
