@@ -32,10 +32,11 @@ import org.apache.kafka.streams.state.WindowStore;
  * <li>a KTable–KTable inner join of two tables on their key, {@code left+right} to the joined
  * topic (a tombstone when either side is deleted). The tables' stores have no cache: with
  * Streams' record cache a run once ended with a key deleted on both sides within one commit
- * still joined in the output (each side's deletion, flushed from the cache, found the other
- * side already gone and forwarded nothing), which no broker can change.</li>
+ * still joined in the output (our reading: each side's deletion, flushed from the cache, found
+ * the other side already gone and forwarded nothing), a matter of Streams, not of the broker.</li>
  * </ul>
- * Prints {@code RUNNING} once the application first reaches that state. Arguments: bootstrap
+ * Prints {@code RUNNING} each time a rebalance ends in that state (a line to wait for), and its
+ * last state when it stops. Arguments: bootstrap
  * servers, application id, state directory, then the topics: lines, counts, events, windowed,
  * left, right, joined.
  */
