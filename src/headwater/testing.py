@@ -554,12 +554,25 @@ def _main_class(tool: str) -> str:
     return tool if "." in tool else KAFKA_TOOLS[tool]
 
 
+def _java_command(main_class: str, *args: str) -> list[str]:
+    return ["java", *_JVM_OPTIONS, "-cp", kafka_classpath(), _main_class(main_class), *args]
+
+
 def run_java(main_class: str, *args: str, input: str = "", timeout: float = 120) -> ToolRun:
     """A Java program (a Kafka tool's name from KAFKA_TOOLS, or a main class on Kafka's
     classpath) in a JVM of its own, to its end."""
-    done = subprocess.run(["java", *_JVM_OPTIONS, "-cp", kafka_classpath(), _main_class(main_class), *args],
-                          input=input, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(_java_command(main_class, *args), input=input, capture_output=True, text=True,
+                          timeout=timeout)
     return ToolRun(done.returncode, done.stdout, done.stderr)
+
+
+def java_process(main_class: str, *args: str, log_file: Path) -> subprocess.Popen:
+    """A long-running Java program (a Kafka Streams application) in a JVM of its own: its
+    stdout a text pipe (lines to wait for), its stderr appended to `log_file`. The JVM dies with
+    the process that started it; `kill()` is a crash."""
+    with open(log_file, "ab") as log:
+        return subprocess.Popen(_java_command(main_class, *args), stdout=subprocess.PIPE, stderr=log, text=True,
+                                preexec_fn=_die_with_parent)
 
 
 class KafkaTools:
@@ -576,7 +589,7 @@ class KafkaTools:
 
     def start(self) -> "KafkaTools":
         log = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
-        self.proc = subprocess.Popen(["java", *_JVM_OPTIONS, "-cp", kafka_classpath(), "headwater.jvm.Launcher"],
+        self.proc = subprocess.Popen(_java_command("headwater.jvm.Launcher"),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                      preexec_fn=_die_with_parent)
         if self.log_file:

@@ -1,13 +1,25 @@
 """Real clients, driven the way their users drive them, for the integration tests."""
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KPTopicPartition
 
+from headwater.testing import kafka_classpath
+
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def require_kafka_jars() -> None:
+    """Kafka's jars from `make jvm`: without them a CI run fails, and only a run by hand skips."""
+    try:
+        kafka_classpath()
+    except FileNotFoundError as missing:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(str(missing))
 
 
 def sample_messages(n: int, keys: int = 17):

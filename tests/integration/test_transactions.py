@@ -16,6 +16,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaProducer
+from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest,
                                      ProduceRequest, TxnOffsetCommitRequest)
 
@@ -306,3 +307,38 @@ def _producers(wire, topic):
         name=topic, partition_indexes=[0])]), 0)
     return response.topics[0].partitions[0].active_producers
 
+
+def test_offset_fetch_with_require_stable_waits_for_the_transaction_holding_offsets(broker):
+    """OffsetFetch v7 (KIP-447), as Java's read_committed consumers send it (Kafka Streams with
+    exactly_once_v2): a partition whose offset an open transaction holds is UNSTABLE_OFFSET_COMMIT
+    with require_stable, the last committed offset without; once the transaction commits, its offset."""
+    topic, txn_id, group = fresh("stable"), fresh("tx"), fresh("stable-group")
+    Producer({"bootstrap.servers": broker.bootstrap}).list_topics(topic, timeout=30)  # auto-creates it
+    wire = Wire(broker.bootstrap)
+    try:
+        init = wire.request(InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=60000), 1)
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert wire.request(AddOffsetsToTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+                                                   group_id=group), 0).error_code == 0
+        Offsets = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+        committed = wire.request(TxnOffsetCommitRequest(
+            transactional_id=txn_id, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=-1,
+            member_id="", group_instance_id=None, topics=[Offsets(name=topic, partitions=[
+                Offsets.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=5,
+                                                        committed_leader_epoch=-1, committed_metadata="")])]), 3)
+        assert committed.topics[0].partitions[0].error_code == 0
+
+        def fetch(require_stable: bool) -> dict[int, tuple[int, int]]:
+            Topic = OffsetFetchRequest.OffsetFetchRequestTopic
+            response = wire.request(OffsetFetchRequest(group_id=group, require_stable=require_stable,
+                                                       topics=[Topic(name=topic, partition_indexes=[0, 1])]), 7)
+            assert response.error_code == 0
+            return {p.partition_index: (p.error_code, p.committed_offset) for p in response.topics[0].partitions}
+
+        assert fetch(require_stable=True) == {0: (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1), 1: (0, -1)}
+        assert fetch(require_stable=False) == {0: (0, -1), 1: (0, -1)}
+        assert wire.request(EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+                                          committed=True), 3).error_code == 0
+        assert fetch(require_stable=True) == {0: (0, 5), 1: (0, -1)}
+    finally:
+        wire.close()

@@ -188,6 +188,18 @@ def test_offsets_reach_the_group_only_at_commit_and_a_stale_generation_is_refuse
     assert broker.groups.committed("g")[("t", 0)].offset == 7   # the aborted offset never arrived
 
 
+def test_offsets_of_an_open_transaction_are_pending_until_it_ends(broker):
+    """What OffsetFetch with require_stable (KIP-447) answers UNSTABLE_OFFSET_COMMIT for."""
+    p, tx = Producer(broker), broker.transactions
+    assert tx.pending_offsets("g") == set()
+    assert tx.add_offsets("app", p.pid, p.epoch, "g") == E.NONE
+    assert tx.pending_offsets("g") == set()   # the group is in the transaction, no offset yet
+    assert tx.txn_offset_commit("app", p.pid, p.epoch, "g", -1, "", None, {("t", 1): CommittedOffset(4)}) == 0
+    assert tx.pending_offsets("g") == {("t", 1)} and tx.pending_offsets("other") == set()
+    assert p.end(commit=False) == E.NONE
+    assert tx.pending_offsets("g") == set()
+
+
 def test_the_coordinator_aborts_a_transaction_past_its_timeout(broker, clock):
     p = Producer(broker)
     p.send("t", 0, b"abandoned")

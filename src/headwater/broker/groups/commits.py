@@ -57,17 +57,21 @@ async def offset_commit(broker, header, request):
 
 
 async def offset_fetch(broker, header, request):
-    """v8+ ask for many groups at once, v9+ as a consumer group's member (checked as a commit is)."""
+    """v8+ ask for many groups at once, v9+ as a consumer group's member (checked as a commit is).
+    v7+ (KIP-447): a read_committed consumer asks not to start from offsets a transaction may still change."""
+    stable_only = header.api_version >= 7 and request.require_stable
     if header.api_version < 8:
         Topic = OffsetFetchResponse.OffsetFetchResponseTopic
-        topics = _fetched(broker, request.group_id, request.topics, Topic, Topic.OffsetFetchResponsePartition)
+        topics = _fetched(broker, request.group_id, request.topics, Topic, Topic.OffsetFetchResponsePartition,
+                          stable_only)
         return OffsetFetchResponse(topics=topics, error_code=0)
     Group = OffsetFetchResponse.OffsetFetchResponseGroup
     Topic = Group.OffsetFetchResponseTopics
     groups = []
     for g in request.groups:
         error = _fetcher_error(broker, g.group_id, g.member_id, g.member_epoch)
-        topics = [] if error else _fetched(broker, g.group_id, g.topics, Topic, Topic.OffsetFetchResponsePartitions)
+        topics = [] if error else _fetched(broker, g.group_id, g.topics, Topic, Topic.OffsetFetchResponsePartitions,
+                                           stable_only)
         groups.append(Group(group_id=g.group_id, topics=topics, error_code=error))
     return OffsetFetchResponse(groups=groups)
 
@@ -79,8 +83,9 @@ def _fetcher_error(broker, group_id: str, member_id: str | None, member_epoch: i
     return broker.consumer_groups.check_commit(group_id, member_id, member_epoch) or ErrorCode.NONE
 
 
-def _fetched(broker, group_id: str, asked, Topic, Partition) -> list:
+def _fetched(broker, group_id: str, asked, Topic, Partition, stable_only: bool) -> list:
     committed = broker.groups.committed(group_id)
+    unstable = broker.transactions.pending_offsets(group_id) if stable_only else set()
     if asked is None:  # v2+: every partition the group has an offset for
         wanted = defaultdict(list)
         for topic, partition in sorted(committed):
@@ -91,10 +96,12 @@ def _fetched(broker, group_id: str, asked, Topic, Partition) -> list:
     for name, partitions in wanted.items():
         parts = []
         for partition in partitions:
-            c = committed.get((name, partition))
+            stable = (name, partition) not in unstable
+            c = committed.get((name, partition)) if stable else None
             parts.append(Partition(partition_index=partition, committed_offset=c.offset if c else NO_OFFSET,
                                    committed_leader_epoch=c.leader_epoch if c else -1,
-                                   metadata=c.metadata if c else "", error_code=0))
+                                   metadata=c.metadata if c else "",
+                                   error_code=ErrorCode.NONE if stable else ErrorCode.UNSTABLE_OFFSET_COMMIT))
         topics.append(Topic(name=name, partitions=parts))
     return topics
 

@@ -192,6 +192,11 @@ class TransactionCoordinator:
         txn.update_ms = self.clock.now_ms()
         return self.store.store(txn)
 
+    def pending_offsets(self, group_id: str) -> set[TopicPartition]:
+        """The partitions whose offsets for ``group_id`` an unfinished transaction holds: an
+        OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT (KIP-447)."""
+        return {tp for txn in self._txns.values() if txn.state in UNFINISHED for tp in txn.offsets.get(group_id, ())}
+
     def verify_produce(self, txn_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition) -> ErrorCode:
         """May this producer write transactional batches to ``tp`` now?"""
         txn = self._txns.get(txn_id)
