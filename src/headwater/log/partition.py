@@ -35,7 +35,7 @@ from .config import LogConfig
 from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFSET, RECOVERY_POINT, TMP,
                      fsync_directory, replace_atomically, segment_base_offsets)
 from .recovery import complete_interrupted_swaps
-from .segment import BatchInfo, Segment, delete_segment_files
+from .segment import NO_TIMESTAMP, BatchInfo, Segment, delete_segment_files
 from .txn_index import AbortedTxnIndex
 
 logger = logging.getLogger("headwater.log")
@@ -280,6 +280,14 @@ class Log:
                 if found:
                     return found
             return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the largest timestamp from the log start on,
+        or None for an empty log: ListOffsets' MAX_TIMESTAMP (KIP-734)."""
+        with self.lock:
+            first = max(bisect_right(self._bases, self.log_start_offset) - 1, 0)
+            top = max((s.max_timestamp for s in self._segments[first:]), default=NO_TIMESTAMP)
+        return None if top == NO_TIMESTAMP else self.offset_for_timestamp(top)
 
     # --- deleting and rewriting closed segments (retention, DeleteRecords, the cleaner) ------
 
