@@ -16,9 +16,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AlterConfigOpType,
                                    ConfigEntry, ConfigResource, ResourcePatternType, ResourceType)
 
-from headwater.testing import BrokerProcess, kafka_classpath, run_java, wait_until
+from headwater.testing import BrokerProcess, kafka_classpath, run_java
 
-from .groups import admin, create_topic
+from .groups import admin, create_topic, holding_every_partition
 
 TOPIC, PARTITIONS = "tour-data", 3
 PREFIX = "tour"
@@ -50,23 +50,6 @@ class Tour:
         line = self.lines[method]
         assert not line["ok"], line
         return line["error"]
-
-
-def _poll_until(consumer: Consumer, done, timeout=60) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "consumer got no assignment"
-        msg = consumer.poll(0.2)
-        assert msg is None or not msg.error(), msg.error()
-
-
-def _member(bootstrap, group, **config) -> Consumer:
-    """A subscribed group member holding every partition of the data topic once this returns."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, **config})
-    consumer.subscribe([TOPIC])
-    _poll_until(consumer, lambda: len(consumer.assignment()) == PARTITIONS)
-    return consumer
 
 
 def _commit(bootstrap, group, offsets: dict[int, int]) -> None:
@@ -142,9 +125,10 @@ def tour(tmp_path_factory):
         txn.begin_transaction()
         txn_offsets = _produce(txn, TXN_PARTITION, TXN_RECORDS)
 
-        consumer = _member(bootstrap, NAMES["consumer"], **{"group.protocol": "consumer"})
-        static = _member(bootstrap, NAMES["static.group"], **{"group.instance.id": NAMES["static.instance"],
-                                                              "session.timeout.ms": 30000})
+        consumer = holding_every_partition(bootstrap, NAMES["consumer"], TOPIC, PARTITIONS,
+                                           **{"group.protocol": "consumer"})
+        static = holding_every_partition(bootstrap, NAMES["static.group"], TOPIC, PARTITIONS,
+                                         **{"group.instance.id": NAMES["static.instance"]})
         try:
             before = {t for t in admin(bootstrap).list_topics(timeout=10).topics}
             produced = _read_all(bootstrap)   # before deleteRecords
