@@ -1,11 +1,16 @@
 """Real clients, driven the way their users drive them, for the integration tests."""
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
+import pytest
+
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KPTopicPartition
+
+from headwater.testing import kafka_classpath
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -98,3 +103,11 @@ def kcat(*args, input: bytes | None = None, timeout=60) -> bytes:
     result = subprocess.run(["kcat", *args], input=input, capture_output=True, timeout=timeout)
     assert result.returncode == 0, result.stderr.decode()
     return result.stdout
+
+
+def require_kafka_jars() -> None:
+    """Kafka's jars from `make jvm`: missing, they fail the run in CI and skip it only by hand."""
+    try:
+        kafka_classpath()
+    except FileNotFoundError as missing:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(str(missing))

@@ -5,7 +5,6 @@ serve are asserted to fail the way Kafka's client reports it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,9 +15,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AlterConfigOpType,
                                    ConfigEntry, ConfigResource, ResourcePatternType, ResourceType)
 
-from headwater.testing import BrokerProcess, kafka_classpath, run_java
+from headwater.testing import BrokerProcess, run_java
 
-from .groups import admin, create_topic, holding_every_partition
+from .clients import require_kafka_jars
+from .groups import admin, committed, create_topic, holding_every_partition
 
 TOPIC, PARTITIONS = "tour-data", 3
 PREFIX = "tour"
@@ -61,15 +61,6 @@ def _commit(bootstrap, group, offsets: dict[int, int]) -> None:
         consumer.close()
 
 
-def committed(bootstrap, group) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        found = consumer.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
-        return {tp.partition: tp.offset for tp in found}
-    finally:
-        consumer.close()
-
-
 def _produce(producer: Producer, partition: int, count: int) -> list[int]:
     offsets = []
     for i in range(count):
@@ -99,10 +90,7 @@ def _read_all(bootstrap) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def tour(tmp_path_factory):
-    try:
-        kafka_classpath()
-    except FileNotFoundError as missing:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(str(missing))
+    require_kafka_jars()
     with BrokerProcess(tmp_path_factory.mktemp("kafka-admin") / "data") as broker:
         bootstrap = broker.bootstrap
         create_topic(bootstrap, TOPIC, PARTITIONS)
@@ -273,7 +261,7 @@ def test_groups(tour):
     assert tour.ok("listConsumerGroupOffsets") == {f"{TOPIC}-{p}": 1 + p for p in range(PARTITIONS)}
     assert tour.ok("alterConsumerGroupOffsets") == {f"{TOPIC}-{p}": 3 + p for p in range(PARTITIONS)}
     assert tour.ok("deleteConsumerGroupOffsets") == [f"{TOPIC}-2"]
-    assert committed(tour.bootstrap, NAMES["classic"]) == {0: 3, 1: 4, 2: -1001}
+    assert committed(tour.bootstrap, NAMES["classic"], TOPIC, range(PARTITIONS)) == {0: 3, 1: 4, 2: -1001}
     assert tour.ok("removeMembersFromConsumerGroup") == [NAMES["static.instance"]]
 
     # the share group read 3 records with Java's share consumer, which then left

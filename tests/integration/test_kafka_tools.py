@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import subprocess
 import sys
@@ -14,9 +13,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
-from headwater.testing import BrokerProcess, KafkaTools, kafka_classpath
+from headwater.testing import BrokerProcess, KafkaTools
 
-from .clients import confluent_consume, confluent_produce
+from .clients import confluent_consume, confluent_produce, require_kafka_jars
 from .groups import admin, create_topic
 
 
@@ -29,11 +28,7 @@ def broker(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory):
     """One JVM for the module's tools (its stray output in tools.log)."""
-    try:
-        kafka_classpath()
-    except FileNotFoundError as missing:
-        # In CI missing jars fail the run; only by hand does it skip.
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(str(missing))
+    require_kafka_jars()
     with KafkaTools(tmp_path_factory.mktemp("kafka-tools-jvm") / "tools.log") as launcher:
         yield launcher
 
