@@ -259,7 +259,8 @@ def test_a_kip848_group_has_a_page_with_epochs_assignment_and_lag(browser, broke
         marks = {p: member.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10) for p in range(PARTITIONS)}
         lags = {p: high - (4 if p == 0 else low) for p, (low, high) in marks.items()}
         open_page(browser, broker, "/groups")
-        assert {r[0]: r for r in rows(browser, "groups")}[group][1:] == ["consumer", "Stable", "1", str(sum(lags.values()))]
+        listed = {r[0]: r for r in rows(browser, "groups")}
+        assert listed[group][1:] == ["consumer", "Stable", "1", str(sum(lags.values()))]
         open_page(browser, broker, f"/groups/{group}")
         assert browser.find_element(By.ID, "group-type").text == "consumer"
         assert browser.find_element(By.ID, "group-state").text == "Stable"

@@ -137,7 +137,8 @@ def tour(tmp_path_factory):
 
 
 CREATED, DELETED = f"{PREFIX}-created", f"{PREFIX}-deleted"
-SERVED = ["describeCluster", "describeFeatures", "createTopics", "listTopics", "describeTopics", "createPartitions",
+SERVED = ["describeCluster", "describeFeatures", "createTopics", "createTopics(validateOnly)", "listTopics",
+          "describeTopics", "createPartitions",
           "describeConfigs", "incrementalAlterConfigs", "deleteRecords", "listOffsets", "describeLogDirs",
           "describeReplicaLogDirs", "listGroups", "listConsumerGroups", "describeConsumerGroups",
           "describeClassicGroups", "listConsumerGroupOffsets", "alterConsumerGroupOffsets",
@@ -177,8 +178,13 @@ def test_cluster_and_topics(tour):
                                           "nodes": [n.id for n in cluster.nodes]}
     # Headwater finalizes no feature versions (no KRaft metadata.version, group.version...)
     assert tour.ok("describeFeatures") == {"finalized": {}, "supported": {}}
-    assert tour.ok("listTopics") == sorted({t for t in tour.before_topics if not t.startswith("__")} | {CREATED, DELETED})
+    internal = {t for t in tour.before_topics if t.startswith("__")}
+    assert tour.ok("listTopics") == sorted((tour.before_topics - internal) | {CREATED, DELETED})
+    # validateOnly: the partitions and configs the topic would have, and no topic
+    assert tour.ok("createTopics(validateOnly)") == {
+        f"{PREFIX}-validated": {"partitions": 5, "cleanup.policy": "compact"}}
     after = client.list_topics(timeout=10).topics
+    assert f"{PREFIX}-validated" not in after
     assert len(after[CREATED].partitions) == 4 and DELETED not in after   # createPartitions, deleteTopics
     # Java prints topic ids in URL-safe base64, confluent-kafka in the standard alphabet
     ids = {name: str(future.result(30).topic_id).replace("+", "-").replace("/", "_")

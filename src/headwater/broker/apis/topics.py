@@ -111,7 +111,8 @@ async def create_topics(broker, header, request):
 
 
 def _created(name: str, partitions: int, entries, topic_id):
-    """A topic created (or that would be): v5+ give its partitions and configs as DescribeConfigs lists them, v7 its id."""
+    """A topic created (or that would be): v5+ answer its partitions and its configs as DescribeConfigs
+    lists them, v7 its id."""
     TopicResult = CreateTopicsResponse.CreatableTopicResult
     configs = [TopicResult.CreatableTopicConfigs(name=n, value=value, read_only=read_only, config_source=source,
                                                  is_sensitive=False) for n, value, source, read_only in entries]

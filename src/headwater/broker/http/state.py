@@ -1,7 +1,7 @@
 """Read-only views of the broker's state for the metrics and the console: topics, consumer
-groups of both protocols and their lag, records, share-partitions, CDC connectors' stored positions. Everything here runs on the
-event loop and reads what the broker holds in memory (or, for records, its logs), so a
-scrape or a page costs no Kafka request."""
+groups of both protocols and their lag, records, share-partitions, CDC connectors' stored
+positions. Everything here runs on the event loop and reads what the broker holds in memory
+(or, for records, its logs), so a scrape or a page costs no Kafka request."""
 from __future__ import annotations
 
 import json

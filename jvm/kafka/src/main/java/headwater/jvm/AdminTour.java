@@ -23,6 +23,7 @@ import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.FeatureUpdate;
 import org.apache.kafka.clients.admin.GroupListing;
@@ -170,6 +171,13 @@ public final class AdminTour {
             return map(created, map("partitions", get(result.numPartitions(created)), "topicId", get(result.topicId(created)),
                                     "retention.ms", get(result.config(created)).get("retention.ms").value()),
                        doomedTopic, map("partitions", get(result.numPartitions(doomedTopic))));
+        });
+        step("createTopics(validateOnly)", () -> {
+            String checked = prefix + "-validated";
+            NewTopic compacted = new NewTopic(checked, 5, (short) 1).configs(Map.of("cleanup.policy", "compact"));
+            var result = admin.createTopics(List.of(compacted), new CreateTopicsOptions().validateOnly(true));
+            return map(checked, map("partitions", get(result.numPartitions(checked)),
+                                    "cleanup.policy", get(result.config(checked)).get("cleanup.policy").value()));
         });
         step("listTopics", () -> get(admin.listTopics().names()).stream().sorted().toList());
         step("describeTopics", () -> {
