@@ -119,3 +119,4 @@ def kcat(*args, input: bytes | None = None, timeout=60) -> bytes:
     result = subprocess.run(["kcat", *args], input=input, capture_output=True, timeout=timeout)
     assert result.returncode == 0, result.stderr.decode()
     return result.stdout
+

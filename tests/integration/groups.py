@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.testing import wait_until
@@ -93,3 +93,17 @@ def committed(bootstrap, group, topic, partitions) -> dict[int, int]:
 
 def wait_for(predicate, timeout=60, message="condition"):
     return wait_until(predicate, timeout, 0.1, message)
+
+
+def holding_every_partition(bootstrap, group, topic, partitions, timeout=60, **config) -> Consumer:
+    """A confluent-kafka member of `group` subscribed to `topic`, returned once it was assigned all
+    `partitions` of it (give {"group.protocol": "consumer"} for KIP-848's protocol); close it after."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, **config})
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + timeout
+    while len(consumer.assignment()) < partitions:
+        assert time.monotonic() < deadline, f"no assignment of {topic}'s {partitions} partitions in {group}"
+        msg = consumer.poll(0.2)
+        assert msg is None or not msg.error(), msg.error()
+    return consumer

@@ -29,6 +29,7 @@ from headwater.cdc.sqlite import SqliteConnector
 from headwater.testing import BrokerProcess, wait_until
 
 from . import share_workload, txn_workload
+from .groups import holding_every_partition
 
 TOPIC, GROUP = "orders", "billing"
 PARTITIONS = 2
@@ -102,7 +103,7 @@ def test_overview_lists_topics_and_groups(browser, broker, screenshots):
     topics = {r[0]: r for r in rows(browser, "topics")}
     assert topics[TOPIC][1:3] == [str(PARTITIONS), str(len(RECORDS))]
     groups = {r[0]: r for r in rows(browser, "groups")}
-    assert groups[GROUP][1:] == ["Empty", "0", str(len(RECORDS) - sum(CONSUMED.values()))]
+    assert groups[GROUP][1:] == ["classic", "Empty", "0", str(len(RECORDS) - sum(CONSUMED.values()))]
     wait_for(browser, lambda: browser.find_elements(By.CSS_SELECTOR, "#rate-plot canvas"), "the rate plot")
     browser.save_screenshot(str(screenshots / "overview.png"))
 
@@ -246,6 +247,34 @@ def test_group_page_shows_offsets_lag_and_a_lag_plot(browser, broker, screenshot
     series = wait_for(browser, lambda: (s := lag_series(browser)) and s["points"] >= 2 and s, "two lag samples")
     assert series["names"] == [f"{TOPIC}-0", f"{TOPIC}-1"]
     browser.save_screenshot(str(screenshots / "group.png"))
+
+
+def test_a_kip848_group_has_a_page_with_epochs_assignment_and_lag(browser, broker, screenshots):
+    """A consumer group on KIP-848's protocol (group.protocol=consumer): listed with type consumer,
+    its page shows the member's epoch, assignment and target, and lag counts the partition it never committed."""
+    group = "billing-848"
+    member = holding_every_partition(broker.bootstrap, group, TOPIC, PARTITIONS, **{"group.protocol": "consumer"})
+    try:
+        member.commit(offsets=[TopicPartition(TOPIC, 0, 4)], asynchronous=False)
+        marks = {p: member.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10) for p in range(PARTITIONS)}
+        lags = {p: high - (4 if p == 0 else low) for p, (low, high) in marks.items()}
+        open_page(browser, broker, "/groups")
+        listed = {r[0]: r for r in rows(browser, "groups")}
+        assert listed[group][1:] == ["consumer", "Stable", "1", str(sum(lags.values()))]
+        open_page(browser, broker, f"/groups/{group}")
+        assert browser.find_element(By.ID, "group-type").text == "consumer"
+        assert browser.find_element(By.ID, "group-state").text == "Stable"
+        epoch = browser.find_element(By.ID, "group-epoch").text
+        every = ", ".join(f"{TOPIC}-{p}" for p in range(PARTITIONS))
+        (shown,) = rows(browser, "members")
+        assert [shown[0], shown[4], shown[5], shown[6]] == [member.memberid(), epoch, every, every]
+        assert rows(browser, "offsets") == [
+            [TOPIC, "0", "4", str(marks[0][1]), str(lags[0]), member.memberid()],
+            [TOPIC, "1", "-", str(marks[1][1]), str(lags[1]), member.memberid()]]
+        assert not browser.find_elements(By.ID, "reset")   # no reset while it has members
+        browser.save_screenshot(str(screenshots / "group-kip848.png"))
+    finally:
+        member.close()
 
 
 def post(broker, path: str, form: str) -> tuple[int, str]:

@@ -8,6 +8,8 @@ from datetime import datetime, timezone
 import pytest
 from confluent_kafka import OFFSET_INVALID, Consumer, Producer, TopicPartition
 
+from .groups import holding_every_partition
+
 BASE_TS = 1_700_000_000_000  # record i of partition p has timestamp BASE_TS + i * 1000
 PER_PARTITION = 20
 
@@ -81,7 +83,7 @@ def clicks(broker):
 
 def test_list_and_describe_show_members_offsets_lag_and_age(clicks):
     broker = clicks
-    assert {"group": "replay", "type": "consumer", "state": "empty"} in groups_json(broker, "list")
+    assert {"group": "replay", "type": "classic", "state": "empty"} in groups_json(broker, "list")
     live = joined(consumer(broker, "replay"))
     described = groups_json(broker, "describe", "replay")
     (member,) = described["members"]
@@ -202,3 +204,26 @@ def test_lag_counts_partitions_never_committed(broker):
     table = groups_cli(broker, "describe", "billing").stdout
     rows = [line.split("\t") for line in table.splitlines() if line.startswith(admin_topic + "\t")]
     assert [(int(r[1]), int(r[5])) for r in rows] == sorted(truth.items())
+
+
+def test_a_kip848_group_is_listed_and_described_with_its_assignment_and_lag(clicks):
+    """A consumer group on KIP-848's protocol: type consumer (the classic one's is classic), its member
+    with the partitions it owns and those the broker's assignor targets, lag counting the partitions
+    it never committed."""
+    broker = clicks
+    member = holding_every_partition(broker.bootstrap, "replay-848", "clicks", 3, **{"group.protocol": "consumer"})
+    try:
+        member.commit(offsets=[TopicPartition("clicks", 0, 5)], asynchronous=False)
+        listed = groups_json(broker, "list")
+        assert {"group": "replay-848", "type": "consumer", "state": "stable"} in listed
+        assert {"group": "replay", "type": "classic", "state": "empty"} in listed
+        described = groups_json(broker, "describe", "replay-848")
+        every = ["clicks-0", "clicks-1", "clicks-2"]
+        assert (described["type"], described["state"], described["protocol"]) == ("consumer", "stable", "uniform")
+        assert [(m["member"], m["partitions"], m["target_partitions"]) for m in described["members"]] == [
+            (member.memberid(), every, every)]
+        assert [(o["partition"], o["committed_offset"], o["lag"]) for o in described["offsets"]] == [
+            (0, 5, PER_PARTITION - 5), (1, None, PER_PARTITION), (2, None, PER_PARTITION)]
+        assert described["lag"] == 3 * PER_PARTITION - 5
+    finally:
+        member.close()

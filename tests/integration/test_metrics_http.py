@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from headwater.testing import BrokerProcess, wait_until
 
 from . import share_workload, txn_workload
+from .groups import holding_every_partition
 
 TOPIC, GROUP = "metered", "meter-readers"
 PER_PARTITION = {0: 7, 1: 12, 2: 5}       # records produced to each partition
@@ -294,3 +295,26 @@ def test_transaction_metrics_equal_the_workload(broker):
     assert (m[("kafka_transactions_open", ())], m[("kafka_transactions_aborted_total", ())]) == (0, 2)
     assert m[("kafka_topic_partition_last_stable_offset", p0)] == m[("kafka_topic_partition_current_offset", p0)] \
         == work.log_end + 1   # the abort marker
+
+
+def test_a_kip848_group_has_the_same_gauges(workload, broker):
+    """A consumer group on KIP-848's protocol (group.protocol=consumer), with a member holding every
+    partition and a commit of partition 0 only: its gauges are the classic group's, its lag counts
+    the partitions it never committed."""
+    group = "meter-readers-848"
+    member = holding_every_partition(broker.bootstrap, group, TOPIC, len(PER_PARTITION),
+                                     **{"group.protocol": "consumer"})
+    try:
+        member.commit(offsets=[TopicPartition(TOPIC, 0, 3)], asynchronous=False)
+        marks = {p: member.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10) for p in PER_PARTITION}
+        m = scrape(broker)
+        assert m[("kafka_consumergroup_members", (("consumergroup", group),))] == 1
+        lags = {p: m[("kafka_consumergroup_lag", (("consumergroup", group), ("partition", str(p)), ("topic", TOPIC)))]
+                for p in PER_PARTITION}
+        assert lags == {p: high - (3 if p == 0 else low) for p, (low, high) in marks.items()}
+        assert m[("kafka_consumergroup_lag_sum", (("consumergroup", group), ("topic", TOPIC)))] == sum(lags.values())
+        offsets = {labels: value for (name, labels), value in m.items()
+                   if name == "kafka_consumergroup_current_offset" and ("consumergroup", group) in labels}
+        assert offsets == {(("consumergroup", group), ("partition", "0"), ("topic", TOPIC)): 3}
+    finally:
+        member.close()

@@ -153,6 +153,23 @@ def test_offset_for_timestamp_matches_a_scan(tmp_path):
         assert log.offset_for_timestamp(target) == truth, target
 
 
+def test_max_timestamp_is_the_first_record_with_the_largest_timestamp_from_the_log_start(tmp_path):
+    """ListOffsets' MAX_TIMESTAMP, over many segments with ties (timestamps from a small range),
+    then after DeleteRecords moved the log start past some records."""
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=3000, index_interval_bytes=200))
+    assert log.max_timestamp() is None
+    expected = fill(log, 150, random.Random(5))
+    assert len(log.segments) > 3
+    # the log start just past the last record with the largest timestamp (likely inside a batch), then
+    # later: the deleted records' timestamps do not count
+    past_max = 1 + max(o for o, _, _, ts in expected if ts == max(t for *_, t in expected))
+    for start in (0, past_max, 2 * len(expected) // 3):
+        log.delete_records_before(start)
+        live = [(o, ts) for o, _, _, ts in expected if o >= log.log_start_offset]
+        top = max(ts for _, ts in live)
+        assert log.max_timestamp() == next((o, ts) for o, ts in live if ts == top), start
+
+
 def test_log_append_time_stamps_batches(tmp_path):
     log = Log.open(tmp_path / "t-0", LogConfig(message_timestamp_type="LogAppendTime"))
     log.append(build_batch([(None, b"a", 5), (None, b"b", 6)]), now_ms=10_000)

@@ -11,8 +11,8 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicCollection,
-                             TopicPartition)
+from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, ConsumerGroupType, KafkaError, KafkaException,
+                             TopicCollection, TopicPartition)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from headwater.broker.groups.reset import ResetTo
@@ -98,11 +98,17 @@ def list_groups(args) -> int:
         if not listed.valid:
             raise CommandError(failure)
         print(f"note: {failure}", file=sys.stderr)
-    # a simple group only commits offsets (no protocol type): it never joins
-    rows = [{"group": g.group_id, "type": "simple" if g.is_simple_consumer_group else "consumer",
-             "state": g.state.name.lower()} for g in listed.valid]
+    rows = [{"group": g.group_id, "type": _type(g), "state": g.state.name.lower()} for g in listed.valid]
     emit(args, sorted(rows + share_groups.listed(args), key=lambda row: row["group"]), title="groups")
     return 0
+
+
+def _type(group) -> str:
+    """Kafka's group types (classic, consumer: KIP-848's protocol), and simple for a group that only
+    commits offsets (no protocol type: it never joins)."""
+    if group.type == ConsumerGroupType.CONSUMER:
+        return "consumer"
+    return "simple" if group.is_simple_consumer_group else "classic"
 
 
 # --- describe ------------------------------------------------------------------------------
@@ -147,8 +153,12 @@ def describe_group(args) -> int:
     for m in desc.members:
         assigned = sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else []))
         owner.update((tp, m.member_id) for tp in assigned)
-        members.append({"member": m.member_id, "instance": m.group_instance_id, "client_id": m.client_id,
-                        "host": m.host, "partitions": [f"{t}-{p}" for t, p in assigned]})
+        member = {"member": m.member_id, "instance": m.group_instance_id, "client_id": m.client_id,
+                  "host": m.host, "partitions": [f"{t}-{p}" for t, p in assigned]}
+        if m.target_assignment is not None:   # KIP-848: what the broker's assignor wants the member to own
+            member["target_partitions"] = sorted(f"{tp.topic}-{tp.partition}"
+                                                 for tp in m.target_assignment.topic_partitions)
+        members.append(member)
     committed = _committed(admin, args.group)
     # every partition of a topic the group reads or has read: one it never committed is lag too
     partitions = [(topic, p) for topic, ps in _partitions_of(admin, {t for t, _ in [*committed, *owner]}).items()
@@ -168,7 +178,7 @@ def describe_group(args) -> int:
                         "lag": max(ends[tp] - since[tp], 0),
                         "oldest_unconsumed_age_s": round(max(now - ts, 0) / 1000, 1) if ts is not None else None,
                         "member": owner.get(tp)})
-    summary = {"group": args.group, "type": "consumer", "state": desc.state.name.lower(),
+    summary = {"group": args.group, "type": _type(desc), "state": desc.state.name.lower(),
                "protocol": desc.partition_assignor or None, "lag": sum(o["lag"] for o in offsets)}
     emit_document(args, {**summary, "members": members, "offsets": offsets},
                   [("group", [summary]), ("members", members), ("offsets", offsets)])

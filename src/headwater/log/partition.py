@@ -28,14 +28,14 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 
-from headwater.records import (MIN_BATCH_LENGTH, BatchHeader, CorruptRecordError, iter_batches, read_header,
-                               set_base_offset, set_log_append_time)
+from headwater.records import (MIN_BATCH_LENGTH, BatchHeader, CorruptRecordError, decode_records, iter_batches,
+                               read_header, set_base_offset, set_log_append_time)
 
 from .config import LogConfig
 from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFSET, RECOVERY_POINT, TMP,
                      fsync_directory, replace_atomically, segment_base_offsets)
 from .recovery import complete_interrupted_swaps
-from .segment import BatchInfo, Segment, delete_segment_files
+from .segment import NO_TIMESTAMP, BatchInfo, Segment, delete_segment_files
 from .txn_index import AbortedTxnIndex
 
 logger = logging.getLogger("headwater.log")
@@ -280,6 +280,28 @@ class Log:
                 if found:
                     return found
             return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the largest timestamp from the log start on,
+        or None for an empty log: ListOffsets' MAX_TIMESTAMP (KIP-734)."""
+        with self.lock:
+            start = self.log_start_offset
+            first = max(bisect_right(self._bases, start) - 1, 0)
+            live = self._segments[first:]
+            top = max((s.max_timestamp for s in live), default=NO_TIMESTAMP)
+            straddling = live[0] if live and live[0].offset_of_max_timestamp < start else None
+        if straddling is not None:
+            # the first segment's largest timestamp is a deleted record's: what counts there is its batches
+            # from the log start on (of a batch cut by the log start, the records past it)
+            top = max((s.max_timestamp for s in live[1:]), default=NO_TIMESTAMP)
+            for chunk, pos, header in self.batches(start):
+                if header.base_offset >= straddling.next_offset:
+                    break
+                if header.base_offset < start:
+                    top = max([top, *(r.timestamp for r in decode_records(chunk, pos)[1] if r.offset >= start)])
+                else:
+                    top = max(top, header.max_timestamp)
+        return None if top == NO_TIMESTAMP else self.offset_for_timestamp(top)
 
     # --- deleting and rewriting closed segments (retention, DeleteRecords, the cleaner) ------
 

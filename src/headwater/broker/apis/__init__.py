@@ -25,7 +25,7 @@ ADVERTISED: dict[int, Api] = {}  # filled from ENDPOINTS below: what ApiVersions
 ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.PRODUCE, 3, 8, produce.produce),
     endpoint(ApiKey.FETCH, 4, 11, fetch.fetch),
-    endpoint(ApiKey.LIST_OFFSETS, 1, 5, list_offsets.list_offsets),
+    endpoint(ApiKey.LIST_OFFSETS, 1, 7, list_offsets.list_offsets),
     endpoint(ApiKey.METADATA, 1, 13, topics.metadata),
     # v9 and v8/v9 are what Java's consumer needs in a consumer group (KIP-848); v10 names topics by id
     endpoint(ApiKey.OFFSET_COMMIT, 2, 9, commits.offset_commit),
@@ -40,7 +40,7 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     # v0 is advertised because librdkafka needs it listed to use SASL; clients then pick v1 (KIP-152)
     endpoint(ApiKey.SASL_HANDSHAKE, 0, 1, security.sasl_handshake),
     endpoint(ApiKey.API_VERSIONS, 0, 4, api_versions.ApiVersions(ADVERTISED)),
-    endpoint(ApiKey.CREATE_TOPICS, 2, 4, topics.create_topics),
+    endpoint(ApiKey.CREATE_TOPICS, 2, 7, topics.create_topics),
     endpoint(ApiKey.DELETE_TOPICS, 0, 3, topics.delete_topics),
     endpoint(ApiKey.DELETE_RECORDS, 0, 2, log_admin.delete_records),
     endpoint(ApiKey.INIT_PRODUCER_ID, 0, 4, produce.init_producer_id),

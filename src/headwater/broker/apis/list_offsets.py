@@ -8,7 +8,7 @@ from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 
 ListOffsetsResponse = MESSAGE_CLASSES[ApiKey.LIST_OFFSETS][1]
 OffsetForLeaderEpochResponse = MESSAGE_CLASSES[ApiKey.OFFSET_FOR_LEADER_EPOCH][1]
-LATEST, EARLIEST = -1, -2
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3   # MAX_TIMESTAMP: v7+ (KIP-734)
 LEADER_EPOCH = 0  # one broker, never a leader change
 
 
@@ -18,7 +18,7 @@ def _lookup(plog, timestamp: int, latest: int) -> tuple[int, int]:
         return -1, latest
     if timestamp == EARLIEST:
         return -1, plog.log_start_offset
-    found = plog.offset_for_timestamp(timestamp)
+    found = plog.max_timestamp() if timestamp == MAX_TIMESTAMP else plog.offset_for_timestamp(timestamp)
     if found is None:
         return -1, -1
     offset, ts = found

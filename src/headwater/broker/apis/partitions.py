@@ -87,7 +87,7 @@ async def describe_topic_partitions(broker, header, request):
             partitions.append(Partition(error_code=0, partition_index=index, leader_id=node, leader_epoch=0,
                                         replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
                                         last_known_elr=[], offline_replicas=[]))
-        topics.append(Topic(error_code=0, name=name, is_internal=name.startswith("__"), partitions=partitions,
+        topics.append(Topic(error_code=0, name=name, topic_id=found.topic_id, is_internal=name.startswith("__"), partitions=partitions,
                             topic_authorized_operations=bit_field(TOPIC_OPERATIONS)))
         if next_cursor:
             break

@@ -74,10 +74,10 @@ def _default_source(broker, topic_config: str) -> int:
     return STATIC_BROKER_CONFIG if topic_config in broker.config.topic_defaults else DEFAULT_CONFIG
 
 
-def _topic_entries(broker, topic) -> list[tuple[str, str | None, int, bool]]:
-    """(name, value, source, read only) of every config of a topic."""
-    return [(name, value, DYNAMIC_TOPIC_CONFIG if name in topic.configs else _default_source(broker, name), False)
-            for name, value in topic.config.to_topic_configs().items()]
+def topic_entries(broker, overrides: dict[str, str], config: LogConfig) -> list[tuple[str, str | None, int, bool]]:
+    """(name, value, source, read only) of every config of a topic with these overrides and effective config."""
+    return [(name, value, DYNAMIC_TOPIC_CONFIG if name in overrides else _default_source(broker, name), False)
+            for name, value in config.to_topic_configs().items()]
 
 
 def _broker_entries(broker) -> list[tuple[str, str | None, int, bool]]:
@@ -115,7 +115,7 @@ def _describe_one(broker, resource, include_synonyms: bool):
         if topic is None:
             error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {resource.resource_name!r}"
         else:
-            entries = _topic_entries(broker, topic)
+            entries = topic_entries(broker, topic.configs, topic.config)
     elif resource.resource_type == BROKER:
         try:
             level = _broker_level(broker, resource.resource_name)

@@ -6,6 +6,7 @@ import uuid
 
 from headwater.broker.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
 from headwater.broker.apis.partitions import replica_assignment_error
+from headwater.broker.apis.topic_configs import topic_entries
 from headwater.broker.broker import CREATION_ERRORS, creation_error
 from headwater.broker.security import connection
 from headwater.log import UnknownTopicError
@@ -93,16 +94,30 @@ async def create_topics(broker, header, request):
         else:
             try:
                 if request.validate_only:  # the same checks as a create, answered the same
-                    broker.log_manager.check_new_topic(t.name, partitions, configs)
+                    overrides, config = broker.log_manager.check_new_topic(t.name, partitions, configs)
+                    topic_id = None
                 else:
-                    broker.log_manager.create_topic(t.name, partitions, configs)
+                    topic = broker.log_manager.create_topic(t.name, partitions, configs)
                     log.info("created topic %s with %d partition(s) %s", t.name, partitions, configs or "")
+                    overrides, config, topic_id = topic.configs, topic.config, topic.topic_id
+                results.append(_created(t.name, partitions, topic_entries(broker, overrides, config), topic_id))
+                continue
             except tuple(CREATION_ERRORS) as exc:
                 error, message = creation_error(exc), str(exc)
                 if error == ErrorCode.KAFKA_STORAGE_ERROR:
                     log.warning("cannot create topic %s: %s", t.name, exc)
         results.append(TopicResult(name=t.name, error_code=error, error_message=message))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _created(name: str, partitions: int, entries, topic_id):
+    """A topic created (or that would be): v5+ answer its partitions and its configs as DescribeConfigs
+    lists them, v7 its id."""
+    TopicResult = CreateTopicsResponse.CreatableTopicResult
+    configs = [TopicResult.CreatableTopicConfigs(name=n, value=value, read_only=read_only, config_source=source,
+                                                 is_sensitive=False) for n, value, source, read_only in entries]
+    return TopicResult(name=name, topic_id=topic_id, error_code=0, error_message=None, num_partitions=partitions,
+                       replication_factor=1, configs=configs)
 
 
 def _partition_count(broker, topic) -> int:

@@ -33,8 +33,7 @@ from starlette.staticfiles import StaticFiles
 
 from headwater.broker.acl_operations import AclOperation
 from headwater.broker.broker import Broker
-from headwater.broker.groups import assignment
-from headwater.broker.groups.group import CommittedOffset, GroupState
+from headwater.broker.groups.group import CommittedOffset
 from headwater.broker.groups.reset import MODES, ResetTo
 from headwater.broker.http.admin import Admin, Refused
 from headwater.broker.http.history import RATE_WINDOW_S, History
@@ -43,8 +42,8 @@ from headwater.broker.http.metrics import BrokerMetrics
 from headwater.broker.http.rest import RestApi, produce
 from headwater.broker.http.search import SCAN_BUDGET, SHOWN, BadFilter, Filter, search
 from headwater.broker.http.segments import KeepEncodedSeparators, segment
-from headwater.broker.http.state import (CDC_POSITIONS_TOPIC, connector_positions, group_offsets, records_from,
-                                        share_partitions)
+from headwater.broker.http.state import (CDC_POSITIONS_TOPIC, GroupView, connector_positions, consumer_group,
+                                         consumer_groups, group_offsets, records_from, share_partitions)
 from headwater.broker.http.transactions import held_back, transactions
 from headwater.broker.security.acls import CLUSTER_NAME, OPERATION_ALL, AclBinding, PatternType, Permission, ResourceType
 from headwater.log import Log, Topic
@@ -124,12 +123,9 @@ class Console:
         return JSONResponse({"times": times, "series": rates})
 
     def _groups(self) -> list[dict]:
-        rows = []
-        for group in sorted(self.broker.groups.list_groups(), key=lambda g: g.group_id):
-            lags = [r.lag for r in group_offsets(self.broker, group.group_id)]
-            rows.append({"id": group.group_id, "state": group.state.value, "members": len(group.members),
-                         "lag": sum(lags)})
-        return rows
+        return [{"id": group.group_id, "type": group.type, "state": group.state, "members": len(group.members),
+                 "lag": sum(r.lag for r in group_offsets(self.broker, group.group_id))}
+                for group in consumer_groups(self.broker)]
 
     async def groups(self, request: Request) -> Response:
         return self.page("groups.html", groups=self._groups(), share_groups=self._share_groups())
@@ -278,26 +274,20 @@ class Console:
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
-    def _group(self, request: Request):
+    def _group(self, request: Request) -> GroupView:
         group_id = request.path_params["group"]
-        group = self.broker.groups.describe(group_id)
-        if group.state is GroupState.DEAD:
+        group = consumer_group(self.broker, group_id)
+        if group is None:
             raise HTTPException(404, f"consumer group {group_id!r} does not exist")
         return group
 
     async def group(self, request: Request) -> Response:
         group = self._group(request)
-        owner = {}
-        members = []
-        for member in group.members:
-            try:
-                assigned = assignment.partitions(member.assignment)
-            except assignment.MalformedAssignment:
-                assigned = {}
-            parts = sorted((t, p) for t, ps in assigned.items() for p in ps)
-            owner.update((tp, member.member_id) for tp in parts)
-            members.append({"id": member.member_id, "instance": member.instance_id, "client": member.client_id,
-                            "host": member.client_host, "partitions": ", ".join(f"{t}-{p}" for t, p in parts)})
+        owner = {tp: m.member_id for m in group.members for tp in m.partitions}
+        members = [{"id": m.member_id, "instance": m.instance_id, "client": m.client_id, "host": m.client_host,
+                    "epoch": m.epoch, "partitions": ", ".join(f"{t}-{p}" for t, p in m.partitions),
+                    "target": None if m.target is None else ", ".join(f"{t}-{p}" for t, p in m.target)}
+                   for m in group.members]
         offsets = [{"topic": r.topic, "partition": r.partition, "committed": r.committed, "end": r.log_end,
                     "lag": r.lag, "member": owner.get((r.topic, r.partition))}
                    for r in group_offsets(self.broker, group.group_id)]

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from headwater.broker.broker import Broker
-from headwater.broker.http.state import group_offsets
+from headwater.broker.http.state import consumer_groups, group_offsets
 
 SAMPLE_INTERVAL_S = 2.0
 KEPT_SAMPLES = 300   # ten minutes at the default interval
@@ -34,7 +34,7 @@ class History:
         broker = self.broker
         ends = {t.name: sum(p.log_end_offset for p in t.partitions) for t in broker.log_manager.topics.values()}
         lags = {g.group_id: {(r.topic, r.partition): r.lag for r in group_offsets(broker, g.group_id)}
-                for g in broker.groups.list_groups()}
+                for g in consumer_groups(broker)}
         self.samples.append(Sample(self.clock(), ends, lags))
 
     def message_rates(self, window_s: float = RATE_WINDOW_S) -> tuple[list[float], dict[str, list[float | None]]]:

@@ -20,7 +20,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from headwater.broker.fetch_sessions import FetchSessionCache
-from headwater.broker.http.state import PartitionOffsets, SharePartitionView, group_offsets, share_partitions
+from headwater.broker.http.state import (PartitionOffsets, SharePartitionView, consumer_groups, group_offsets,
+                                         share_partitions)
 from headwater.broker.http.transactions import TransactionCollector
 from headwater.log.cleaner import CleanerStats
 from headwater.protocol.messages import ApiKey
@@ -186,7 +187,7 @@ class StateCollector(Collector):
                                 labels=["consumergroup", "topic", "partition"])
         lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "Lag of a group over a topic's partitions",
                                     labels=["consumergroup", "topic"])
-        for group in self.broker.groups.list_groups():
+        for group in consumer_groups(self.broker):   # both protocols: classic and KIP-848's consumer
             gid = group.group_id
             members.add_metric([gid], len(group.members))
             rows = group_offsets(self.broker, gid)

@@ -1,13 +1,16 @@
-"""Read-only views of the broker's state for the metrics and the console: topics, group lag,
-records, share-partitions, CDC connectors' stored positions. Everything here runs on the
-event loop and reads what the broker holds in memory (or, for records, its logs), so a
-scrape or a page costs no Kafka request."""
+"""Read-only views of the broker's state for the metrics and the console: topics, consumer
+groups of both protocols and their lag, records, share-partitions, CDC connectors' stored
+positions. Everything here runs on the event loop and reads what the broker holds in memory
+(or, for records, its logs), so a scrape or a page costs no Kafka request."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 
 from headwater.broker.broker import Broker
+from headwater.broker.groups import assignment
+from headwater.broker.groups.consumer_group import ConsumerGroup
+from headwater.broker.groups.group import GroupDescription, GroupState
 from headwater.broker.share.partition import RecordState
 from headwater.log import Log
 from headwater.records import Record, decode_records
@@ -32,11 +35,77 @@ class PartitionOffsets:
         return max(self.log_end - (self.log_start if self.committed is None else self.committed), 0)
 
 
+Partition = tuple[str, int]
+CLASSIC, CONSUMER = "classic", "consumer"   # the group types of ListGroups v5 and Kafka's tools
+
+
+@dataclass(frozen=True)
+class MemberView:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    partitions: list[Partition]          # assigned to it, sorted
+    epoch: int | None = None             # consumer protocol: its member epoch
+    target: list[Partition] | None = None  # consumer protocol: what the assignor wants it to own
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """A consumer group as an operator sees it, whichever protocol (classic, or KIP-848's consumer) it speaks."""
+    group_id: str
+    type: str                   # CLASSIC or CONSUMER
+    state: str                  # Kafka's name of the state
+    assignor: str               # classic: the protocol the members chose; consumer: the server-side assignor
+    members: list[MemberView]
+    epoch: int | None = None             # consumer protocol: the group epoch
+    assignment_epoch: int | None = None  # consumer protocol: the epoch of the target assignment
+
+
+def _classic_view(group: GroupDescription) -> GroupView:
+    members = []
+    for m in group.members:
+        try:
+            assigned = assignment.partitions(m.assignment)
+        except assignment.MalformedAssignment:
+            assigned = {}
+        members.append(MemberView(m.member_id, m.instance_id, m.client_id, m.client_host,
+                                  sorted((t, p) for t, ps in assigned.items() for p in ps)))
+    return GroupView(group.group_id, CLASSIC, group.state.value, group.protocol, members)
+
+
+def _consumer_view(group: ConsumerGroup) -> GroupView:
+    members = [MemberView(m.member_id, m.instance_id, m.client_id, m.client_host, sorted(m.assigned), m.epoch,
+                          sorted(group.target.get(m.member_id, ())))
+               for m in sorted(group.members.values(), key=lambda m: m.member_id)]
+    return GroupView(group.group_id, CONSUMER, group.state.value, group.assignor, members, group.epoch,
+                     group.assignment_epoch)
+
+
+def consumer_group(broker: Broker, group_id: str) -> GroupView | None:
+    """The group of either protocol with this id; None if there is none (or it is a share group)."""
+    group = broker.consumer_groups.groups.get(group_id)
+    if group is not None:
+        return _consumer_view(group)
+    described = broker.groups.describe(group_id)
+    return None if described.state is GroupState.DEAD else _classic_view(described)
+
+
+def consumer_groups(broker: Broker) -> list[GroupView]:
+    """Every consumer group of both protocols, sorted by id. A KIP-848 group's offsets are kept by a
+    classic group of the same id (groups/commits.py), which is not listed on its own."""
+    kip848 = broker.consumer_groups.groups
+    views = [_classic_view(g) for g in broker.groups.list_groups() if g.group_id not in kip848]
+    views += [_consumer_view(g) for g in kip848.values()]
+    return sorted(views, key=lambda view: view.group_id)
+
+
 def group_offsets(broker: Broker, group_id: str) -> list[PartitionOffsets]:
-    """Committed offset, log end and lag of every partition of the topics the group subscribes to
-    or has committed offsets of (a deleted topic's offsets are not lag), sorted."""
+    """Committed offset, log end and lag of every partition of the topics the group (of either protocol)
+    subscribes to or has committed offsets of (a deleted topic's offsets are not lag), sorted."""
     committed = broker.groups.committed(group_id)
-    topics = {topic for topic, _ in committed} | broker.groups.subscribed_topics(group_id)
+    topics = ({topic for topic, _ in committed} | broker.groups.subscribed_topics(group_id)
+              | broker.consumer_groups.subscribed_topics(group_id))
     rows = []
     for name in sorted(topics):
         topic = broker.log_manager.topics.get(name)
