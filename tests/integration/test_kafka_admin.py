@@ -105,7 +105,7 @@ def tour(tmp_path_factory):
         share = ConfigResource(ResourceType.GROUP, NAMES["share"], incremental_configs=[
             ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
         client.incremental_alter_configs([share])[share].result(30)
-        done = run_java("headwater.jvm.ShareRead", bootstrap, TOPIC, NAMES["share"], "3")
+        done = run_java("headwater.jvm.ShareRead", bootstrap, TOPIC, NAMES["share"], "3", "implicit")
         assert done.exit_code == 0, done.stderr
 
         txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": NAMES["txn"]})
