@@ -8,7 +8,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from headwater.broker.clock import Clock, LoopClock
 from headwater.broker.config import BrokerConfig
@@ -26,6 +26,7 @@ from headwater.broker.share.store import ShareStateStore
 from headwater.broker.producer_state import Duplicate, PartitionProducers, ProducerIds
 from headwater.broker.security.acls import AclStore, Authorizer
 from headwater.broker.security.credentials import CredentialStore
+from headwater.broker.stats import BrokerStats
 from headwater.broker.quotas import ClientQuotas
 from headwater.broker.txn.coordinator import TransactionCoordinator
 from headwater.broker.txn.partitions import TxnPartitions
@@ -36,9 +37,6 @@ from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, Partit
 from headwater.protocol.errors import ErrorCode
 from headwater.records import (DECOMPRESSION_RATIO, NO_PRODUCER_ID, BatchHeader, CorruptRecordError, InvalidRecordError,
                                encode_batch, is_compressed, validate_produce)
-
-if TYPE_CHECKING:
-    from headwater.broker.http.metrics import BrokerMetrics
 
 log = logging.getLogger("headwater.broker")
 
@@ -105,7 +103,7 @@ class Broker:
         # own sized by the largest batch it opened, so a pool of them multiplies resident memory.
         self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
         self.group_commit = GroupCommit(Log.flush)  # fsyncs before acks=all answers, off the event loop
-        self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
+        self.stats = BrokerStats()
         self.quotas = ClientQuotas(config.data_dir / "client-quotas.json")
         # Replays __consumer_offsets: groups and offsets are back.
         clock = clock or LoopClock()
@@ -293,8 +291,7 @@ class Broker:
         if known is not None and known.segment != plog.active_segment.base_offset:
             self._snapshot_producers(known, plog)   # a roll: the state must outlive the segment it came from
         self.growth.notify(topic.name, partition)
-        if self.metrics is not None:
-            self.metrics.appended(topic.name, last - first + 1, len(buf))
+        self.stats.appended(topic.name, last - first + 1, len(buf))
         return ProduceResult(ErrorCode.NONE, first, log_append_time=now_ms if topic.config.log_append_time else -1)
 
     def producers(self, topic: str, partition: int) -> PartitionProducers | None:
@@ -335,8 +332,7 @@ class Broker:
         self.log_manager.delete_topic(name)
         self.growth.forget_topic(name)
         self.txn_partitions.forget_topic(name)
-        if self.metrics is not None:
-            self.metrics.forget_topic(name)
+        self.stats.forget_topic(name)
         self.share.forget_topic(name)
         for key in [k for k in self._producers if k[0] == name]:
             del self._producers[key]

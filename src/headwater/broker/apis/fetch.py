@@ -157,7 +157,6 @@ async def fetch(broker, header, request):
             sessions.changed(context)
     answered = sessions.answer(context, reads, request.isolation_level == READ_COMMITTED)
     responses = _topic_results(answered, reads)
-    if broker.metrics is not None:
-        for topic in responses:
-            broker.metrics.fetched(topic.topic, sum(len(p.records) for p in topic.partitions))
+    for topic in responses:
+        broker.stats.fetched(topic.topic, sum(len(p.records) for p in topic.partitions))
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses)

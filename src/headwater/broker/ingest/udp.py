@@ -19,19 +19,10 @@ from headwater import records
 from headwater.broker.broker import Broker
 from headwater.broker.ingest.statsd import parse_datagram
 from headwater.broker.partitioner import partition_for
+from headwater.broker.stats import UdpStats
 from headwater.protocol.errors import ErrorCode
 
 log = logging.getLogger("headwater.broker.udp")
-
-
-@dataclass
-class UdpStats:
-    received: int = 0  # datagrams
-    accepted: int = 0  # records appended (metrics in statsd mode, datagrams in raw mode)
-    rejected: int = 0  # malformed lines skipped, or records the log refused
-
-    def line(self) -> str:
-        return f"received {self.received} datagrams, accepted {self.accepted}, rejected {self.rejected}"
 
 
 @dataclass(frozen=True)
@@ -49,7 +40,7 @@ class NoSuchTopic(Exception):
 class UdpListener(asyncio.DatagramProtocol):
     def __init__(self, broker: Broker, config: UdpListenerConfig):
         self.broker, self.topic, self.mode = broker, config.topic, config.mode
-        self.stats = UdpStats()
+        self.stats = UdpStats(config.mode, config.topic)
         self._transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport) -> None:
@@ -112,6 +103,7 @@ async def start_udp_listeners(broker: Broker, configs: list[UdpListenerConfig]) 
             await loop.create_datagram_endpoint(lambda: listener, local_addr=(cfg.host, cfg.port))
             log.info("%s udp listener on %s:%d into topic %s", cfg.mode, *listener.address, cfg.topic)
             started.append(listener)
+            broker.stats.udp.append(listener.stats)
     except BaseException:
         close_udp_listeners(started)
         raise
