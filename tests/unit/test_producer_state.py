@@ -141,16 +141,16 @@ def test_an_idle_producer_that_outlived_its_segment_is_known_after_a_restart(tmp
 
     broker = Broker(config)
     broker.log_manager.create_topic("t", 1)
-    first = broker.append("t", 0, idempotent(0, 3))
+    first = broker.appender.append("t", 0, idempotent(0, 3))
     broker.log_manager.get_log("t", 0).roll()              # the producer's batches are no longer in the active segment
-    broker.append("t", 0, encode_batch([Record(0, 0, None, b"someone else")]))
+    broker.appender.append("t", 0, encode_batch([Record(0, 0, None, b"someone else")]))
     broker.close()
 
     broker = Broker(config)
     try:
-        retry = broker.append("t", 0, idempotent(0, 3))     # a retry across the restart: its original offset
+        retry = broker.appender.append("t", 0, idempotent(0, 3))     # a retry across the restart: its original offset
         assert (retry.error, retry.base_offset) == (E.NONE, first.base_offset)
-        assert broker.append("t", 0, idempotent(3, 1)).error is E.NONE    # the sequence goes on
+        assert broker.appender.append("t", 0, idempotent(3, 1)).error is E.NONE    # the sequence goes on
         assert broker.log_manager.get_log("t", 0).log_end_offset == 5
     finally:
         broker.close()
@@ -161,16 +161,16 @@ def test_the_snapshot_taken_at_a_roll_survives_a_crash(tmp_path):
     broker = Broker(config)
     broker.log_manager.create_topic("t", 1, {"segment.bytes": "1024"})
     batch = encode_batch([Record(0, 0, None, b"v")], producer_id=PID, producer_epoch=0, base_sequence=0)
-    first = broker.append("t", 0, batch)
+    first = broker.appender.append("t", 0, batch)
     for _ in range(40):   # someone else's records roll the segment several times
-        broker.append("t", 0, encode_batch([Record(0, 0, None, b"x" * 100)]))
+        broker.appender.append("t", 0, encode_batch([Record(0, 0, None, b"x" * 100)]))
     plog = broker.log_manager.get_log("t", 0)
     assert plog.active_segment.base_offset > first.base_offset
     plog.flush()
     broker._lock.close()   # a crash: no close(), no shutdown snapshot
     broker = Broker(config)
     try:
-        retry = broker.append("t", 0, batch)
+        retry = broker.appender.append("t", 0, batch)
         assert (retry.error, retry.base_offset) == (E.NONE, first.base_offset)
     finally:
         broker.close()

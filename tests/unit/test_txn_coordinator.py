@@ -65,7 +65,7 @@ class Producer:
         batch = encode_batch([Record(i, 1000, None, v) for i, v in enumerate(values)], producer_id=self.pid,
                              producer_epoch=self.epoch, base_sequence=seq, attributes=ATTR_TRANSACTIONAL)
         self.sequences[(topic, partition)] = seq + len(values)
-        result = self.broker.append(topic, partition, batch)
+        result = self.broker.appender.append(topic, partition, batch)
         assert result.error == E.NONE
         return result.base_offset
 
@@ -102,7 +102,7 @@ def aborted(broker, topic="t", partition=0):
 
 def test_commit_writes_a_marker_to_every_partition_and_releases_the_lso(broker):
     p = Producer(broker)
-    broker.append("t", 0, encode_batch([Record(0, 1000, None, b"plain")]))  # offset 0, not transactional
+    broker.appender.append("t", 0, encode_batch([Record(0, 1000, None, b"plain")]))  # offset 0, not transactional
     first = p.send("t", 0, b"a", b"b")
     p.send("u", 1, b"c")
     assert first == 1
@@ -255,7 +255,7 @@ def test_a_restart_aborts_every_open_transaction_of_a_partition_from_its_own_fir
 def test_the_cleaner_removes_aborted_records_and_leaves_open_transactions_alone(broker):
     broker.log_manager.create_topic("c", 1, {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"})
     plog = broker.log_manager.get_log("c", 0)
-    broker.append("c", 0, encode_batch([Record(0, 1000, b"k", b"committed")]))
+    broker.appender.append("c", 0, encode_batch([Record(0, 1000, b"k", b"committed")]))
     aborting, open_one = Producer(broker, "aborting"), Producer(broker, "open")
 
     def keyed(producer, key, value):
@@ -264,7 +264,7 @@ def test_the_cleaner_removes_aborted_records_and_leaves_open_transactions_alone(
         producer.sequences[("c", 0)] = seq + 1
         batch = encode_batch([Record(0, 1000, key, value)], producer_id=producer.pid, producer_epoch=producer.epoch,
                              base_sequence=seq, attributes=ATTR_TRANSACTIONAL)
-        assert broker.append("c", 0, batch).error == E.NONE
+        assert broker.appender.append("c", 0, batch).error == E.NONE
 
     keyed(aborting, b"k", b"aborted")
     keyed(open_one, b"j", b"pending")

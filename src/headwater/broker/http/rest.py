@@ -29,7 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from headwater.broker.broker import Broker, ProduceResult
+from headwater.broker.appender import ProduceResult
+from headwater.broker.broker import Broker
 from headwater.broker.http.state import records_from
 from headwater.broker.partitioner import partition_for
 from headwater.broker.quotas import PRODUCER_BYTE_RATE
@@ -116,7 +117,7 @@ class RestApi:
                 results[i] = _failure(entry, exc.status_code, exc.detail)
                 continue
             by_partition.setdefault(partition, []).append((i, record))
-        answers = {partition: self.broker.append(topic.name, partition, encode_batch(
+        answers = {partition: self.broker.appender.append(topic.name, partition, encode_batch(
             [Record(n, r.timestamp, r.key, r.value, r.headers) for n, (_, r) in enumerate(placed)]), flush_policy=False)
             for partition, placed in by_partition.items()}
         await self._make_durable(topic, answers)
@@ -136,8 +137,8 @@ class RestApi:
         """Answer as an acks=all producer is (REST Proxy's producer default): with ``--flush always``,
         after the group commit's fsync of every partition appended to (one wait for them all)."""
         logs = {partition: topic.partitions[partition] for partition, answer in answers.items()
-                if answer.error == ErrorCode.NONE and self.broker.must_be_durable(topic.partitions[partition], True)}
-        failed = await self.broker.group_commit.durable(logs.values())
+                if answer.error == ErrorCode.NONE and self.broker.appender.must_be_durable(topic.partitions[partition], True)}
+        failed = await self.broker.appender.group_commit.durable(logs.values())
         for partition, plog in logs.items():
             if plog in failed:
                 answers[partition] = ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,

@@ -66,7 +66,7 @@ class UdpListener(asyncio.DatagramProtocol):
             self.stats.rejected += malformed
             keyed = [(m.name.encode(), json.dumps(m.as_json()).encode()) for m in metrics]
         for partition, batch in self._batches(keyed, now).items():
-            result = self.broker.append(self.topic, partition, batch)
+            result = self.broker.appender.append(self.topic, partition, batch)
             count = records.read_header(batch).records_count
             if result.error == ErrorCode.NONE:
                 self.stats.accepted += count
@@ -97,7 +97,7 @@ async def start_udp_listeners(broker: Broker, configs: list[UdpListenerConfig]) 
     started = []
     try:
         for cfg in configs:
-            if broker.topic_for_produce(cfg.topic) is None:
+            if broker.appender.topic_for_produce(cfg.topic) is None:
                 raise NoSuchTopic(f"topic {cfg.topic!r} of the {cfg.mode} listener does not exist and auto-creation is off")
             listener = UdpListener(broker, cfg)
             await loop.create_datagram_endpoint(lambda: listener, local_addr=(cfg.host, cfg.port))
