@@ -1,6 +1,7 @@
 import pytest
 
 from .clock import ManualClock
+from .parts import close_appender, open_appender
 
 
 @pytest.fixture
@@ -9,3 +10,11 @@ def clock():
     clock = ManualClock()
     yield clock
     clock.close()
+
+
+@pytest.fixture
+def appender(tmp_path):
+    """The append path over logs in ``tmp_path / "data"`` (see parts.py)."""
+    appender = open_appender(tmp_path / "data")
+    yield appender
+    close_appender(appender)

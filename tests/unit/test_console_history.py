@@ -8,7 +8,7 @@ from headwater.records import Record, encode_batch
 
 def append(broker: Broker, topic: str, count: int) -> None:
     broker.log_manager.topics.get(topic) or broker.log_manager.create_topic(topic, 1, {})
-    result = broker.append(topic, 0, encode_batch([Record(i, 0, b"k", b"x", []) for i in range(count)]))
+    result = broker.appender.append(topic, 0, encode_batch([Record(i, 0, b"k", b"x", []) for i in range(count)]))
     assert result.error == 0
 
 

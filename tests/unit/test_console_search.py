@@ -23,7 +23,7 @@ def topic(tmp_path):
         mine = RECORDS[partition::2]
         for start in range(0, len(mine), 10):   # several batches
             batch = [Record(n, ts, k, v, h) for n, (k, v, h, ts) in enumerate(mine[start:start + 10])]
-            assert broker.append("orders", partition, encode_batch(batch)).error == 0
+            assert broker.appender.append("orders", partition, encode_batch(batch)).error == 0
     yield broker.log_manager.topics["orders"]
     broker.close()
 

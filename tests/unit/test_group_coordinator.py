@@ -2,9 +2,9 @@
 
 No sockets: each test calls the coordinator as the JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup and OffsetCommit handlers do, and looks at the futures it answers with and at
-the group as DescribeGroups reports it. The offsets log underneath is a real one (a real
-Broker on a temporary data directory, given the manual clock). The wire tests in
-tests/integration/test_groups*.py are the outer layer.
+the group as DescribeGroups reports it. The offsets log underneath is a real one (the
+coordinator's store over the broker's append path and logs in a temporary directory; no
+Broker). The wire tests in tests/integration/test_groups*.py are the outer layer.
 """
 import logging
 import re
@@ -12,13 +12,12 @@ import re
 import pytest
 from kafka.protocol.consumer import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-from headwater.broker.broker import Broker
-from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.coordinator import JoinRequest, JoinResult
 from headwater.broker.groups.group import TRANSITIONS, CommittedOffset, Group, GroupState, IllegalTransition
 from headwater.protocol.errors import ErrorCode
 
 from .clock import ManualClock
+from .parts import close_appender, open_appender, open_groups
 
 E = ErrorCode
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
@@ -38,22 +37,9 @@ def assignment(topic: str, *partitions: int) -> bytes:
 RANGE = [("range", subscription("t"))]
 
 
-def config(tmp_path, initial_rebalance_delay_ms=0):
-    """No initial rebalance delay unless a test asks for one, as in Kafka's own tests."""
-    return BrokerConfig(data_dir=tmp_path / "data", flush="never",
-                        group_initial_rebalance_delay_ms=initial_rebalance_delay_ms)
-
-
 @pytest.fixture
-def broker(tmp_path, clock):
-    broker = Broker(config(tmp_path), clock=clock)
-    yield broker
-    broker.close()
-
-
-@pytest.fixture
-def coordinator(broker):
-    return broker.groups
+def coordinator(appender, clock):
+    return open_groups(appender, clock)
 
 
 def join(coordinator, member_id="", instance_id=None, protocols=RANGE, require_known_member_id=False,
@@ -331,27 +317,28 @@ def test_delete_needs_an_empty_group_and_leaves_it_dead(coordinator):
 
 
 def test_groups_and_offsets_come_back_after_a_restart_and_restored_members_get_one_session(tmp_path):
-    config_ = config(tmp_path)
     before_clock, after_clock = ManualClock(), ManualClock()
-    broker = Broker(config_, clock=before_clock)
-    a, b = stable_group(broker.groups, instance_ids=("i-a", None))
-    assert broker.groups.commit("g", 2, a.member_id, "i-a", {("t", 0): CommittedOffset(42, 1, "m")}) is E.NONE
-    described = broker.groups.describe("g")
-    broker.close()
-    restarted = Broker(config_, clock=after_clock)
+    appender = open_appender(tmp_path / "data")
+    groups = open_groups(appender, before_clock)
+    a, b = stable_group(groups, instance_ids=("i-a", None))
+    assert groups.commit("g", 2, a.member_id, "i-a", {("t", 0): CommittedOffset(42, 1, "m")}) is E.NONE
+    described = groups.describe("g")
+    close_appender(appender)
+    appender = open_appender(tmp_path / "data")
+    restarted = open_groups(appender, after_clock)
     try:
-        assert restarted.groups.describe("g") == described
-        committed = restarted.groups.committed("g")[("t", 0)]
+        assert restarted.describe("g") == described
+        committed = restarted.committed("g")[("t", 0)]
         assert (committed.offset, committed.leader_epoch, committed.metadata, committed.commit_timestamp) == (
             42, 1, "m", before_clock.now_ms())
         after_clock.advance(SESSION_MS - 1)
-        assert restarted.groups.heartbeat("g", 2, b.member_id, None) is E.NONE
-        assert restarted.groups.heartbeat("g", 2, "other", "i-a") is E.FENCED_INSTANCE_ID
+        assert restarted.heartbeat("g", 2, b.member_id, None) is E.NONE
+        assert restarted.heartbeat("g", 2, "other", "i-a") is E.FENCED_INSTANCE_ID
         after_clock.advance(1)  # a never came back
-        assert [m.member_id for m in restarted.groups.describe("g").members] == [b.member_id]
-        assert restarted.groups.heartbeat("g", 2, b.member_id, None) is E.REBALANCE_IN_PROGRESS
+        assert [m.member_id for m in restarted.describe("g").members] == [b.member_id]
+        assert restarted.heartbeat("g", 2, b.member_id, None) is E.REBALANCE_IN_PROGRESS
     finally:
-        restarted.close()
+        close_appender(appender)
         before_clock.close()
         after_clock.close()
 
@@ -380,10 +367,10 @@ def kafka_first_generation_ms(later_joins_ms: tuple[int, ...], rebalance_ms: int
     (tuple(range(2500, 40_000, 2500)), REBALANCE_MS),   # members keep coming: the rebalance timeout ends it
     ((2500,), 4000),                         # the second delay is cut to the timeout's last 1000 ms
 ])
-def test_a_new_groups_first_rebalance_waits_for_members_that_keep_joining(tmp_path, clock, later_joins_ms,
+def test_a_new_groups_first_rebalance_waits_for_members_that_keep_joining(appender, clock, later_joins_ms,
                                                                            rebalance_ms):
-    broker = Broker(config(tmp_path, DELAY_MS), clock=clock)
-    coordinator, expected_ms = broker.groups, kafka_first_generation_ms(later_joins_ms, rebalance_ms)
+    coordinator = open_groups(appender, clock, DELAY_MS)
+    expected_ms = kafka_first_generation_ms(later_joins_ms, rebalance_ms)
     pending = [join(coordinator, rebalance_ms=rebalance_ms)]
     elapsed = 0
     while not pending[0].done():
@@ -396,12 +383,10 @@ def test_a_new_groups_first_rebalance_waits_for_members_that_keep_joining(tmp_pa
     assert {r.generation for r in joined} == {1}
     assert len(joined) == 1 + sum(t < expected_ms for t in later_joins_ms)
     assert coordinator.describe("g").state is COMPLETING
-    broker.close()
 
 
-def test_only_an_empty_groups_rebalance_is_delayed(tmp_path, clock):
-    broker = Broker(config(tmp_path, DELAY_MS), clock=clock)
-    coordinator = broker.groups
+def test_only_an_empty_groups_rebalance_is_delayed(appender, clock):
+    coordinator = open_groups(appender, clock, DELAY_MS)
     first = join(coordinator, require_known_member_id=True)
     assert answer(first).error is E.MEMBER_ID_REQUIRED   # handing out an id starts no rebalance
     a = join(coordinator, answer(first).member_id)
@@ -418,7 +403,6 @@ def test_only_an_empty_groups_rebalance_is_delayed(tmp_path, clock):
     assert not again.done()  # empty again: the next first rebalance waits too
     clock.advance(DELAY_MS)
     assert answer(again).generation == 4
-    broker.close()
 
 
 # --- the state diagram -----------------------------------------------------------------------

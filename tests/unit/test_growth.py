@@ -79,7 +79,7 @@ def test_fetch_of_unknown_partitions_leaves_no_signal(tmp_path):
         waiting = asyncio.create_task(fetch(broker, header, fetch_request([("real", 0)], max_wait_ms=30_000)))
         await _until(lambda: len(broker.growth))
         assert len(broker.growth) == 1
-        assert broker.append("real", 0, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+        assert broker.appender.append("real", 0, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
         response = await asyncio.wait_for(waiting, 30)
         assert response.responses[0].partitions[0].records
         assert len(broker.growth) == 0
@@ -90,7 +90,7 @@ def test_an_idle_session_hears_of_appends_and_of_a_log_start_deletes_records_mov
     """The session reads only partitions it was told changed: both an append and DeleteRecords must tell it."""
     async def scenario(broker, header):
         for _ in range(2):
-            assert broker.append("t", 1, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+            assert broker.appender.append("t", 1, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
         opening = fetch_request([("t", 0), ("t", 1), ("t", 2)])
         opening.session_epoch, opening.topics[0].partitions[1].fetch_offset = 0, 2   # caught up everywhere
         session_id = (await fetch(broker, header, opening)).session_id
@@ -112,7 +112,7 @@ def test_an_idle_session_hears_of_appends_and_of_a_log_start_deletes_records_mov
         previous = watch.waiter
         waiting = asyncio.create_task(incremental(3, max_wait_ms=30_000))
         await _until(lambda: watch.waiter is not previous)   # until the fetch has read and waits
-        assert broker.append("t", 2, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+        assert broker.appender.append("t", 2, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
         [topic] = (await asyncio.wait_for(waiting, 30)).responses
         assert [(p.partition_index, p.high_watermark) for p in topic.partitions] == [(2, 1)]
     with_broker(tmp_path, "t", 3, scenario)

@@ -116,6 +116,36 @@ def test_read_respects_max_bytes_with_whole_batches(tmp_path):
             assert len(list(iter_batches(data))) == n
 
 
+def test_a_read_upto_an_offset_stops_before_the_first_batch_at_or_past_it(tmp_path):
+    """A read_committed reader's read: whole batches below its last stable offset (``upto``), and
+    the offset up to which it has seen every record, checked against the batches appended."""
+    rng = random.Random(5)
+    log = Log.open(tmp_path / "t-0", LogConfig(index_interval_bytes=0))
+    spans, sizes = [], []          # (base offset, last offset) and size of each batch, in order
+    for _ in range(30):
+        batch = build_batch([(None, b"v", 1)] * rng.randint(1, 6))
+        sizes.append(len(batch))
+        spans.append(log.append(batch))
+    for _ in range(300):
+        i = rng.randrange(len(spans))
+        start = rng.randint(*spans[i])
+        upto = rng.randint(start + 1, log.log_end_offset)      # a batch base or not: both are cut alike
+        max_bytes = rng.choice([1, 100, 1 << 20])
+        below = [j for j in range(i, len(spans)) if spans[j][0] < upto]
+        fits, total = [], 0                 # the whole batches within max_bytes, at least one
+        for j in below:
+            if fits and total + sizes[j] > max_bytes:
+                break
+            fits.append(j)
+            total += sizes[j]
+        read = log.read_batches(start, max_bytes, upto=upto)
+        assert [h.base_offset for _, h in read.batches] == [spans[j][0] for j in fits]
+        assert len(read.records) == total and log.read(start, max_bytes, upto=upto) == read.records
+        cut = len(fits) == len(below) and below[-1] + 1 < len(spans) and total + sizes[below[-1] + 1] <= max_bytes
+        assert read.next_offset == (upto if cut else spans[fits[-1]][1] + 1)
+    assert log.read_batches(log.log_end_offset, 100) == (b"", [], log.log_end_offset)
+
+
 def test_segments_roll_by_size(tmp_path):
     log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=2000, index_interval_bytes=300))
     expected = fill(log, 120, random.Random(2))

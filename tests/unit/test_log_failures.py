@@ -10,14 +10,13 @@ import random
 
 import pytest
 
-from headwater.broker.broker import Broker
-from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.group import CommittedOffset
 from headwater.log import Log, LogConfig, LogManager, PartitionLimitError
 from headwater.log.files import SEGMENT_FILES, OpenFiles
 from headwater.protocol.errors import ErrorCode
 
 from ..small_disk import fill_up, small_disk
+from .parts import close_appender, open_appender, open_groups
 from .test_log import build_batch, crash, fill, read_all
 
 
@@ -141,18 +140,19 @@ def test_a_descriptor_in_use_is_never_closed_under_its_user(tmp_path):
     assert len(pool) == 1  # the descriptor was reused, not opened again
 
 
-def test_offset_commit_on_a_full_disk_answers_coordinator_not_available(tmp_path):
+def test_offset_commit_on_a_full_disk_answers_coordinator_not_available(tmp_path, clock):
     with small_disk(tmp_path / "disk", "1m") as disk:
         def commit(groups, offset: int) -> ErrorCode:
             return groups.commit("g", -1, "", None, {("orders", 0): CommittedOffset(offset)})
-        broker = Broker(BrokerConfig(data_dir=disk / "data", flush="always"))
-        assert commit(broker.groups, 5) == ErrorCode.NONE
+        appender = open_appender(disk / "data", flush="always")
+        groups = open_groups(appender, clock)
+        assert commit(groups, 5) == ErrorCode.NONE
         filler = fill_up(disk)
         # The commit's few bytes fit the segment's last page; fsyncing it (index, recovery point) finds no room.
-        assert commit(broker.groups, 6) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert commit(groups, 6) == ErrorCode.COORDINATOR_NOT_AVAILABLE
         filler.unlink()
-        assert commit(broker.groups, 7) == ErrorCode.NONE
-        broker.close()
-        broker = Broker(BrokerConfig(data_dir=disk / "data", flush="always"))
-        assert broker.groups.committed("g")[("orders", 0)].offset == 7
-        broker.close()
+        assert commit(groups, 7) == ErrorCode.NONE
+        close_appender(appender)
+        appender = open_appender(disk / "data", flush="always")
+        assert open_groups(appender, clock).committed("g")[("orders", 0)].offset == 7
+        close_appender(appender)

@@ -7,11 +7,11 @@ a client would send them; the expected answers are Kafka's rules written out in 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from headwater.broker.broker import Broker
-from headwater.broker.config import BrokerConfig
 from headwater.broker.producer_state import ID_BLOCK, Duplicate, PartitionProducers, ProducerIds
 from headwater.protocol.errors import ErrorCode
 from headwater.records import BatchHeader, Record, encode_batch, read_header
+
+from .parts import close_appender, open_appender
 
 E = ErrorCode
 PID = 7
@@ -28,7 +28,7 @@ def batch(first_sequence: int, count: int = 1, epoch: int = 0, pid: int = PID) -
 
 
 def append(producers: PartitionProducers, header: BatchHeader, base_offset: int) -> None:
-    """What Broker.append does with a batch the state accepted: write it, then record where it went."""
+    """What Appender.append does with a batch the state accepted: write it, then record where it went."""
     assert producers.check(header) is E.NONE
     producers.appended(header, base_offset)
 
@@ -133,44 +133,41 @@ def test_producer_ids_are_unique_across_restarts(tmp_path):
 
 
 def test_an_idle_producer_that_outlived_its_segment_is_known_after_a_restart(tmp_path):
-    config = BrokerConfig(data_dir=tmp_path / "data", flush="never")
-
     def idempotent(first_sequence: int, count: int) -> bytes:
         return encode_batch([Record(i, 0, None, b"v") for i in range(count)], producer_id=PID, producer_epoch=0,
                             base_sequence=first_sequence)
 
-    broker = Broker(config)
-    broker.log_manager.create_topic("t", 1)
-    first = broker.append("t", 0, idempotent(0, 3))
-    broker.log_manager.get_log("t", 0).roll()              # the producer's batches are no longer in the active segment
-    broker.append("t", 0, encode_batch([Record(0, 0, None, b"someone else")]))
-    broker.close()
+    appender = open_appender(tmp_path / "data")
+    appender.log_manager.create_topic("t", 1)
+    first = appender.append("t", 0, idempotent(0, 3))
+    appender.log_manager.get_log("t", 0).roll()            # the producer's batches are no longer in the active segment
+    appender.append("t", 0, encode_batch([Record(0, 0, None, b"someone else")]))
+    close_appender(appender)
 
-    broker = Broker(config)
+    appender = open_appender(tmp_path / "data")
     try:
-        retry = broker.append("t", 0, idempotent(0, 3))     # a retry across the restart: its original offset
+        retry = appender.append("t", 0, idempotent(0, 3))     # a retry across the restart: its original offset
         assert (retry.error, retry.base_offset) == (E.NONE, first.base_offset)
-        assert broker.append("t", 0, idempotent(3, 1)).error is E.NONE    # the sequence goes on
-        assert broker.log_manager.get_log("t", 0).log_end_offset == 5
+        assert appender.append("t", 0, idempotent(3, 1)).error is E.NONE    # the sequence goes on
+        assert appender.log_manager.get_log("t", 0).log_end_offset == 5
     finally:
-        broker.close()
+        close_appender(appender)
 
 
 def test_the_snapshot_taken_at_a_roll_survives_a_crash(tmp_path):
-    config = BrokerConfig(data_dir=tmp_path / "data", flush="never")
-    broker = Broker(config)
-    broker.log_manager.create_topic("t", 1, {"segment.bytes": "1024"})
+    appender = open_appender(tmp_path / "data")
+    appender.log_manager.create_topic("t", 1, {"segment.bytes": "1024"})
     batch = encode_batch([Record(0, 0, None, b"v")], producer_id=PID, producer_epoch=0, base_sequence=0)
-    first = broker.append("t", 0, batch)
+    first = appender.append("t", 0, batch)
     for _ in range(40):   # someone else's records roll the segment several times
-        broker.append("t", 0, encode_batch([Record(0, 0, None, b"x" * 100)]))
-    plog = broker.log_manager.get_log("t", 0)
+        appender.append("t", 0, encode_batch([Record(0, 0, None, b"x" * 100)]))
+    plog = appender.log_manager.get_log("t", 0)
     assert plog.active_segment.base_offset > first.base_offset
     plog.flush()
-    broker._lock.close()   # a crash: no close(), no shutdown snapshot
-    broker = Broker(config)
+    # a crash: no close(), no shutdown snapshot
+    appender = open_appender(tmp_path / "data")
     try:
-        retry = broker.append("t", 0, batch)
+        retry = appender.append("t", 0, batch)
         assert (retry.error, retry.base_offset) == (E.NONE, first.base_offset)
     finally:
-        broker.close()
+        close_appender(appender)

@@ -7,6 +7,8 @@ from headwater.broker.share.partition import (AcknowledgeError, AcknowledgeType 
                                               SharePartition)
 from headwater.protocol.errors import ErrorCode
 
+from .parts import close_appender, open_appender
+
 LOCK_MS = 30_000
 
 
@@ -259,90 +261,91 @@ def test_topic_ids_are_stable_and_catalogs_without_them_get_them(tmp_path):
     reopened.close()
 
 
-# --- durability: __share_group_state replayed by a new Broker on the same data directory ------
+# --- durability: __share_group_state replayed by a new coordinator over the same data directory --
 
-def _broker(tmp_path, clock):
-    from headwater.broker.broker import Broker
-    from headwater.broker.config import BrokerConfig
-    return Broker(BrokerConfig(data_dir=tmp_path / "data", flush="never"), clock=clock)
+def _restarted(tmp_path, clock, appender=None):
+    """The share coordinator as a (re)started broker builds it: its store over the append path."""
+    from headwater.broker.share.coordinator import ShareCoordinator
+    from headwater.broker.share.store import ShareStateStore
+    if appender is not None:
+        close_appender(appender)
+    appender = open_appender(tmp_path / "data")
+    store = ShareStateStore(appender.log_manager, appender.append, fsync_each_write=False)
+    return ShareCoordinator(appender.log_manager, clock, store=store), appender
 
 
 def test_a_restarted_broker_replays_share_state_and_deletion(tmp_path, clock):
-    broker = _broker(tmp_path, clock)
-    broker.log_manager.create_topic("orders", 1)
-    broker.share.alter_configs("g", {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "4"})
-    broker.share.heartbeat("g", "a", 0, ["orders"])
-    group = broker.share.groups["g"]
-    sp = broker.share.share_partition(group, "orders", 0)
+    share, appender = _restarted(tmp_path, clock)
+    appender.log_manager.create_topic("orders", 1)
+    share.alter_configs("g", {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "4"})
+    share.heartbeat("g", "a", 0, ["orders"])
+    group = share.groups["g"]
+    sp = share.share_partition(group, "orders", 0)
     sp.acquire("a", 4, until=4)
     sp.acknowledge("a", [(0, 0, [Ack.ACCEPT]), (2, 2, [Ack.ACCEPT]), (3, 3, [Ack.REJECT])])
-    broker.share.changed(group, "orders", 0)
-    broker.close()
+    share.changed(group, "orders", 0)
 
-    broker = _broker(tmp_path, clock)
-    group = broker.share.groups["g"]
+    share, appender = _restarted(tmp_path, clock, appender)
+    group = share.groups["g"]
     assert group.config.int("share.delivery.count.limit") == 4
-    sp = broker.share.share_partition(group, "orders", 0)
+    sp = share.share_partition(group, "orders", 0)
     assert (sp.start_offset, sp.end_offset, sp.archived_total) == (1, 4, 1)
     assert [(o, r.state, r.delivery_count) for o, r in sp.records.items()] == [
         (1, RecordState.AVAILABLE, 1), (2, RecordState.ACKNOWLEDGED, 1), (3, RecordState.ARCHIVED, 1)]
-    assert broker.share.delete("g") == ErrorCode.NONE
-    broker.close()
+    assert share.delete("g") == ErrorCode.NONE
 
-    broker = _broker(tmp_path, clock)
-    assert (broker.share.groups, broker.share.configs) == ({}, {})
-    broker.close()
+    share, appender = _restarted(tmp_path, clock, appender)
+    assert (share.groups, share.configs) == ({}, {})
+    close_appender(appender)
 
 
 def test_a_deleted_topic_takes_its_share_partitions_along(tmp_path, clock):
-    broker = _broker(tmp_path, clock)
-    broker.log_manager.create_topic("orders", 1)
-    broker.share.heartbeat("g", "a", 0, ["orders"])
-    group = broker.share.groups["g"]
-    broker.share.share_partition(group, "orders", 0).acquire("a", 5, until=5)
-    broker.share.changed(group, "orders", 0)
-    broker.delete_topic("orders")
-    broker.log_manager.create_topic("orders", 1)
+    share, appender = _restarted(tmp_path, clock)
+    appender.log_manager.create_topic("orders", 1)
+    share.heartbeat("g", "a", 0, ["orders"])
+    group = share.groups["g"]
+    share.share_partition(group, "orders", 0).acquire("a", 5, until=5)
+    share.changed(group, "orders", 0)
+    appender.log_manager.delete_topic("orders")     # as Broker.delete_topic does
+    share.forget_topic("orders")
+    appender.log_manager.create_topic("orders", 1)
     assert group.partitions == {}
-    assert broker.share.share_partition(group, "orders", 0).acquire("a", 5, until=1) == [Acquired(0, 0, 1)]
-    broker.close()
-    broker = _broker(tmp_path, clock)                # the tombstone keeps the old state gone after a restart
-    assert broker.share.groups == {}
-    broker.close()
+    assert share.share_partition(group, "orders", 0).acquire("a", 5, until=1) == [Acquired(0, 0, 1)]
+    share, appender = _restarted(tmp_path, clock, appender)   # the tombstone keeps the old state gone after a restart
+    assert share.groups == {}
+    close_appender(appender)
 
 
 def test_an_operator_moves_and_forgets_the_start_offsets_of_an_empty_group_only(tmp_path, clock):
     from headwater.broker.share.coordinator import ShareError
-    broker = _broker(tmp_path, clock)
-    broker.log_manager.create_topic("orders", 2)
-    broker.share.heartbeat("g", "a", 0, ["orders"])
-    group = broker.share.groups["g"]
-    sp = broker.share.share_partition(group, "orders", 0)
+    share, appender = _restarted(tmp_path, clock)
+    appender.log_manager.create_topic("orders", 2)
+    share.heartbeat("g", "a", 0, ["orders"])
+    group = share.groups["g"]
+    sp = share.share_partition(group, "orders", 0)
     sp.acquire("a", 4, until=6)
     sp.acknowledge("a", [(1, 1, [Ack.ACCEPT])])
     assert (sp.start_offset, sp.lag(6)) == (0, 5)          # 0, 2-5 not yet delivered for good
-    for change in (lambda: broker.share.move_start_offsets("g", {("orders", 0): 5}),
-                   lambda: broker.share.delete_start_offsets("g", {"orders"})):
+    for change in (lambda: share.move_start_offsets("g", {("orders", 0): 5}),
+                   lambda: share.delete_start_offsets("g", {"orders"})):
         with pytest.raises(ShareError) as exc:
             change()
         assert exc.value.code == ErrorCode.NON_EMPTY_GROUP
     assert (sp.start_offset, sp.count(RecordState.ACQUIRED)) == (0, 3)
 
-    broker.share.heartbeat("g", "a", -1, None)
-    broker.share.move_start_offsets("g", {("orders", 0): 5, ("orders", 1): 2})
+    share.heartbeat("g", "a", -1, None)
+    share.move_start_offsets("g", {("orders", 0): 5, ("orders", 1): 2})
     assert (sp.start_offset, sp.end_offset, sp.records, sp.lag(6)) == (5, 5, {}, 1)
     clock.advance(LOCK_MS)                                   # the forgotten locks were cancelled
     assert sp.records == {}
-    broker.share.move_start_offsets("never-joined", {("orders", 1): 0})   # created, as Kafka
-    broker.close()
+    share.move_start_offsets("never-joined", {("orders", 1): 0})   # created, as Kafka
 
-    broker = _broker(tmp_path, clock)
-    assert {key: s.start_offset for key, s in broker.share.states("g").items()} == {("orders", 0): 5, ("orders", 1): 2}
-    assert {key: s.start_offset for key, s in broker.share.states("never-joined").items()} == {("orders", 1): 0}
-    broker.share.delete_start_offsets("g", {"orders"})
-    assert broker.share.states("g") == {}
-    broker.close()
+    share, appender = _restarted(tmp_path, clock, appender)
+    assert {key: s.start_offset for key, s in share.states("g").items()} == {("orders", 0): 5, ("orders", 1): 2}
+    assert {key: s.start_offset for key, s in share.states("never-joined").items()} == {("orders", 1): 0}
+    share.delete_start_offsets("g", {"orders"})
+    assert share.states("g") == {}
 
-    broker = _broker(tmp_path, clock)                  # the tombstones keep them gone
-    assert "g" not in broker.share.groups and list(broker.share.states("never-joined")) == [("orders", 1)]
-    broker.close()
+    share, appender = _restarted(tmp_path, clock, appender)   # the tombstones keep them gone
+    assert "g" not in share.groups and list(share.states("never-joined")) == [("orders", 1)]
+    close_appender(appender)

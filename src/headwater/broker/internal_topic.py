@@ -10,22 +10,16 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from headwater.broker.appender import Append
 from headwater.log import Log, LogManager, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.records import CorruptRecordError, Record, decode_records, encode_batch
 
-if TYPE_CHECKING:
-    from headwater.broker.broker import ProduceResult
-
 log = logging.getLogger("headwater.broker")
 # Segments small enough that the cleaner gets closed ones to work on.
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
-
-# The broker's append (topic, partition, record batches): the internal log is validated and
-# fetched like any other topic's, and consumers waiting on it are woken.
-Append = Callable[[str, int, bytes], "ProduceResult"]
 # Applies one replayed record: (key, value or None for a tombstone), parsed JSON; may raise on bad content.
 Apply = Callable[[Any, Any], None]
 
@@ -59,6 +53,8 @@ class InternalTopic:
     state of each thing; a null value (tombstone) deletes the key."""
 
     def __init__(self, name: str, logs: LogManager, append: Append, fsync_each_write: bool):
+        # append: the broker's own, so the internal log is validated and fetched like any other
+        # topic's, and consumers waiting on it are woken
         self.name, self.logs, self._append, self._fsync_each_write = name, logs, append, fsync_each_write
         if name not in logs.topics:
             logs.create_topic(name, 1, TOPIC_CONFIGS)

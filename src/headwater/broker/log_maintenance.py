@@ -13,26 +13,24 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from headwater.broker.stats import BrokerStats
 from headwater.log import LogManager
 from headwater.log.cleaner_worker import CleanerWorker
-
-if TYPE_CHECKING:
-    from headwater.broker.http.metrics import BrokerMetrics
 
 log = logging.getLogger("headwater.broker")
 
 
 class LogMaintenance:
     def __init__(self, logs: LogManager, retention_check_interval_ms: int, cleaner_interval_ms: int,
-                 cleaner_io_max_bytes_per_second: float | None, moved: Callable[[str, int], None]):
+                 cleaner_io_max_bytes_per_second: float | None, moved: Callable[[str, int], None],
+                 stats: BrokerStats):
         self.logs = logs
         self._moved = moved   # told on the event loop of each partition whose log start retention moved
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cleaner_worker = CleanerWorker(cleaner_io_max_bytes_per_second)
         logs.cleaner.run = self.cleaner_worker.run
-        self.metrics: BrokerMetrics | None = None  # set when the HTTP listener serves /metrics
+        self.stats = stats
         self._schedule = ((retention_check_interval_ms, self._retention), (cleaner_interval_ms, self._clean))
         self._tasks: list[asyncio.Task] = []
 
@@ -61,16 +59,14 @@ class LogMaintenance:
     def _retention(self, now_ms: int) -> None:
         # A fetch session reads a partition only once told it changed: the new log start is news.
         deleted = self.logs.enforce_retention(now_ms, lambda *p: self._loop.call_soon_threadsafe(self._moved, *p))
-        if self.metrics is not None:
-            self.metrics.retention_deleted(deleted)
+        self.stats.retention_deleted(deleted)
         if deleted:
             log.info("retention deleted %d segment(s)", deleted)
 
     def _clean(self, now_ms: int) -> None:
         start = time.monotonic()
         stats = self.logs.clean(now_ms)
-        if self.metrics is not None:
-            self.metrics.cleaned(stats)
+        self.stats.cleaned(stats)
         if stats.logs_cleaned:
             log.info("log cleaner: %d log(s), %d segment(s) rewritten, %d record(s) removed, %d -> %d bytes, "
                      "%d uncleanable log(s) in %.2f s", stats.logs_cleaned, stats.segments_rewritten,

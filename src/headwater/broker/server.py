@@ -46,7 +46,8 @@ class Server:
         cfg = broker.config
         self.failed_logins = FailedLogins(cfg.failed_authentication_delay_ms / 1000)
         self.maintenance = LogMaintenance(broker.log_manager, cfg.retention_check_interval_ms, cfg.cleaner_interval_ms,
-                                          cfg.cleaner_io_max_bytes_per_second, moved=broker.growth.notify)
+                                          cfg.cleaner_io_max_bytes_per_second, moved=broker.growth.notify,
+                                          stats=broker.stats)
         self.http: HttpListener | None = None
         if cfg.http_listener is not None:
             self.http = HttpListener(self, *cfg.http_listener, allow_writes=cfg.console_allow_writes)
@@ -158,8 +159,7 @@ class Server:
                 await writer.drain()
             if conn.failed:
                 return  # as Kafka: the failure is answered, then the connection closed
-            if self.broker.metrics is not None:
-                self.broker.metrics.request(header.api_key, time.perf_counter() - started)
+            self.broker.stats.request(header.api_key, time.perf_counter() - started)
             # Over its quota, the connection is muted for the throttle time, as Kafka does. Else a client
             # with requests already buffered would never yield the loop: one busy producer must not
             # starve the fetches waiting to deliver its records.
@@ -197,8 +197,6 @@ async def serve(config: BrokerConfig, ready=None) -> None:
     except BaseException:
         await server.stop()
         raise
-    if server.broker.metrics is not None:
-        server.broker.metrics.watch_udp(udp)
     udp_stats = asyncio.create_task(log_udp_stats(udp))
     log.info("listening on %s, data in %s", ", ".join(map(str, config.listeners)), config.data_dir)
     if ready is not None:

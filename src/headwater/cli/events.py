@@ -11,7 +11,6 @@ import functools
 import importlib
 import json
 import os
-import sys
 import time
 
 from headwater.cli.common import CommandError, add_connection_args, emit

@@ -27,6 +27,7 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from headwater.records import (MIN_BATCH_LENGTH, BatchHeader, CorruptRecordError, decode_records, iter_batches,
                                read_header, set_base_offset, set_log_append_time)
@@ -56,6 +57,12 @@ def write_offset_file(path: Path, value: int, durable: bool = False) -> None:
     """Replace atomically. Only ``durable`` writes are fsynced: for the recovery point and the
     cleaner checkpoint, losing an update just means an older, safe value."""
     replace_atomically(path, str(value), durable)
+
+
+class BatchesRead(NamedTuple):
+    records: bytes                            # whole batches
+    batches: list[tuple[int, BatchHeader]]    # (position in records, header) of each
+    next_offset: int                          # every offset below this is read, or is in no batch
 
 
 class Log:
@@ -243,9 +250,29 @@ class Log:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes:
+    def read(self, offset: int, max_bytes: int, min_one: bool = True, upto: int | None = None) -> bytes:
         """Whole batches from the one containing ``offset``, up to ``max_bytes``; at least one
-        batch if ``min_one``, as Kafka allows only the first partition of a fetch (KIP-74)."""
+        batch if ``min_one``, as Kafka allows only the first partition of a fetch (KIP-74).
+        With ``upto`` (a read_committed reader's last stable offset), none at or past it."""
+        if upto is None or upto >= self.log_end_offset:
+            return self._read(offset, max_bytes, min_one)   # no batch walk: what most fetches are
+        return self.read_batches(offset, max_bytes, min_one, upto).records
+
+    def read_batches(self, offset: int, max_bytes: int, min_one: bool = True, upto: int | None = None) -> BatchesRead:
+        """As ``read``, with each batch's position and header, and the offset up to which the read
+        has seen every record there is (the log holds none between the last batch and ``upto``)."""
+        data = self._read(offset, max_bytes, min_one)
+        upto = self.log_end_offset if upto is None else upto
+        batches, end, next_offset = [], 0, offset
+        for pos, header in iter_batches(data, validate=False):
+            if header.base_offset >= upto:
+                next_offset = upto
+                break
+            batches.append((pos, header))
+            end, next_offset = pos + header.size, header.last_offset + 1
+        return BatchesRead(data[:end], batches, next_offset)
+
+    def _read(self, offset: int, max_bytes: int, min_one: bool) -> bytes:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside the log [{self.log_start_offset}, {self.log_end_offset}]")

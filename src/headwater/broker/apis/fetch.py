@@ -19,7 +19,7 @@ from headwater.broker.growth import GrowthSignals, Watch
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
-from headwater.records import CorruptRecordError, iter_batches
+from headwater.records import CorruptRecordError
 
 log = logging.getLogger("headwater.broker")
 FetchResponse = MESSAGE_CLASSES[ApiKey.FETCH][1]
@@ -28,16 +28,6 @@ PartitionData = TopicResult.PartitionData
 AbortedTransaction = PartitionData.AbortedTransaction
 READ_COMMITTED = 1
 QUIET_ENTRIES_KEPT = 20_000   # about 2 MB: twice the broker's default partition limit
-
-
-def _below(records: bytes, stable: int) -> bytes:
-    """The whole batches of ``records`` that lie below the last stable offset."""
-    end = 0
-    for pos, header in iter_batches(records, validate=False):
-        if header.base_offset >= stable:
-            break
-        end = pos + header.size
-    return records[:end]
 
 
 class PartitionRead(NamedTuple):
@@ -79,7 +69,9 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
         end, stable = plog.log_end_offset, stable_offset(*key, plog)
         if position.fetch_offset != end:   # a consumer that has caught up costs no read: the idle case
             try:
-                records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget), min_one=total == 0)
+                # read_committed: nothing at or past the LSO
+                records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget),
+                                    min_one=total == 0, upto=stable if committed else None)
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
                 errors = True
@@ -88,10 +80,7 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
                             position.fetch_offset, exc)
                 error = ErrorCode.KAFKA_STORAGE_ERROR
                 errors = True
-        if committed and not error:
-            # read_committed: nothing at or past the LSO, and which transactions in range were aborted
-            if stable < end:
-                records = _below(records, stable)
+        if committed and not error:   # read_committed: which transactions in range were aborted
             aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
                        for a in plog.aborted_txns.between(position.fetch_offset, stable)] if records else []
         total += len(records)
@@ -157,7 +146,6 @@ async def fetch(broker, header, request):
             sessions.changed(context)
     answered = sessions.answer(context, reads, request.isolation_level == READ_COMMITTED)
     responses = _topic_results(answered, reads)
-    if broker.metrics is not None:
-        for topic in responses:
-            broker.metrics.fetched(topic.topic, sum(len(p.records) for p in topic.partitions))
+    for topic in responses:
+        broker.stats.fetched(topic.topic, sum(len(p.records) for p in topic.partitions))
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses)

@@ -3,8 +3,8 @@ when asked, and the idempotent producers each partition has seen."""
 from __future__ import annotations
 
 import logging
-from functools import partial
 
+from headwater.broker.appender import ProduceResult
 from headwater.broker.txn.apis import init_transactional_producer, produce_error
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -30,8 +30,7 @@ async def produce(broker, header, request):
         partitions = []
         for part in topic.partition_data:
             if refuse is None:
-                admit = partial(produce_error, broker, request.transactional_id, topic.name, part.index)
-                result = await broker.produce(topic.name, part.index, part.records, admit)
+                result = await _append(broker, request.transactional_id, topic.name, part.index, part.records)
                 if result.error:
                     log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,
                                 result.message or "")
@@ -49,15 +48,27 @@ async def produce(broker, header, request):
                 appended.append((broker.log_manager.get_log(topic.name, part.index), partitions[-1]))
         responses.append(TopicResult(name=topic.name, partition_responses=partitions))
     durable = [(plog, response) for plog, response in appended
-               if broker.must_be_durable(plog, request.acks == ACKS_ALL)]
+               if broker.appender.must_be_durable(plog, request.acks == ACKS_ALL)]
     if durable:
-        failed = await broker.group_commit.durable(plog for plog, _ in durable)
+        failed = await broker.appender.group_commit.durable(plog for plog, _ in durable)
         for plog, response in durable:
             if plog in failed:
                 _fsync_failed(plog, response, failed[plog])
     if request.acks == 0:
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)
+
+
+async def _append(broker, transactional_id: str | None, topic: str, partition: int,
+                  records: bytes | None) -> ProduceResult:
+    """One partition's batches: validated, then checked against the producer's transaction on the
+    validated headers right before the append, with no await in between (the transaction may
+    have ended while a large batch was validated on the validator thread)."""
+    valid = await broker.appender.validate(topic, partition, records)
+    if isinstance(valid, ProduceResult):
+        return valid
+    refused = produce_error(broker, transactional_id, topic, partition, valid.headers)
+    return ProduceResult(refused) if refused else broker.appender.append_valid(valid)
 
 
 def _fsync_failed(plog, response, exc: OSError) -> None:
@@ -95,7 +106,7 @@ async def describe_producers(broker, header, request):
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
-            producers = broker.producers(topic.name, index)
+            producers = broker.appender.producers(topic.name, index)
             if producers is None:
                 partitions.append(PartitionResult(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                   error_message=None, active_producers=[]))

@@ -7,7 +7,7 @@ import uuid
 from headwater.broker.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
 from headwater.broker.apis.partitions import replica_assignment_error
 from headwater.broker.apis.topic_configs import topic_entries
-from headwater.broker.broker import CREATION_ERRORS, creation_error
+from headwater.broker.appender import CREATION_ERRORS, creation_error
 from headwater.broker.security import connection
 from headwater.log import UnknownTopicError
 from headwater.protocol.errors import ErrorCode
@@ -57,7 +57,7 @@ async def metadata(broker, header, request):
         error = ErrorCode.NONE
         if name not in broker.log_manager.topics and allow_create:
             try:
-                broker.topic_for_produce(name)
+                broker.appender.topic_for_produce(name)
             except tuple(CREATION_ERRORS) as exc:
                 error = creation_error(exc)
                 log.warning("cannot auto-create topic %r: %s", name, exc)

@@ -31,7 +31,6 @@ class HttpListener:
     def __init__(self, server, host: str, port: int, allow_writes: bool):
         broker = server.broker
         metrics = BrokerMetrics(broker, lambda: server.connections)
-        broker.metrics = server.maintenance.metrics = metrics
         self.history = History(broker)
         secured = any(listener.protocol.sasl for listener in broker.config.listeners)
         login = ConsoleLogin(broker, server.failed_logins) if secured else None

@@ -1,116 +1,93 @@
-"""Prometheus metrics of one broker, under the names dashboards already use.
+"""Prometheus metrics of one broker, under the names dashboards already use, all read at scrape time:
 
-Two kinds, so the produce path pays almost nothing:
-
-* counters and histograms (``BrokerMetrics``) updated once per request or per batch, never
-  per record: messages and bytes in and out per topic in the JMX exporter's style
-  (``kafka_server_brokertopicmetrics_*``), requests per API with their latency, the log
-  cleaner's and retention's work;
-* gauges computed at scrape time from the broker's state (``StateCollector``), with
-  kafka_exporter's names for topics and consumer groups, the same shape for share groups
-  (``kafka_sharegroup_*``, with KIP-932's ``share-group-count`` per state), plus log size
-  per partition and open connections.
+* counters and histograms from the core's ``BrokerStats`` (``StatsCollector``): messages and
+  bytes in and out per topic in the JMX exporter's style (``kafka_server_brokertopicmetrics_*``),
+  requests per API with their latency, the log cleaner's and retention's work, the UDP listeners;
+* gauges computed from the broker's state (``StateCollector``), with kafka_exporter's names for
+  topics and consumer groups, the same shape for share groups (``kafka_sharegroup_*``, with
+  KIP-932's ``share-group-count`` per state), plus log size per partition and open connections.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from headwater.broker.fetch_sessions import FetchSessionCache
 from headwater.broker.http.state import (PartitionOffsets, SharePartitionView, consumer_groups, group_offsets,
                                          share_partitions)
 from headwater.broker.http.transactions import TransactionCollector
-from headwater.log.cleaner import CleanerStats
+from headwater.broker.stats import LATENCY_BUCKETS, BrokerStats
 from headwater.protocol.messages import ApiKey
 
-# Request latencies from 100 us (a produce to the page cache) to 10 s (a long-polling fetch).
-LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _CLEANER_COUNTERS = ("segments_rewritten", "records_removed", "bytes_read", "bytes_written")
+_LE = [floatToGoString(bound) for bound in (*LATENCY_BUCKETS, float("inf"))]
 
 
 class BrokerMetrics:
-    """The broker's counters, in a registry of its own (one per broker, so tests may run many)."""
+    """The broker's metrics, in a registry of its own (one per broker, so tests may run many)."""
 
     def __init__(self, broker, connections: Callable[[], int]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        topic = ["topic"]
-        self._messages_in = Counter("kafka_server_brokertopicmetrics_messagesin", "Records appended",
-                                    topic, registry=self.registry)
-        self._bytes_in = Counter("kafka_server_brokertopicmetrics_bytesin", "Record batch bytes appended",
-                                 topic, registry=self.registry)
-        self._bytes_out = Counter("kafka_server_brokertopicmetrics_bytesout", "Record batch bytes fetched",
-                                  topic, registry=self.registry)
-        self._requests = Histogram("kafka_network_requestmetrics_request_seconds",
-                                   "Time from a request read to its response written, per API", ["request"],
-                                   buckets=LATENCY_BUCKETS, registry=self.registry)
-        self._retention = Counter("kafka_log_retention_segments_deleted", "Segments deleted by retention",
-                                  registry=self.registry)
-        self._cleaner_passes = Counter("kafka_log_logcleaner_logs_cleaned", "Logs compacted by the cleaner",
-                                       registry=self.registry)
-        self._cleaner = {name: Counter(f"kafka_log_logcleaner_{name}", f"Log cleaner: {name.replace('_', ' ')}",
-                                       registry=self.registry) for name in _CLEANER_COUNTERS}
+        self.registry.register(StatsCollector(broker.stats))
         self.registry.register(StateCollector(broker, connections))
         self.registry.register(TransactionCollector(broker))
         self.registry.register(FetchSessionCollector(broker.fetch_sessions))
-        # Labelled children, looked up once: .labels() costs more than the increment itself.
-        self._by_topic: dict[str, tuple[Counter, Counter, Counter]] = {}
-        self._by_api: dict[int, Histogram] = {}
+        self.registry.register(UdpCollector(broker.stats))
 
-    def _topic(self, topic: str) -> tuple[Counter, Counter, Counter]:
-        children = self._by_topic.get(topic)
-        if children is None:
-            children = self._by_topic[topic] = (self._messages_in.labels(topic), self._bytes_in.labels(topic),
-                                                self._bytes_out.labels(topic))
-        return children
 
-    def appended(self, topic: str, records: int, size: int) -> None:
-        messages, bytes_in, _ = self._topic(topic)
-        messages.inc(records)
-        bytes_in.inc(size)
+class StatsCollector(Collector):
+    """The core's counters (``BrokerStats``), with the creation times prometheus_client's own counters show."""
 
-    def fetched(self, topic: str, size: int) -> None:
-        if size:
-            self._topic(topic)[2].inc(size)
+    def __init__(self, stats: BrokerStats) -> None:
+        self._stats = stats
 
-    def request(self, api_key: int, seconds: float) -> None:
-        child = self._by_api.get(api_key)
-        if child is None:
-            child = self._by_api[api_key] = self._requests.labels(_api_name(ApiKey(api_key)))
-        child.observe(seconds)
-
-    def retention_deleted(self, segments: int) -> None:
-        self._retention.inc(segments)
-
-    def cleaned(self, stats: CleanerStats) -> None:
-        self._cleaner_passes.inc(stats.logs_cleaned)
-        for name, counter in self._cleaner.items():
-            counter.inc(getattr(stats, name))
-
-    def watch_udp(self, listeners: list) -> None:
-        """Scrape the UDP listeners' own counters (ingest.udp.UdpStats) as they are."""
-        self.registry.register(UdpCollector(listeners))
-
-    def forget_topic(self, topic: str) -> None:
-        if self._by_topic.pop(topic, None) is not None:
-            for family in (self._messages_in, self._bytes_in, self._bytes_out):
-                family.remove(topic)
+    def collect(self) -> Iterator[CounterMetricFamily | HistogramMetricFamily]:
+        stats, prefix = self._stats, "kafka_server_brokertopicmetrics_"
+        topics = list(stats.topics.items())
+        for name, field, what in (("messagesin", "messages_in", "Records appended"),
+                                  ("bytesin", "bytes_in", "Record batch bytes appended"),
+                                  ("bytesout", "bytes_out", "Record batch bytes fetched")):
+            family = CounterMetricFamily(prefix + name, what, labels=["topic"])
+            for topic, counts in topics:
+                family.add_metric([topic], getattr(counts, field), created=counts.created)
+            yield family
+        requests = HistogramMetricFamily("kafka_network_requestmetrics_request_seconds",
+                                         "Time from a request read to its response written, per API",
+                                         labels=["request"])
+        for api_key, latency in list(stats.requests.items()):
+            api = _api_name(ApiKey(api_key))
+            cumulative, total = [], 0
+            for le, count in zip(_LE, latency.counts):
+                total += count
+                cumulative.append((le, total))
+            requests.add_metric([api], cumulative, latency.seconds)
+            requests.add_sample(requests.name + "_created", {"request": api}, latency.created)
+        yield requests
+        yield CounterMetricFamily("kafka_log_retention_segments_deleted", "Segments deleted by retention",
+                                  value=stats.retention_segments_deleted, created=stats.created)
+        yield CounterMetricFamily("kafka_log_logcleaner_logs_cleaned", "Logs compacted by the cleaner",
+                                  value=stats.cleaner.logs_cleaned, created=stats.created)
+        for name in _CLEANER_COUNTERS:
+            yield CounterMetricFamily(f"kafka_log_logcleaner_{name}", f"Log cleaner: {name.replace('_', ' ')}",
+                                      value=getattr(stats.cleaner, name), created=stats.created)
 
 
 class UdpCollector(Collector):
     """Datagrams received and records accepted or rejected by each UDP listener (StatsD, raw)."""
 
-    def __init__(self, listeners: list) -> None:
-        self._listeners = listeners
+    def __init__(self, stats: BrokerStats) -> None:
+        self._stats = stats
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         for field, what in (("received", "Datagrams received"), ("accepted", "Records appended"),
                             ("rejected", "Malformed lines skipped or records refused")):
             family = CounterMetricFamily(f"headwater_udp_{field}", f"UDP listeners: {what}", labels=["mode", "topic"])
-            for listener in self._listeners:
-                family.add_metric([listener.mode, listener.topic], getattr(listener.stats, field))
+            for listener in self._stats.udp:
+                family.add_metric([listener.mode, listener.topic], getattr(listener, field))
             yield family
 
 

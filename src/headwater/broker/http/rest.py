@@ -30,7 +30,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from headwater.broker.acl_operations import AclOperation
-from headwater.broker.broker import Broker, ProduceResult
+from headwater.broker.appender import ProduceResult
+from headwater.broker.broker import Broker
 from headwater.broker.http.admin import Admin
 from headwater.broker.http.login import peer
 from headwater.broker.http.state import records_from
@@ -165,7 +166,7 @@ async def produce(broker: Broker, topic: Topic, entries: list, client_id: str, s
             results[i] = _failure(entry, exc.status_code, exc.detail)
             continue
         by_partition.setdefault(partition, []).append((i, record))
-    answers = {partition: broker.append(topic.name, partition, encode_batch(
+    answers = {partition: broker.appender.append(topic.name, partition, encode_batch(
         [Record(n, r.timestamp, r.key, r.value, r.headers) for n, (_, r) in enumerate(placed)]), flush_policy=False)
         for partition, placed in by_partition.items()}
     await _make_durable(broker, topic, answers)
@@ -186,8 +187,8 @@ async def _make_durable(broker: Broker, topic: Topic, answers: dict[int, Produce
     """Answer as an acks=all producer is (REST Proxy's producer default): with ``--flush always``,
     after the group commit's fsync of every partition appended to (one wait for them all)."""
     logs = {partition: topic.partitions[partition] for partition, answer in answers.items()
-            if answer.error == ErrorCode.NONE and broker.must_be_durable(topic.partitions[partition], True)}
-    failed = await broker.group_commit.durable(logs.values())
+            if answer.error == ErrorCode.NONE and broker.appender.must_be_durable(topic.partitions[partition], True)}
+    failed = await broker.appender.group_commit.durable(logs.values())
     for partition, plog in logs.items():
         if plog in failed:
             answers[partition] = ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,

@@ -19,19 +19,10 @@ from headwater import records
 from headwater.broker.broker import Broker
 from headwater.broker.ingest.statsd import parse_datagram
 from headwater.broker.partitioner import partition_for
+from headwater.broker.stats import UdpStats
 from headwater.protocol.errors import ErrorCode
 
 log = logging.getLogger("headwater.broker.udp")
-
-
-@dataclass
-class UdpStats:
-    received: int = 0  # datagrams
-    accepted: int = 0  # records appended (metrics in statsd mode, datagrams in raw mode)
-    rejected: int = 0  # malformed lines skipped, or records the log refused
-
-    def line(self) -> str:
-        return f"received {self.received} datagrams, accepted {self.accepted}, rejected {self.rejected}"
 
 
 @dataclass(frozen=True)
@@ -49,7 +40,7 @@ class NoSuchTopic(Exception):
 class UdpListener(asyncio.DatagramProtocol):
     def __init__(self, broker: Broker, config: UdpListenerConfig):
         self.broker, self.topic, self.mode = broker, config.topic, config.mode
-        self.stats = UdpStats()
+        self.stats = UdpStats(config.mode, config.topic)
         self._transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport) -> None:
@@ -75,7 +66,7 @@ class UdpListener(asyncio.DatagramProtocol):
             self.stats.rejected += malformed
             keyed = [(m.name.encode(), json.dumps(m.as_json()).encode()) for m in metrics]
         for partition, batch in self._batches(keyed, now).items():
-            result = self.broker.append(self.topic, partition, batch)
+            result = self.broker.appender.append(self.topic, partition, batch)
             count = records.read_header(batch).records_count
             if result.error == ErrorCode.NONE:
                 self.stats.accepted += count
@@ -106,12 +97,13 @@ async def start_udp_listeners(broker: Broker, configs: list[UdpListenerConfig]) 
     started = []
     try:
         for cfg in configs:
-            if broker.topic_for_produce(cfg.topic) is None:
+            if broker.appender.topic_for_produce(cfg.topic) is None:
                 raise NoSuchTopic(f"topic {cfg.topic!r} of the {cfg.mode} listener does not exist and auto-creation is off")
             listener = UdpListener(broker, cfg)
             await loop.create_datagram_endpoint(lambda: listener, local_addr=(cfg.host, cfg.port))
             log.info("%s udp listener on %s:%d into topic %s", cfg.mode, *listener.address, cfg.topic)
             started.append(listener)
+            broker.stats.udp.append(listener.stats)
     except BaseException:
         close_udp_listeners(started)
         raise

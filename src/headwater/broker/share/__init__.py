@@ -9,6 +9,6 @@ expires; a record that keeps failing is archived and dead-lettered.
 - ``assignor.py``      which partitions each member fetches from (Kafka's ``simple`` rule), a pure function
 - ``configs.py``       the group configs, Kafka's names and defaults
 - ``store.py``         durable state in the compacted ``__share_group_state`` topic
-- ``dead_letters.py``  KIP-1191 dead letters
+- ``dead_letters.py``  KIP-1191 dead letters, and their writer (through the broker's Appender)
 - ``apis.py``          the ShareGroupHeartbeat / ShareGroupDescribe / ShareFetch / ShareAcknowledge handlers
 """

@@ -8,7 +8,7 @@ from headwater.broker.endpoint import client_host
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.share_messages import (ShareAcknowledgeResponse, ShareFetchResponse,
                                                ShareGroupDescribeResponse, ShareGroupHeartbeatResponse)
-from headwater.records import BatchHeader, iter_batches
+from headwater.records import BatchHeader
 
 from .coordinator import ShareError, ShareGroup, ShareSession
 from .partition import AcknowledgeError, Acquired
@@ -193,11 +193,10 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
                   else plog.log_end_offset)
         if first >= stable:
             continue
-        chunk = plog.read(first, min(max(bytes_left, 0), PARTITION_MAX_BYTES), min_one=not fetched)
-        batches = list(iter_batches(chunk, validate=False))
-        if not batches:
+        chunk, batches, until = plog.read_batches(first, min(max(bytes_left, 0), PARTITION_MAX_BYTES),
+                                                  min_one=not fetched, upto=stable)
+        if until == first:   # nothing read: no bytes left
             continue
-        until = min(stable, batches[-1][1].last_offset + 1)
         end_before = share_partition.end_offset
         runs = share_partition.acquire(request.member_id, records_left, until,
                                        _aborted(plog, batches, first, until) if committed else ())

@@ -7,18 +7,27 @@ and headers. Its partition is the source partition modulo the dead-letter topic'
 """
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
+
+from headwater.broker.appender import Appender
 from headwater.log import Log
-from headwater.records import Record, decode_records, iter_batches
+from headwater.records import Record, decode_records, encode_batch
+
+from .configs import GroupConfig
+
+log = logging.getLogger("headwater.broker")
 
 HEADER_PREFIX = "__dlq.errors."
 
 
 def find_record(plog: Log, offset: int) -> Record | None:
     """The record at ``offset``, or None if the log no longer holds it."""
-    chunk = plog.read(offset, 1 << 20)
-    for position, header in iter_batches(chunk, validate=False):
-        if header.base_offset <= offset <= header.last_offset:
-            return next((r for r in decode_records(chunk, position)[1] if r.offset == offset), None)
+    for chunk, position, header in plog.batches(offset):
+        if header.base_offset > offset:   # compacted away
+            return None
+        return next((r for r in decode_records(chunk, position)[1] if r.offset == offset), None)
     return None
 
 
@@ -30,3 +39,28 @@ def dead_letter(source: Record | None, *, group_id: str, topic: str, partition: 
     if copy_record and source is not None:
         return Record(0, now_ms, source.key, source.value, source.headers + headers)
     return Record(0, now_ms, None, None, headers)
+
+
+class DeadLetterWriter:
+    """Writes the records share groups give up on to their dead-letter topics, through the
+    broker's append path (the ShareCoordinator's ``dead_letter``)."""
+
+    def __init__(self, appender: Appender, config_of: Callable[[str], GroupConfig]):
+        self._appender, self._config_of = appender, config_of   # config_of: a share group's configs
+
+    def __call__(self, group_id: str, topic: str, partition: int, offset: int, count: int, why: str) -> None:
+        config = self._config_of(group_id)
+        source = self._appender.log_manager.get_log(topic, partition)
+        letter = dead_letter(
+            find_record(source, offset) if source is not None else None, group_id=group_id, topic=topic,
+            partition=partition, offset=offset, delivery_count=count, message=why,
+            copy_record=config.get("errors.deadletterqueue.copy.record.enable") == "true", now_ms=int(time.time() * 1000))
+        target = self._appender.topic_for_produce(config.dead_letter_topic)
+        if target is None:
+            log.warning("share group %r: dead-letter topic %r does not exist; %s-%d@%d is archived without a dead letter",
+                        group_id, config.dead_letter_topic, topic, partition, offset)
+            return
+        result = self._appender.append(target.name, partition % len(target.partitions), encode_batch([letter]))
+        if result.error:
+            log.warning("share group %r: cannot write dead letter for %s-%d@%d: %s", group_id, topic, partition,
+                        offset, result.message or result.error.name)

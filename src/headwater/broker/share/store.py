@@ -20,22 +20,18 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Callable
 
+from headwater.broker.appender import Append
 from headwater.log import LogManager
 from headwater.broker.internal_topic import replay
 from headwater.records import Record, encode_batch
 
 from .partition import InFlight, RecordState, SharePartition
 
-if TYPE_CHECKING:
-    from headwater.broker.broker import ProduceResult
-
 log = logging.getLogger("headwater.share")
 
 STATE_TOPIC = "__share_group_state"
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
-Append = Callable[[str, int, bytes], "ProduceResult"]
 
 
 def _json(obj) -> bytes:

@@ -1,0 +1,263 @@
+"""The append path, validation to log, for every writer: clients' Produce, the coordinators'
+internal topics, dead letters, UDP ingest and the REST API (Kafka's ``ReplicaManager.appendRecords``).
+
+A client's batches are validated as Kafka's log validator does (compressed or large ones on
+the validator thread, so the event loop keeps serving meanwhile); the idempotent producer's
+sequence is checked; ``log.Log.append`` stamps the offsets; transactional batches open their
+transaction in the partition (``txn.partitions``); fetches waiting on the partition are woken
+and the broker's counters told. Durability for acks=all is the group commit's (``group_commit``).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+from headwater.broker.append_policy import recompress, timestamp_errors
+from headwater.broker.config import BrokerConfig
+from headwater.broker.group_commit import GroupCommit
+from headwater.broker.growth import GrowthSignals
+from headwater.broker.producer_state import Duplicate, PartitionProducers
+from headwater.broker.stats import BrokerStats
+from headwater.broker.txn.partitions import TxnPartitions
+from headwater.log import InvalidTopicError, Log, LogManager, PartitionLimitError, Topic, TopicExistsError
+from headwater.protocol.errors import ErrorCode
+from headwater.records import (DECOMPRESSION_RATIO, NO_PRODUCER_ID, BatchHeader, CorruptRecordError, InvalidRecordError,
+                               is_compressed, validate_produce)
+
+log = logging.getLogger("headwater.broker")
+
+# Uncompressed records at least this large are validated off the event loop too (measured:
+# about 1.3 us per record, so this is a few milliseconds of work).
+OFF_LOOP_BYTES = 256 << 10
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def is_internal_topic(name: str) -> bool:
+    """Topics the broker writes itself; Kafka refuses clients' produce to them."""
+    return name in INTERNAL_TOPICS
+
+
+def _worth_a_thread(records: bytes) -> bool:
+    return len(records) >= OFF_LOOP_BYTES or is_compressed(records)
+
+
+# What a topic creation (CreateTopics, or auto-creation on Metadata and Produce) may fail with.
+CREATION_ERRORS: dict[type[Exception], ErrorCode] = {
+    InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
+    TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
+    PartitionLimitError: ErrorCode.POLICY_VIOLATION,
+    ValueError: ErrorCode.INVALID_CONFIG,
+    OSError: ErrorCode.KAFKA_STORAGE_ERROR,   # a full disk, too many open files
+}
+
+
+def creation_error(exc: Exception) -> ErrorCode:
+    return next(code for kind, code in CREATION_ERRORS.items() if isinstance(exc, kind))
+
+
+class ProduceResult:
+    __slots__ = ("error", "base_offset", "message", "log_append_time", "record_errors")
+
+    def __init__(self, error: ErrorCode, base_offset: int = -1, message: str | None = None,
+                 log_append_time: int = -1, record_errors: list[tuple[int, str]] | None = None):
+        self.error, self.base_offset, self.message = error, base_offset, message
+        self.log_append_time = log_append_time  # the broker's timestamp on LogAppendTime topics, else -1
+        self.record_errors = record_errors or []  # (index in the batch, why) of the invalid records (KIP-467)
+
+
+# A writer's append (topic, partition, record batches): what the coordinators' stores, dead
+# letters and the ingest listeners are given, so they need no more of the broker than this.
+Append = Callable[[str, int, bytes], ProduceResult]
+
+
+@dataclass
+class Validated:
+    """One partition's batches that passed validation, not yet appended."""
+    topic: Topic
+    partition: int
+    buf: bytearray
+    batches: list[tuple[int, BatchHeader]]   # (position in buf, header)
+
+    @property
+    def headers(self) -> list[BatchHeader]:
+        return [header for _, header in self.batches]
+
+
+class Appender:
+    def __init__(self, config: BrokerConfig, log_manager: LogManager, txn_partitions: TxnPartitions,
+                 growth: GrowthSignals, stats: BrokerStats):
+        self.config, self.log_manager, self.txn_partitions = config, log_manager, txn_partitions
+        self.growth, self.stats = growth, stats
+        self._producers: dict[tuple[str, int], PartitionProducers] = {}
+        # One thread, not asyncio's pool: each thread that decompresses keeps a malloc arena of its
+        # own sized by the largest batch it opened, so a pool of them multiplies resident memory.
+        self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
+        self.group_commit = GroupCommit(Log.flush)  # fsyncs before acks=all answers, off the event loop
+
+    def topic_for_produce(self, name: str):
+        """The topic, auto-created when the broker allows it; None if it does not exist."""
+        topic = self.log_manager.topics.get(name)
+        if topic is None and self.config.auto_create_topics:
+            topic = self.log_manager.create_topic(name, self.config.num_partitions)
+            log.info("auto-created topic %s with %d partition(s)", name, self.config.num_partitions)
+        return topic
+
+    async def validate(self, topic_name: str, partition: int, records: bytes | None) -> Validated | ProduceResult:
+        """A client's batches for one partition: never to an internal topic, validated as Kafka's
+        log validator does. Compressed or large batches are validated on the validator thread
+        (cramjam decompresses without the GIL), so the event loop keeps serving meanwhile. The
+        caller appends them with ``append_valid``, with no await in between (its checks on the
+        batch headers then see the state the append will)."""
+        if is_internal_topic(topic_name):
+            return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                 message=f"cannot append to internal topic {topic_name!r}")
+        target = self._target(topic_name, partition, records)
+        if isinstance(target, ProduceResult):
+            return target
+        if _worth_a_thread(records):
+            validated = await asyncio.get_running_loop().run_in_executor(self._validator, self._validate, target,
+                                                                         records)
+            if self.log_manager.topics.get(topic_name) is not target:  # deleted while we validated
+                return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        else:
+            validated = self._validate(target, records)
+        return validated if isinstance(validated, ProduceResult) else Validated(target, partition, *validated)
+
+    def must_be_durable(self, plog: Log, acks_all: bool) -> bool:
+        """Whether a produce to ``plog`` waits for its fsync (group commit) before it is answered:
+        acks=all with ``--flush always``, or the topic's flush.messages / flush.ms due."""
+        return (acks_all and self.config.flush == "always") or plog.flush_due()
+
+    def append(self, topic_name: str, partition: int, records: bytes | None, flush_policy: bool = True) -> ProduceResult:
+        """Validate and append one partition's batches (on the caller's thread)."""
+        target = self._target(topic_name, partition, records)
+        if isinstance(target, ProduceResult):
+            return target
+        validated = self._validate(target, records)
+        if isinstance(validated, ProduceResult):
+            return validated
+        return self.append_valid(Validated(target, partition, *validated), flush_policy=flush_policy)
+
+    def _target(self, topic_name: str, partition: int, records: bytes | None) -> Topic | ProduceResult:
+        """The topic to append ``records`` to, or the ProduceResult refusing them."""
+        try:
+            topic = self.topic_for_produce(topic_name)
+        except tuple(CREATION_ERRORS) as exc:
+            return ProduceResult(creation_error(exc), message=str(exc))
+        if topic is None or not 0 <= partition < len(topic.partitions):
+            return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not records:
+            return ProduceResult(ErrorCode.INVALID_RECORD, message="no record batch in the request")
+        if len(records) > self.config.message_max_bytes:
+            limit = self.config.message_max_bytes
+            return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE,
+                                 message=f"{len(records)} bytes exceed message.max.bytes {limit}")
+        return topic
+
+    def _validate(self, topic: Topic, records: bytes) -> tuple[bytearray, list] | ProduceResult:
+        """The batches as (buffer, [(position, header)]), or the ProduceResult refusing them."""
+        buf = bytearray(records)
+        try:
+            batches = validate_produce(buf, max_uncompressed_bytes=self.config.message_max_bytes * DECOMPRESSION_RATIO,
+                                       keys_required=topic.config.compact)
+        except InvalidRecordError as exc:
+            return ProduceResult(ErrorCode.INVALID_RECORD, message=str(exc), record_errors=exc.record_errors)
+        except CorruptRecordError as exc:
+            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+        out_of_range = timestamp_errors(buf, batches, topic.config, int(time.time() * 1000))
+        if out_of_range:
+            return ProduceResult(ErrorCode.INVALID_TIMESTAMP, message=out_of_range[0][1], record_errors=out_of_range)
+        buf, batches = recompress(buf, batches, topic.config.compression_type)
+        limit = topic.config.max_message_bytes
+        for _, header in batches:
+            if header.size > limit:
+                return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE, message=f"a batch of {header.size} bytes exceeds "
+                                     f"max.message.bytes {limit} of topic {topic.name!r}")
+        return buf, batches
+
+    def append_valid(self, valid: Validated, flush_policy: bool = False) -> ProduceResult:
+        """Append batches that passed validation: producer sequence checks, then the log (which
+        applies its flush policy itself if ``flush_policy`` is on; a client's produce leaves
+        that to the group commit)."""
+        topic, partition, buf, batches = valid.topic, valid.partition, valid.buf, valid.batches
+        plog = topic.partitions[partition]
+        idempotent = [h for _, h in batches if h.producer_id != NO_PRODUCER_ID]
+        if idempotent:
+            producers = self._partition_producers(topic.name, partition, plog)
+            try:
+                for header in idempotent:
+                    error = producers.check(header)
+                    if error:
+                        return ProduceResult(error)
+            except Duplicate as dup:
+                return ProduceResult(ErrorCode.NONE, dup.base_offset)
+        now_ms = int(time.time() * 1000)
+        try:
+            first, last = plog.append(buf, now_ms, flush_policy)
+        except OSError as exc:  # the log is left as it was: the producer may retry once there is room
+            return ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot write to {plog.directory}: {exc}")
+        if idempotent:
+            offset = first
+            for _, header in batches:
+                if header.producer_id != NO_PRODUCER_ID:
+                    producers.appended(header, offset)
+                    if header.is_transactional:
+                        self.txn_partitions.appended(topic.name, partition, plog, header, offset)
+                offset += header.last_offset_delta + 1
+        known = self._producers.get((topic.name, partition))
+        if known is not None and known.segment != plog.active_segment.base_offset:
+            self._snapshot_producers(known, plog)   # a roll: the state must outlive the segment it came from
+        self.growth.notify(topic.name, partition)
+        self.stats.appended(topic.name, last - first + 1, len(buf))
+        return ProduceResult(ErrorCode.NONE, first, log_append_time=now_ms if topic.config.log_append_time else -1)
+
+    def producers(self, topic: str, partition: int) -> PartitionProducers | None:
+        """The idempotent producers' state of a partition; None if there is no such partition."""
+        plog = self.log_manager.get_log(topic, partition)
+        return None if plog is None else self._partition_producers(topic, partition, plog)
+
+    def _partition_producers(self, topic: str, partition: int, plog: Log) -> PartitionProducers:
+        producers = self._producers.get((topic, partition))
+        if producers is None:
+            snapshot = PartitionProducers.load(plog.directory)
+            if snapshot is not None and snapshot[1] <= plog.log_end_offset:
+                producers, offset = snapshot[0], max(snapshot[1], plog.log_start_offset)
+            else:  # none, or one the log was truncated below by crash recovery
+                producers, offset = PartitionProducers(), plog.active_segment_base_offset
+            self._producers[(topic, partition)] = producers
+            self._replay_producers(producers, plog, offset)
+            producers.segment = plog.active_segment.base_offset
+        return producers
+
+    @staticmethod
+    def _snapshot_producers(producers: PartitionProducers, plog: Log) -> None:
+        try:
+            producers.save(plog.directory, plog.log_end_offset)
+            producers.segment = plog.active_segment.base_offset
+        except OSError as exc:  # the next start replays from the previous snapshot instead
+            log.warning("cannot snapshot the producers of %s: %s", plog.directory.name, exc)
+
+    @staticmethod
+    def _replay_producers(producers: PartitionProducers, plog: Log, offset: int) -> None:
+        """Rebuild sequence state from the batches after ``offset`` (the snapshot's, else the
+        active segment's start), so a producer retrying across a broker restart is still recognised."""
+        for _, _, header in plog.batches(offset):
+            if header.producer_id != NO_PRODUCER_ID and not header.is_control:
+                producers.appended(header, header.base_offset)
+
+    def forget_topic(self, name: str) -> None:
+        for key in [k for k in self._producers if k[0] == name]:
+            del self._producers[key]
+
+    def close(self) -> None:
+        """Stop validating and fsyncing, and snapshot every partition's producers (the logs stay open)."""
+        self._validator.shutdown()
+        self.group_commit.close()
+        for (topic, partition), producers in self._producers.items():
+            plog = self.log_manager.get_log(topic, partition)
+            if plog is not None:
+                self._snapshot_producers(producers, plog)

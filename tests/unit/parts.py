@@ -1,0 +1,40 @@
+"""The broker's parts wired as ``broker.Broker`` wires them, without a Broker (no data-directory
+lock, no other coordinators): the append path over a LogManager in a test's directory, and a
+coordinator over it, so a unit test builds only what it steps."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from headwater.broker.appender import Appender
+from headwater.broker.clock import Clock
+from headwater.broker.config import BrokerConfig
+from headwater.broker.groups.coordinator import GroupCoordinator
+from headwater.broker.groups.store import GroupStore
+from headwater.broker.growth import GrowthSignals
+from headwater.broker.stats import BrokerStats
+from headwater.broker.txn.partitions import TxnPartitions
+from headwater.log import LogManager
+
+
+def open_appender(data_dir: Path, flush: str = "never") -> Appender:
+    logs = LogManager(data_dir)
+    growth = GrowthSignals()
+    return Appender(BrokerConfig(data_dir=data_dir, flush=flush), logs,
+                    TxnPartitions(logs, growth, fsync_markers=flush == "always"), growth, BrokerStats())
+
+
+def close_appender(appender: Appender) -> None:
+    """As a broker stops: the producers' snapshots written, then the logs closed."""
+    appender.close()
+    appender.log_manager.close()
+
+
+def fsync_each_write(appender: Appender) -> bool:
+    return appender.config.flush == "always"
+
+
+def open_groups(appender: Appender, clock: Clock, initial_rebalance_delay_ms: int = 0) -> GroupCoordinator:
+    """The group coordinator, replaying __consumer_offsets. No initial rebalance delay unless a
+    test asks for one, as in Kafka's own tests."""
+    store = GroupStore(appender.log_manager, appender.append, fsync_each_write(appender))
+    return GroupCoordinator(store, clock, initial_rebalance_delay_ms)
