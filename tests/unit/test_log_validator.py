@@ -3,9 +3,11 @@ from encode_batch, mutated, and re-sealed with a valid CRC, so only the validato
 import random
 
 import pytest
+from aiokafka.record._crecords import DefaultRecordBatch
 
 from headwater import records
-from headwater.records import Compression, CorruptRecordError, InvalidRecordError, Record, encode_batch
+from headwater.records import Compression, CorruptRecordError, InvalidRecordError, Record, encode_batch, validator
+from headwater.records.varint import write_varint
 from headwater.testing import rebuilt_batch as rebuilt
 
 T0 = 1_700_000_000_000
@@ -150,7 +152,7 @@ def test_a_wrong_max_timestamp_is_rewritten_as_kafka_does(codec, stamps, header_
 
 def test_a_right_max_timestamp_leaves_the_batch_as_it_came(monkeypatch):
     batch = bytearray(encode_batch([Record(0, T0 + 5, b"a", b"1"), Record(1, T0, b"b", b"2")]))
-    monkeypatch.setattr(records, "reseal_crc", None)  # the hot path: no second CRC pass
+    monkeypatch.setattr(validator, "reseal_crc", None)  # the hot path: no second CRC pass
     assert validate(batch)[0][1].max_timestamp == T0 + 5
 
 
@@ -183,7 +185,7 @@ def test_named_field_setters_match_the_header():
 
 def varint(value: int) -> bytes:
     out = bytearray()
-    records._write_varint(out, value)
+    write_varint(out, value)
     return bytes(out)
 
 
@@ -196,7 +198,7 @@ def reader_parse(body: bytes, count: int = 1) -> list[tuple]:
     """What aiokafka's reader alone makes of ``body``: (offset delta, timestamp delta, key, value)."""
     header = records.HEADER.pack(0, records.MIN_BATCH_LENGTH + len(body), -1, records.MAGIC, 0, 0, count - 1, 0, 0,
                                  -1, -1, -1, count)
-    return [(r.offset, r.timestamp, r.key, r.value) for r in records.DefaultRecordBatch(header + body)]
+    return [(r.offset, r.timestamp, r.key, r.value) for r in DefaultRecordBatch(header + body)]
 
 
 CLIENT_RECORDS = {
@@ -213,20 +215,20 @@ CLIENT_RECORDS = {
 def test_the_compiled_reader_vouches_for_what_clients_send(name):
     body = encode_batch(CLIENT_RECORDS[name])[records.HEADER_SIZE:]
     count = len(CLIENT_RECORDS[name])
-    assert records._read_compiled(body, count, False) == records._walk_records(body, count, False) is not None
+    assert validator._read_compiled(body, count, False) == validator._walk_records(body, count, False) is not None
 
 
 def test_the_compiled_reader_vouches_for_negative_timestamp_deltas():
     # Java producers base a batch on its first record's timestamp: later records may be earlier
     body = b"".join(one_record_body(b"\x00" + varint(delta) + varint(offset) + b"\x02k\x02v\x00")
                     for offset, delta in enumerate((0, -5, -100_000, 3)))
-    assert records._read_compiled(body, 4, False) == records._walk_records(body, 4, False) == 3
+    assert validator._read_compiled(body, 4, False) == validator._walk_records(body, 4, False) == 3
 
 
 def test_validate_produce_takes_the_compiled_reader_for_what_clients_send(monkeypatch):
     def no_walk(*args):
         raise AssertionError("walked")
-    monkeypatch.setattr(records, "_walk_records", no_walk)
+    monkeypatch.setattr(validator, "_walk_records", no_walk)
     for codec in Compression:
         assert validate(b"".join(encode_batch(batch, compression=codec) for batch in CLIENT_RECORDS.values()))
 
@@ -241,7 +243,7 @@ def test_validate_produce_takes_the_compiled_reader_for_what_clients_send(monkey
 def test_what_the_compiled_reader_misreads_is_left_to_the_walk(payload, problem):
     body = one_record_body(payload)
     assert reader_parse(body)  # aiokafka alone would let it in
-    assert records._read_compiled(body, 1, False) is None
+    assert validator._read_compiled(body, 1, False) is None
     with pytest.raises(InvalidRecordError, match=problem):
         validate(rebuilt(one_record(), body))
 
@@ -271,7 +273,7 @@ def test_a_length_near_2_63_is_refused_not_raised(key_length):
 ])
 def test_what_only_the_compiled_reader_refuses_is_still_accepted(payload):
     body = one_record_body(payload)
-    assert records._read_compiled(body, 1, False) is None
+    assert validator._read_compiled(body, 1, False) is None
     assert validate(rebuilt(one_record(), body))
 
 
@@ -299,8 +301,8 @@ def test_the_compiled_reader_never_vouches_for_what_the_walk_refuses():
                 del body[at]
         count = count if rng.random() < 0.8 else rng.randint(1, 5)
         keys_required = rng.random() < 0.3
-        compiled = records._read_compiled(bytes(body), count, keys_required)
+        compiled = validator._read_compiled(bytes(body), count, keys_required)
         if compiled is not None:
             vouched += 1
-            assert records._walk_records(bytes(body), count, keys_required) == compiled, body.hex()
+            assert validator._walk_records(bytes(body), count, keys_required) == compiled, body.hex()
     assert vouched > 300, vouched  # the mutations also reach bodies the reader does vouch for

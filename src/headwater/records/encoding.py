@@ -1,0 +1,78 @@
+"""Records into batches: ``encode_batch``, and the rewrites of a stored batch (another codec,
+fewer records) that keep its header fields."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .codecs import Compression, compress
+from .layout import (ATTR_COMPRESSION_MASK, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, NO_PRODUCER_ID, NO_SEQUENCE,
+                     BatchHeader, records_section, reseal_crc)
+from .varint import write_bytes, write_varint
+
+
+@dataclass(slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def recompressed(buf, pos: int, header: BatchHeader, codec: Compression) -> bytes:
+    """The batch at ``pos`` with its records section compressed with ``codec`` instead: the
+    broker's side of a topic's ``compression.type``. Every other header field is kept
+    (producer id, epoch, sequence, timestamps), so idempotence and offsets are unchanged."""
+    payload = compress(codec, bytes(records_section(buf, pos, header)))
+    attrs = (header.attributes & ~ATTR_COMPRESSION_MASK) | int(codec)
+    return _sealed(header, attrs, payload, header.records_count, header.max_timestamp)
+
+
+def with_records(header: BatchHeader, body: bytes, count: int, max_timestamp: int) -> bytes:
+    """The batch of ``header`` holding only ``count`` of its records, whose uncompressed bytes
+    are ``body``: compressed with its codec, every other header field kept (the offset range,
+    base timestamp, producer fields), so the records' offset and timestamp deltas still hold.
+    The log cleaner's rewrite of a batch that lost records."""
+    return _sealed(header, header.attributes, compress(header.compression, body), count, max_timestamp)
+
+
+def _sealed(header: BatchHeader, attributes: int, payload: bytes, count: int, max_timestamp: int) -> bytes:
+    out = bytearray(HEADER.pack(header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload),
+                                header.partition_leader_epoch, MAGIC, 0, attributes, header.last_offset_delta,
+                                header.base_timestamp, max_timestamp, header.producer_id,
+                                header.producer_epoch, header.base_sequence, count))
+    out += payload
+    reseal_crc(out)
+    return bytes(out)
+
+
+def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Compression = Compression.NONE,
+                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = NO_SEQUENCE,
+                 attributes: int = 0) -> bytes:
+    """Build one batch. Record offsets are kept relative to ``base_offset`` (gaps allowed, as compaction leaves)."""
+    if not records:
+        raise ValueError("a record batch holds at least one record")
+    base_ts = min(r.timestamp for r in records)
+    max_ts = max(r.timestamp for r in records)
+    body = bytearray()
+    for r in records:
+        rec = bytearray(b"\x00")
+        write_varint(rec, r.timestamp - base_ts)
+        write_varint(rec, r.offset - base_offset)
+        write_bytes(rec, r.key)
+        write_bytes(rec, r.value)
+        write_varint(rec, len(r.headers))
+        for hkey, hval in r.headers:
+            write_bytes(rec, hkey.encode())
+            write_bytes(rec, hval)
+        write_varint(body, len(rec))
+        body += rec
+    payload = compress(compression, bytes(body))
+    attrs = (attributes & ~ATTR_COMPRESSION_MASK) | int(compression)
+    last_delta = records[-1].offset - base_offset
+    out = bytearray(HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, MAGIC, 0, attrs,
+                                last_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence,
+                                len(records)))
+    out += payload
+    reseal_crc(out)
+    return bytes(out)
