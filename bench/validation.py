@@ -21,8 +21,9 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from headwater.records import (DECOMPRESSION_RATIO, MESSAGE_MAX_BYTES, Compression, Record, encode_batch, iter_batches,
-                               validate_produce)
+from headwater.records import Compression, Record, encode_batch, iter_batches
+from headwater.records.layout import DECOMPRESSION_RATIO, MESSAGE_MAX_BYTES
+from headwater.records.validator import validate_produce
 from headwater.testing import bench_arguments, zstd_bomb
 
 LIMIT = DECOMPRESSION_RATIO * MESSAGE_MAX_BYTES  # what the broker allows a batch to decompress to by default

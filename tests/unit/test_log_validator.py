@@ -1,12 +1,12 @@
-"""The log validator (records.validate_produce), in-process: every kind of bad batch is built
+"""The log validator (records.validator.validate_produce), in-process: every kind of bad batch is built
 from encode_batch, mutated, and re-sealed with a valid CRC, so only the validator can refuse it."""
 import random
 
 import pytest
 from aiokafka.record._crecords import DefaultRecordBatch
 
-from headwater import records
-from headwater.records import Compression, CorruptRecordError, InvalidRecordError, Record, encode_batch, validator
+from headwater.records import (Compression, CorruptRecordError, InvalidRecordError, Record, codecs, decode_records,
+                               encode_batch, layout, validator)
 from headwater.records.varint import write_varint
 from headwater.testing import rebuilt_batch as rebuilt
 
@@ -19,7 +19,7 @@ def one_record(**kw) -> bytes:
 
 
 def validate(buf: bytes, keys_required: bool = False):
-    return records.validate_produce(bytearray(buf), max_uncompressed_bytes=LIMIT, keys_required=keys_required)
+    return validator.validate_produce(bytearray(buf), max_uncompressed_bytes=LIMIT, keys_required=keys_required)
 
 
 # The records section of one_record(): length 8, attributes, ts delta 0, offset delta 0,
@@ -28,7 +28,7 @@ GOOD_BODY = bytes([0x10, 0x00, 0x00, 0x00, 0x02]) + b"k" + bytes([0x02]) + b"v" 
 
 
 def test_the_body_layout_the_mutations_start_from():
-    assert one_record()[records.HEADER_SIZE:] == GOOD_BODY
+    assert one_record()[layout.HEADER_SIZE:] == GOOD_BODY
     assert validate(rebuilt(one_record(), GOOD_BODY))
 
 
@@ -60,7 +60,7 @@ def test_a_partial_batch_is_corrupt():
 
 def test_control_batches_are_refused():
     with pytest.raises(InvalidRecordError, match="control"):
-        validate(one_record(attributes=records.ATTR_CONTROL))
+        validate(one_record(attributes=layout.ATTR_CONTROL))
 
 
 @pytest.mark.parametrize("codec", [5, 6, 7])
@@ -71,7 +71,7 @@ def test_unknown_codecs_are_refused(codec):
 
 @pytest.mark.parametrize("codec", [c for c in Compression if c])
 def test_a_corrupt_compressed_payload_is_refused(codec):
-    payload = bytearray(records.compress(codec, GOOD_BODY * 1))
+    payload = bytearray(codecs.compress(codec, GOOD_BODY * 1))
     for i in range(len(payload) // 2, len(payload)):  # the back half: past any magic and frame header
         payload[i] ^= 0x5A
     with pytest.raises(InvalidRecordError):
@@ -80,7 +80,7 @@ def test_a_corrupt_compressed_payload_is_refused(codec):
 
 @pytest.mark.parametrize("codec", [c for c in Compression if c])
 def test_a_decompression_bomb_is_refused_at_the_limit(codec):
-    bomb = records.compress(codec, bytes(64 * LIMIT))  # 64 MiB of zeros in a few KiB (snappy: 3 MiB)
+    bomb = codecs.compress(codec, bytes(64 * LIMIT))  # 64 MiB of zeros in a few KiB (snappy: 3 MiB)
     with pytest.raises(InvalidRecordError, match=str(LIMIT)):
         validate(rebuilt(one_record(), bomb, attributes=int(codec)))
 
@@ -88,9 +88,9 @@ def test_a_decompression_bomb_is_refused_at_the_limit(codec):
 def test_decompression_within_the_limit_is_exact():
     body = GOOD_BODY
     for codec in (Compression.GZIP, Compression.LZ4, Compression.ZSTD):
-        assert bytes(records.decompress(codec, records.compress(codec, body), limit=len(body))) == body
+        assert bytes(codecs.decompress(codec, codecs.compress(codec, body), limit=len(body))) == body
         with pytest.raises(InvalidRecordError):
-            records.decompress(codec, records.compress(codec, body), limit=len(body) - 1)
+            codecs.decompress(codec, codecs.compress(codec, body), limit=len(body) - 1)
 
 
 @pytest.mark.parametrize("count, last_delta", [(2, 0), (1, 1), (0, 0), (2, 1)])
@@ -144,10 +144,10 @@ def test_a_null_header_key_is_refused():
 def test_a_wrong_max_timestamp_is_rewritten_as_kafka_does(codec, stamps, header_max):
     batch = encode_batch([Record(i, t, b"k", b"v") for i, t in enumerate(stamps)], compression=codec)
     wrong = bytearray(rebuilt(batch, max_timestamp=header_max))
-    [(pos, header)] = records.validate_produce(wrong, max_uncompressed_bytes=LIMIT)
-    assert header.max_timestamp == max(stamps) == records.validate_batch(wrong).max_timestamp  # CRC re-sealed
+    [(pos, header)] = validator.validate_produce(wrong, max_uncompressed_bytes=LIMIT)
+    assert header.max_timestamp == max(stamps) == layout.validate_batch(wrong).max_timestamp  # CRC re-sealed
     assert bytes(wrong) == batch  # nothing else changed
-    assert [r.timestamp for r in records.decode_records(wrong)[1]] == list(stamps)
+    assert [r.timestamp for r in decode_records(wrong)[1]] == list(stamps)
 
 
 def test_a_right_max_timestamp_leaves_the_batch_as_it_came(monkeypatch):
@@ -166,18 +166,18 @@ def test_compacted_topics_require_keys():
 def test_decode_records_refuses_garbage_with_invalid_record_not_index_error():
     garbage = rebuilt(one_record(), bytes([0x04, 0x00, 0x80]))
     with pytest.raises(InvalidRecordError):
-        records.decode_records(garbage)
+        decode_records(garbage)
     with pytest.raises(InvalidRecordError):
-        records.decode_records(rebuilt(one_record(), attributes=7))
+        decode_records(rebuilt(one_record(), attributes=7))
 
 
 def test_named_field_setters_match_the_header():
     out = bytearray(one_record())
-    records.set_partition_leader_epoch(out, 0, 9)
-    records.set_last_offset_delta(out, 0, 4)
-    records.set_max_timestamp(out, 0, T0 + 99)
-    records.reseal_crc(out)
-    header = records.validate_batch(out)
+    layout.set_partition_leader_epoch(out, 0, 9)
+    layout.set_last_offset_delta(out, 0, 4)
+    layout.set_max_timestamp(out, 0, T0 + 99)
+    layout.reseal_crc(out)
+    header = layout.validate_batch(out)
     assert (header.partition_leader_epoch, header.last_offset_delta, header.max_timestamp) == (9, 4, T0 + 99)
 
 
@@ -196,7 +196,7 @@ def one_record_body(payload: bytes) -> bytes:
 
 def reader_parse(body: bytes, count: int = 1) -> list[tuple]:
     """What aiokafka's reader alone makes of ``body``: (offset delta, timestamp delta, key, value)."""
-    header = records.HEADER.pack(0, records.MIN_BATCH_LENGTH + len(body), -1, records.MAGIC, 0, 0, count - 1, 0, 0,
+    header = layout.HEADER.pack(0, layout.MIN_BATCH_LENGTH + len(body), -1, layout.MAGIC, 0, 0, count - 1, 0, 0,
                                  -1, -1, -1, count)
     return [(r.offset, r.timestamp, r.key, r.value) for r in DefaultRecordBatch(header + body)]
 
@@ -213,7 +213,7 @@ CLIENT_RECORDS = {
 
 @pytest.mark.parametrize("name", list(CLIENT_RECORDS))
 def test_the_compiled_reader_vouches_for_what_clients_send(name):
-    body = encode_batch(CLIENT_RECORDS[name])[records.HEADER_SIZE:]
+    body = encode_batch(CLIENT_RECORDS[name])[layout.HEADER_SIZE:]
     count = len(CLIENT_RECORDS[name])
     assert validator._read_compiled(body, count, False) == validator._walk_records(body, count, False) is not None
 
@@ -281,7 +281,7 @@ def test_the_compiled_reader_never_vouches_for_what_the_walk_refuses():
     """Ground truth is the walk: on thousands of mutations of small valid batches the compiled
     path either leaves the batch to the walk or agrees with it."""
     rng = random.Random(10)
-    seeds = [(encode_batch(batch)[records.HEADER_SIZE:], len(batch)) for batch in (
+    seeds = [(encode_batch(batch)[layout.HEADER_SIZE:], len(batch)) for batch in (
         [Record(0, T0, b"k", b"v")],
         [Record(0, T0, None, b"value"), Record(1, T0 + 70, b"key", None)],
         [Record(i, T0 - i, b"k%d" % i, b"v" * i, [("h", b"x")]) for i in range(4)],

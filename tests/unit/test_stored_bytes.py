@@ -13,7 +13,8 @@ from headwater.broker.config import BrokerConfig
 from headwater.log import Log, LogConfig
 from headwater.log.cleaner import clean_log
 from headwater.protocol.errors import ErrorCode
-from headwater.records import Compression, Record, encode_batch, encode_marker
+from headwater.records import Compression, Record, encode_batch
+from headwater.records.control import encode_marker
 from headwater.testing import rebuilt_batch
 
 T0 = 1_700_000_000_000

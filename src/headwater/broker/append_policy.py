@@ -6,7 +6,8 @@ broker does."""
 from __future__ import annotations
 
 from headwater.log.config import PRODUCER, LogConfig
-from headwater.records import Compression, decode_records, iter_batches, recompressed
+from headwater.records import Compression, decode_records, iter_batches
+from headwater.records.encoding import recompressed
 
 NO_TIMESTAMP = -1  # Kafka's RecordBatch.NO_TIMESTAMP
 

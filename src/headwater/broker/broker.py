@@ -33,8 +33,9 @@ from headwater.log.layout import replace_atomically
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
-from headwater.records import (DECOMPRESSION_RATIO, NO_PRODUCER_ID, BatchHeader, CorruptRecordError, InvalidRecordError,
-                               encode_batch, is_compressed, validate_produce)
+from headwater.records import BatchHeader, CorruptRecordError, InvalidRecordError, encode_batch
+from headwater.records.layout import DECOMPRESSION_RATIO, NO_PRODUCER_ID, is_compressed
+from headwater.records.validator import validate_produce
 
 if TYPE_CHECKING:
     from headwater.broker.http.metrics import BrokerMetrics

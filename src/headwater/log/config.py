@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from headwater.records import MESSAGE_MAX_BYTES
+from headwater.records.layout import MESSAGE_MAX_BYTES
 
 DELETE = "delete"
 COMPACT = "compact"

@@ -28,8 +28,8 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 
-from headwater.records import (MIN_BATCH_LENGTH, BatchHeader, CorruptRecordError, iter_batches, read_header,
-                               set_base_offset, set_log_append_time)
+from headwater.records import BatchHeader, CorruptRecordError, iter_batches, read_header
+from headwater.records.layout import MIN_BATCH_LENGTH, set_base_offset, set_log_append_time
 
 from .config import LogConfig
 from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFSET, RECOVERY_POINT, TMP,
