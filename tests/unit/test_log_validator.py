@@ -1,12 +1,15 @@
-"""The log validator (records.validator.validate_produce), in-process: every kind of bad batch is built
-from encode_batch, mutated, and re-sealed with a valid CRC, so only the validator can refuse it."""
+"""The log validator (records.validator), in-process: every kind of bad batch is built from
+encode_batch, mutated, and re-sealed with a valid CRC, so only the validator can refuse it."""
 import random
 
 import pytest
 from aiokafka.record._crecords import DefaultRecordBatch
 
+from headwater.log import LogConfig
+from headwater.protocol.errors import ErrorCode
 from headwater.records import (Compression, CorruptRecordError, InvalidRecordError, Record, codecs, decode_records,
                                encode_batch, layout, validator)
+from headwater.records.validator import Appendable, AppendRules, Refusal, Refused
 from headwater.records.varint import write_varint
 from headwater.testing import rebuilt_batch as rebuilt
 
@@ -306,3 +309,93 @@ def test_the_compiled_reader_never_vouches_for_what_the_walk_refuses():
             vouched += 1
             assert validator._walk_records(bytes(body), count, keys_required) == compiled, body.hex()
     assert vouched > 300, vouched  # the mutations also reach bodies the reader does vouch for
+
+
+# --- validate: the one entry, with a topic's rules ---------------------------------------------
+
+RULES = AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT)
+
+
+def refusal(records: bytes | None, rules: AppendRules = RULES, now_ms: int = T0) -> Refusal:
+    checked = validator.validate(records, rules, now_ms)
+    assert isinstance(checked, Refusal), checked
+    return checked
+
+
+def test_every_refusal_is_a_kafka_error_code():
+    assert {reason.name for reason in Refused} <= set(ErrorCode.__members__)
+
+
+@pytest.mark.parametrize("records, rules, error, message", [
+    (None, RULES, Refused.INVALID_RECORD, "no record batch"),
+    (b"", RULES, Refused.INVALID_RECORD, "no record batch"),
+    (one_record(), AppendRules(max_request_bytes=50, max_batch_bytes=LIMIT), Refused.MESSAGE_TOO_LARGE,
+     "exceed message.max.bytes 50"),
+    (one_record()[:-1] + b"\x01", RULES, Refused.CORRUPT_MESSAGE, "CRC-32C mismatch"),
+    (one_record(attributes=layout.ATTR_CONTROL), RULES, Refused.INVALID_RECORD, "control"),
+    (one_record(), AppendRules(max_request_bytes=LIMIT, max_batch_bytes=50), Refused.MESSAGE_TOO_LARGE,
+     "exceeds the topic's max.message.bytes 50"),
+], ids=["null", "empty", "request too large", "bad CRC", "control batch", "batch too large"])
+def test_validate_refuses_with_the_error_kafka_answers(records, rules, error, message):
+    refused = refusal(records, rules)
+    assert refused.error is error and message in refused.message and refused.record_errors == []
+
+
+def test_keyless_records_on_a_compacted_topic_are_named():
+    batch = encode_batch([Record(i, T0, None if i in (1, 3) else b"k", b"v") for i in range(5)])
+    refused = refusal(batch, AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT, keys_required=True))
+    assert refused.error is Refused.INVALID_RECORD
+    assert [index for index, _ in refused.record_errors] == [1, 3]
+
+
+def test_timestamps_out_of_the_topics_bounds_are_named_and_records_without_one_pass():
+    stamps = [T0, T0 - 1001, -1, T0 + 501, T0 + 500, T0 - 1000]
+    rules = AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT, timestamp_before_max_ms=1000,
+                        timestamp_after_max_ms=500)
+    refused = refusal(encode_batch([Record(i, t, b"k", b"v") for i, t in enumerate(stamps)]), rules)
+    expected = [i for i, t in enumerate(stamps) if t != -1 and not T0 - 1000 <= t <= T0 + 500]
+    assert refused.error is Refused.INVALID_TIMESTAMP and [i for i, _ in refused.record_errors] == expected == [1, 3]
+    assert refused.message == refused.record_errors[0][1]
+    log_append_time = AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT, log_append_time=True,
+                                  timestamp_before_max_ms=1000, timestamp_after_max_ms=500)
+    assert isinstance(validator.validate(encode_batch([Record(0, 0, b"k", b"v")]), log_append_time, T0), Appendable)
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_batches_are_stored_in_the_topics_codec_with_their_producer_fields(codec):
+    sent = [encode_batch([Record(i, T0 + i, b"k%d" % i, b"v" * i) for i in range(20)], compression=c, producer_id=7,
+                         producer_epoch=1, base_sequence=20 * int(c)) for c in Compression]
+    rules = AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT, compression=codec)
+    buf, batches = validator.validate(b"".join(sent), rules, T0)
+    assert [header.compression for _, header in batches] == [codec] * len(sent)
+    assert [header.base_sequence for _, header in batches] == [20 * int(c) for c in Compression]
+    assert [decode_records(buf, pos)[1] for pos, _ in batches] == [decode_records(batch)[1] for batch in sent]
+
+
+def test_a_producers_codec_is_kept_when_the_topic_says_producer():
+    sent = encode_batch([Record(0, T0, b"k", b"v")], compression=Compression.LZ4)
+    buf, batches = validator.validate(sent, RULES, T0)
+    assert bytes(buf) == sent
+
+
+@pytest.mark.parametrize("configs, before, after", [
+    ({}, None, None),
+    ({"message.timestamp.difference.max.ms": "100"}, 100, 100),  # the deprecated config stands in for both
+    ({"message.timestamp.difference.max.ms": "100", "message.timestamp.before.max.ms": "7"}, 7, 100),
+    ({"message.timestamp.after.max.ms": "9"}, None, 9),
+])
+def test_a_topics_config_gives_the_rules(configs, before, after):
+    rules = LogConfig.from_topic_configs(configs, LogConfig()).append_rules(message_max_bytes=5000)
+    assert (rules.timestamp_before_max_ms, rules.timestamp_after_max_ms) == (before, after)
+    assert (rules.max_request_bytes, rules.max_batch_bytes) == (5000, LogConfig().max_message_bytes)
+
+
+@pytest.mark.parametrize("compression_type, codec", [
+    ("producer", None), ("uncompressed", Compression.NONE), ("gzip", Compression.GZIP),
+    ("snappy", Compression.SNAPPY), ("lz4", Compression.LZ4), ("zstd", Compression.ZSTD),
+])
+def test_compression_type_names_the_codec(compression_type, codec):
+    config = LogConfig.from_topic_configs({"compression.type": compression_type, "cleanup.policy": "compact"},
+                                          LogConfig())
+    rules = config.append_rules(message_max_bytes=LIMIT)
+    assert (rules.compression, rules.keys_required) == (codec, True)

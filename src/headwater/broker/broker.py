@@ -18,7 +18,6 @@ from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.group_commit import GroupCommit
 from headwater.broker.growth import GrowthSignals
-from headwater.broker.append_policy import recompress, timestamp_errors
 from headwater.broker.share import dead_letters
 from headwater.broker.share.coordinator import ShareCoordinator
 from headwater.broker.share.store import ShareStateStore
@@ -33,9 +32,9 @@ from headwater.log.layout import replace_atomically
 from headwater.log import (InvalidTopicError, Log, LogConfig, LogManager, PartitionLimitError, Topic,
                            TopicExistsError)
 from headwater.protocol.errors import ErrorCode
-from headwater.records import BatchHeader, CorruptRecordError, InvalidRecordError, encode_batch
-from headwater.records.layout import DECOMPRESSION_RATIO, NO_PRODUCER_ID, is_compressed
-from headwater.records.validator import validate_produce
+from headwater.records import BatchHeader, encode_batch
+from headwater.records.layout import NO_PRODUCER_ID, is_compressed
+from headwater.records.validator import Appendable, Refusal, validate
 
 if TYPE_CHECKING:
     from headwater.broker.http.metrics import BrokerMetrics
@@ -53,8 +52,8 @@ def is_internal_topic(name: str) -> bool:
     return name in INTERNAL_TOPICS
 
 
-def _worth_a_thread(records: bytes) -> bool:
-    return len(records) >= OFF_LOOP_BYTES or is_compressed(records)
+def _worth_a_thread(records: bytes | None) -> bool:
+    return records is not None and (len(records) >= OFF_LOOP_BYTES or is_compressed(records))
 
 
 class DataDirInUse(Exception):
@@ -181,7 +180,7 @@ class Broker:
         if is_internal_topic(topic_name):
             return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  message=f"cannot append to internal topic {topic_name!r}")
-        target = self._target(topic_name, partition, records)
+        target = self._target(topic_name, partition)
         if isinstance(target, ProduceResult):
             return target
         if _worth_a_thread(records):
@@ -200,49 +199,30 @@ class Broker:
 
     def append(self, topic_name: str, partition: int, records: bytes | None, flush_policy: bool = True) -> ProduceResult:
         """Validate and append one partition's batches (on the caller's thread)."""
-        target = self._target(topic_name, partition, records)
+        target = self._target(topic_name, partition)
         if isinstance(target, ProduceResult):
             return target
         return self._append_valid(target, partition, self._validate(target, records), flush_policy=flush_policy)
 
-    def _target(self, topic_name: str, partition: int, records: bytes | None) -> Topic | ProduceResult:
-        """The topic to append ``records`` to, or the ProduceResult refusing them."""
+    def _target(self, topic_name: str, partition: int) -> Topic | ProduceResult:
+        """The topic to append to, or the ProduceResult refusing the append."""
         try:
             topic = self.topic_for_produce(topic_name)
         except tuple(CREATION_ERRORS) as exc:
             return ProduceResult(creation_error(exc), message=str(exc))
         if topic is None or not 0 <= partition < len(topic.partitions):
             return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if not records:
-            return ProduceResult(ErrorCode.INVALID_RECORD, message="no record batch in the request")
-        if len(records) > self.config.message_max_bytes:
-            limit = self.config.message_max_bytes
-            return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE,
-                                 message=f"{len(records)} bytes exceed message.max.bytes {limit}")
         return topic
 
-    def _validate(self, topic: Topic, records: bytes) -> tuple[bytearray, list] | ProduceResult:
-        """The batches as (buffer, [(position, header)]), or the ProduceResult refusing them."""
-        buf = bytearray(records)
-        try:
-            batches = validate_produce(buf, max_uncompressed_bytes=self.config.message_max_bytes * DECOMPRESSION_RATIO,
-                                       keys_required=topic.config.compact)
-        except InvalidRecordError as exc:
-            return ProduceResult(ErrorCode.INVALID_RECORD, message=str(exc), record_errors=exc.record_errors)
-        except CorruptRecordError as exc:
-            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
-        out_of_range = timestamp_errors(buf, batches, topic.config, int(time.time() * 1000))
-        if out_of_range:
-            return ProduceResult(ErrorCode.INVALID_TIMESTAMP, message=out_of_range[0][1], record_errors=out_of_range)
-        buf, batches = recompress(buf, batches, topic.config.compression_type)
-        limit = topic.config.max_message_bytes
-        for _, header in batches:
-            if header.size > limit:
-                return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE, message=f"a batch of {header.size} bytes exceeds "
-                                     f"max.message.bytes {limit} of topic {topic.name!r}")
-        return buf, batches
+    def _validate(self, topic: Topic, records: bytes | None) -> Appendable | ProduceResult:
+        """The log validator's answer for an append of ``records`` to ``topic``, refusals as ProduceResults."""
+        checked = validate(records, topic.config.append_rules(self.config.message_max_bytes), int(time.time() * 1000))
+        if isinstance(checked, Refusal):
+            return ProduceResult(ErrorCode[checked.error.name], message=checked.message,
+                                 record_errors=checked.record_errors)
+        return checked
 
-    def _append_valid(self, topic: Topic, partition: int, validated: tuple[bytearray, list] | ProduceResult,
+    def _append_valid(self, topic: Topic, partition: int, validated: Appendable | ProduceResult,
                       admit: Callable[[list[BatchHeader]], ErrorCode] | None = None,
                       flush_policy: bool = True) -> ProduceResult:
         """Append batches that passed validation: ``admit``, producer sequence checks, then the log

@@ -1,20 +1,91 @@
-"""The log validator: what a client may append to a partition (Kafka's ``LogValidator``)."""
+"""The log validator: what a client may append to a partition (Kafka's ``LogValidator``).
+
+``validate`` is the one entry: it takes a topic's ``AppendRules`` and returns the batches to
+append, or a ``Refusal`` naming the error Kafka answers with. No I/O: safe on any thread."""
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum, auto
+from typing import NamedTuple
 
 from aiokafka.errors import CorruptRecordException
 from aiokafka.record._crecords import DefaultRecordBatch
 
+from .codecs import Compression
 from .decoding import decode_records, reader_buffer
+from .encoding import recompressed
 from .errors import CorruptRecordError, InvalidRecordError
-from .layout import (ATTR_LOG_APPEND_TIME, BatchHeader, iter_batches, read_header, records_section, reseal_crc,
-                     set_max_timestamp)
+from .layout import (ATTR_LOG_APPEND_TIME, DECOMPRESSION_RATIO, BatchHeader, iter_batches, read_header, records_section,
+                     reseal_crc, set_max_timestamp)
 from .varint import VARINT_MAX_BYTES, read_varint
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRules:
+    """What the validator needs of a topic's configs (``LogConfig.append_rules``)."""
+    max_request_bytes: int    # the broker's message.max.bytes: all the batches of one append
+    max_batch_bytes: int      # the topic's max.message.bytes: each batch as it is stored
+    keys_required: bool = False          # cleanup.policy=compact
+    log_append_time: bool = False        # message.timestamp.type=LogAppendTime: record times are not checked
+    timestamp_before_max_ms: int | None = None  # refuse records older than now minus this
+    timestamp_after_max_ms: int | None = None   # refuse records newer than now plus this
+    compression: Compression | None = None      # compression.type's codec to store batches in; None: the producer's
+
+
+class Refused(Enum):
+    """Why an append is refused, named as the Kafka error code the broker answers with."""
+    CORRUPT_MESSAGE = auto()     # framing, magic or CRC: damaged on the way, a retry may help
+    INVALID_RECORD = auto()      # sealed by its producer but against the format or the topic's rules
+    INVALID_TIMESTAMP = auto()   # records outside message.timestamp.before/after.max.ms
+    MESSAGE_TOO_LARGE = auto()   # over message.max.bytes, or a batch over max.message.bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    error: Refused
+    message: str
+    record_errors: list[tuple[int, str]] = field(default_factory=list)  # (index in its batch, why): KIP-467
+
+
+class Appendable(NamedTuple):
+    """Batches that passed: the buffer to append and (position, header) of each batch in it."""
+    buf: bytearray
+    batches: list[tuple[int, BatchHeader]]
+
+
+def validate(records: bytes | None, rules: AppendRules, now_ms: int) -> Appendable | Refusal:
+    """Kafka's log validator for what a client appends to one partition: the batches' own checks
+    (``validate_produce``), the records' timestamps against the topic's bounds at ``now_ms``,
+    the topic's codec (batches are recompressed to it), and the sizes both before and after."""
+    if not records:
+        return Refusal(Refused.INVALID_RECORD, "no record batch in the request")
+    if len(records) > rules.max_request_bytes:
+        return Refusal(Refused.MESSAGE_TOO_LARGE,
+                       f"{len(records)} bytes exceed message.max.bytes {rules.max_request_bytes}")
+    buf = bytearray(records)
+    try:
+        batches = validate_produce(buf, max_uncompressed_bytes=rules.max_request_bytes * DECOMPRESSION_RATIO,
+                                   keys_required=rules.keys_required)
+    except InvalidRecordError as exc:
+        return Refusal(Refused.INVALID_RECORD, str(exc), exc.record_errors)
+    except CorruptRecordError as exc:
+        return Refusal(Refused.CORRUPT_MESSAGE, str(exc))
+    out_of_range = _timestamp_errors(buf, batches, rules, now_ms)
+    if out_of_range:
+        return Refusal(Refused.INVALID_TIMESTAMP, out_of_range[0][1], out_of_range)
+    if rules.compression is not None:
+        buf, batches = _recompressed(buf, batches, rules.compression)
+    for _, header in batches:
+        if header.size > rules.max_batch_bytes:
+            return Refusal(Refused.MESSAGE_TOO_LARGE, f"a batch of {header.size} bytes exceeds the topic's "
+                           f"max.message.bytes {rules.max_batch_bytes}")
+    return Appendable(buf, batches)
 
 
 def validate_produce(buf: bytearray, *, max_uncompressed_bytes: int,
                      keys_required: bool = False) -> list[tuple[int, BatchHeader]]:
-    """Kafka's log validator for the batches a client sends to one partition; returns
-    (position, header) of each. Framing, magic or CRC wrong: CorruptRecordError. Intact but
+    """The checks of the batches themselves, whatever the topic: returns (position, header) of
+    each. Framing, magic or CRC wrong: CorruptRecordError. Intact but
     invalid (InvalidRecordError): a control batch, an unknown codec, a body that does not
     decompress within ``max_uncompressed_bytes``, a record count that is not lastOffsetDelta
     + 1, a record whose lengths, varints or offset delta do not hold, bytes after the last
@@ -22,7 +93,7 @@ def validate_produce(buf: bytearray, *, max_uncompressed_bytes: int,
 
     A CreateTime batch's max timestamp is the broker's to compute, as Kafka's: one that is not
     its records' latest (librdkafka writes 0 when they carry -1) is rewritten in ``buf`` and the
-    CRC re-sealed, never a reason to drop the client's data. No I/O: safe on any thread."""
+    CRC re-sealed, never a reason to drop the client's data."""
     batches = list(iter_batches(buf))
     if not batches or sum(header.size for _, header in batches) != len(buf):
         raise CorruptRecordError("records end in a partial batch")
@@ -45,6 +116,44 @@ def validate_produce(buf: bytearray, *, max_uncompressed_bytes: int,
 
 
 _INT64_MIN, _INT64_MAX = -1 << 63, (1 << 63) - 1
+
+
+NO_TIMESTAMP = -1  # Kafka's RecordBatch.NO_TIMESTAMP
+
+
+def _timestamp_errors(buf, batches: list[tuple[int, BatchHeader]], rules: AppendRules,
+                     now_ms: int) -> list[tuple[int, str]]:
+    """(index in its batch, why) of each record whose CreateTime is out of the topic's bounds;
+    as Kafka, never a record without a timestamp (-1)."""
+    before, after = rules.timestamp_before_max_ms, rules.timestamp_after_max_ms
+    if rules.log_append_time or (before is None and after is None):
+        return []
+    earliest = now_ms - before if before is not None else None
+    latest = now_ms + after if after is not None else None
+    errors = []
+    for pos, _ in batches:
+        for index, record in enumerate(decode_records(buf, pos)[1]):
+            if record.timestamp == NO_TIMESTAMP:
+                continue
+            if earliest is not None and record.timestamp < earliest:
+                errors.append((index, f"timestamp {record.timestamp} is more than message.timestamp.before.max.ms "
+                                      f"{before} before the broker's time {now_ms}"))
+            elif latest is not None and record.timestamp > latest:
+                errors.append((index, f"timestamp {record.timestamp} is more than message.timestamp.after.max.ms "
+                                      f"{after} after the broker's time {now_ms}"))
+    return errors
+
+
+def _recompressed(buf: bytearray, batches: list[tuple[int, BatchHeader]],
+                  codec: Compression) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+    """The batches in the topic's codec, as Kafka's broker stores them (unchanged when already in it)."""
+    if all(header.compression == codec for _, header in batches):
+        return buf, batches
+    out = bytearray()
+    for pos, header in batches:
+        out += buf[pos:pos + header.size] if header.compression == codec else recompressed(buf, pos, header, codec)
+    return out, list(iter_batches(out, validate=False))
+
 
 
 def _checked_records(buf, pos: int, body, count: int, keys_required: bool) -> int:
