@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/validation.py [--repeat N] [--smoke]
 
-1. ``records.validate_produce`` per batch, in-process, per codec and batch size (100-byte
+1. ``records.validator.validate_produce`` per batch, in-process, per codec and batch size (100-byte
    values, keyed): microseconds per batch and records per second of one core. Before the
    validator the broker read only the 61-byte header and the CRC; that cost is the first column.
    aiokafka's compiled reader walks the records; the last rows are batches it leaves to the
