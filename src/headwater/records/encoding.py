@@ -2,11 +2,10 @@
 fewer records) that keep its header fields."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .codecs import Compression, compress
-from .layout import (ATTR_COMPRESSION_MASK, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, NO_PRODUCER_ID, NO_SEQUENCE,
-                     BatchHeader, records_section, reseal_crc)
+from .layout import ATTR_COMPRESSION_MASK, MAGIC, NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader, records_section, sealed
 from .varint import write_bytes, write_varint
 
 
@@ -24,8 +23,7 @@ def recompressed(buf, pos: int, header: BatchHeader, codec: Compression) -> byte
     broker's side of a topic's ``compression.type``. Every other header field is kept
     (producer id, epoch, sequence, timestamps), so idempotence and offsets are unchanged."""
     payload = compress(codec, bytes(records_section(buf, pos, header)))
-    attrs = (header.attributes & ~ATTR_COMPRESSION_MASK) | int(codec)
-    return _sealed(header, attrs, payload, header.records_count, header.max_timestamp)
+    return sealed(replace(header, attributes=(header.attributes & ~ATTR_COMPRESSION_MASK) | int(codec)), payload)
 
 
 def with_records(header: BatchHeader, body: bytes, count: int, max_timestamp: int) -> bytes:
@@ -33,17 +31,7 @@ def with_records(header: BatchHeader, body: bytes, count: int, max_timestamp: in
     are ``body``: compressed with its codec, every other header field kept (the offset range,
     base timestamp, producer fields), so the records' offset and timestamp deltas still hold.
     The log cleaner's rewrite of a batch that lost records."""
-    return _sealed(header, header.attributes, compress(header.compression, body), count, max_timestamp)
-
-
-def _sealed(header: BatchHeader, attributes: int, payload: bytes, count: int, max_timestamp: int) -> bytes:
-    out = bytearray(HEADER.pack(header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload),
-                                header.partition_leader_epoch, MAGIC, 0, attributes, header.last_offset_delta,
-                                header.base_timestamp, max_timestamp, header.producer_id,
-                                header.producer_epoch, header.base_sequence, count))
-    out += payload
-    reseal_crc(out)
-    return bytes(out)
+    return sealed(replace(header, records_count=count, max_timestamp=max_timestamp), compress(header.compression, body))
 
 
 def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Compression = Compression.NONE,
@@ -53,7 +41,6 @@ def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Co
     if not records:
         raise ValueError("a record batch holds at least one record")
     base_ts = min(r.timestamp for r in records)
-    max_ts = max(r.timestamp for r in records)
     body = bytearray()
     for r in records:
         rec = bytearray(b"\x00")
@@ -67,12 +54,9 @@ def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Co
             write_bytes(rec, hval)
         write_varint(body, len(rec))
         body += rec
-    payload = compress(compression, bytes(body))
-    attrs = (attributes & ~ATTR_COMPRESSION_MASK) | int(compression)
-    last_delta = records[-1].offset - base_offset
-    out = bytearray(HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, MAGIC, 0, attrs,
-                                last_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence,
-                                len(records)))
-    out += payload
-    reseal_crc(out)
-    return bytes(out)
+    header = BatchHeader(base_offset=base_offset, batch_length=0, partition_leader_epoch=-1, magic=MAGIC, crc=0,
+                         attributes=(attributes & ~ATTR_COMPRESSION_MASK) | int(compression),
+                         last_offset_delta=records[-1].offset - base_offset, base_timestamp=base_ts,
+                         max_timestamp=max(r.timestamp for r in records), producer_id=producer_id,
+                         producer_epoch=producer_epoch, base_sequence=base_sequence, records_count=len(records))
+    return sealed(header, compress(compression, bytes(body)))

@@ -158,6 +158,18 @@ def reseal_crc(buf: bytearray, pos: int = 0) -> None:
     struct.pack_into(">I", buf, pos + CRC_AT, crc32c.crc32c(memoryview(buf)[pos + CRC_START:end]))
 
 
+def sealed(header: BatchHeader, section) -> bytes:
+    """The batch of ``header``'s fields followed by ``section``, its records as stored
+    (compressed if its codec says so): the batch length, magic and CRC made to fit."""
+    out = bytearray(HEADER.pack(header.base_offset, MIN_BATCH_LENGTH + len(section), header.partition_leader_epoch,
+                                MAGIC, 0, header.attributes, header.last_offset_delta, header.base_timestamp,
+                                header.max_timestamp, header.producer_id, header.producer_epoch,
+                                header.base_sequence, header.records_count))
+    out += section
+    reseal_crc(out)
+    return bytes(out)
+
+
 def set_log_append_time(buf: bytearray, pos: int, timestamp: int) -> None:
     """Mark a batch LogAppendTime with ``timestamp`` as its max timestamp, and re-seal the CRC."""
     header = read_header(buf, pos)
