@@ -2,7 +2,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test system-deps quix-venv bench clean
+.PHONY: demo test system-deps quix-venv jvm bench clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -16,14 +16,15 @@ demo: $(VENV)/.installed
 
 # What the tests need from Debian: kcat (a real librdkafka 2.0.2 client), PostgreSQL, strace
 # (to see that a durable file replace fsyncs its directory), chromium and its driver (the web
-# console's browser tests), and rabbitmq-server (the peer of bench/share_groups.py, whose smoke
-# make test runs).
+# console's browser tests), rabbitmq-server (the peer of bench/share_groups.py, whose smoke
+# make test runs), and Maven with a JDK 17 (Kafka's own clients and tools, `make jvm`).
 system-deps:
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat)
 	@command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
 	@command -v chromedriver >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq postgresql)
 	@command -v rabbitmq-server >/dev/null || (apt-get update -qq && apt-get install -y -qq rabbitmq-server)
+	@command -v mvn >/dev/null || (apt-get update -qq && apt-get install -y -qq maven openjdk-17-jdk-headless)
 
 # quixstreams pins confluent-kafka < 2.13, older than Headwater's: it gets a virtualenv of its
 # own, which tests/integration/test_ecosystem.py runs its application with.
@@ -35,11 +36,25 @@ $(QUIX_VENV)/.installed:
 
 quix-venv: $(QUIX_VENV)/.installed
 
+# Apache Kafka's clients and tools, and Spark's Kafka connector, from Maven Central as a user
+# gets them (jvm/pom.xml), into build/jvm/ (never committed). Maven keeps what it downloads
+# in ~/.m2, so only the first run on a machine downloads (about 230 MB); the stamp makes
+# the next runs a no-op until something under jvm/ changes. The folders are emptied first
+# so that they hold exactly what the poms resolve.
+JVM_BUILD := build/jvm
+$(JVM_BUILD)/.installed: $(shell find jvm -type f)
+	@command -v mvn >/dev/null || (echo "make jvm needs Maven and a JDK 17: make system-deps" && false)
+	rm -rf $(JVM_BUILD)/kafka $(JVM_BUILD)/spark-kafka
+	mvn -B -q -f jvm/pom.xml package
+	touch $@
+
+jvm: $(JVM_BUILD)/.installed
+
 # Two workers: most tests wait on brokers, databases and clients rather than compute, so on
 # the 2-core machine 1,041 tests take 15 min (on one worker, 977 of them took 20.5 min); the
 # Spark tests share one worker (one session), a module's tests stay together (tests/conftest.py).
 TEST_WORKERS ?= 2
-test: $(VENV)/.installed system-deps quix-venv
+test: $(VENV)/.installed system-deps quix-venv jvm
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed

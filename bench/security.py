@@ -88,12 +88,12 @@ def main():
     certs, data = tmp / "certs", tmp / "data"
     headwater = [sys.executable, "-m", "headwater"]
     subprocess.run([*headwater, "certs", "--out", str(certs)], check=True, capture_output=True)
-    subprocess.run([*headwater, "users", "create", "--data-dir", str(data), "bench", "--password", "bench-pw"],
-                   check=True, capture_output=True)
+    subprocess.run([*headwater, "users", "create", "--offline", "--data-dir", str(data), "bench",
+                    "--password", "bench-pw"], check=True, capture_output=True)
     # ACLs are checked on every request, part of the cost measured: bench over SASL, ANONYMOUS otherwise
     for principal in ("User:bench", "User:ANONYMOUS"):
         for resource in ("--topic", "--group"):
-            subprocess.run([*headwater, "acls", "add", "--data-dir", str(data), "--principal", principal,
+            subprocess.run([*headwater, "acls", "add", "--offline", "--data-dir", str(data), "--principal", principal,
                             "--operation", "ALL", resource, "*"], check=True, capture_output=True)
     listeners = [a for p in PROTOCOLS for a in ("--listener", f"{p}://127.0.0.1:0")]
     rows = []

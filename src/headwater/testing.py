@@ -24,6 +24,7 @@ import time
 import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import cramjam
 import psycopg2
@@ -478,3 +479,146 @@ def mock_cluster_process(topics: dict[str, int] | None = None) -> Iterator[tuple
             yield mock.pid, address
         finally:
             mock.stdin.close()   # it exits when its stdin closes
+
+
+# Apache Kafka's command-line tools: each bin/<name>.sh of the Kafka that jvm/pom.xml resolves
+# (4.4) runs this main class. In 4.x kafka-acls and kafka-configs moved from kafka.admin to
+# org.apache.kafka.tools.
+KAFKA_TOOLS = {
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+    "kafka-client-metrics": "org.apache.kafka.tools.ClientMetricsCommand",
+    "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-share-consumer": "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "kafka-delegation-tokens": "org.apache.kafka.tools.DelegationTokenCommand",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-groups": "org.apache.kafka.tools.GroupsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-replica-verification": "org.apache.kafka.tools.ReplicaVerificationTool",
+    "kafka-share-consumer-perf-test": "org.apache.kafka.tools.ShareConsumerPerformance",
+    "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+    "kafka-streams-application-reset": "org.apache.kafka.tools.StreamsResetter",
+    "kafka-streams-groups": "org.apache.kafka.tools.streams.StreamsGroupCommand",
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
+    "kafka-verifiable-share-consumer": "org.apache.kafka.tools.VerifiableShareConsumer",
+}
+
+# These end the JVM with System.exit and print their summary in its shutdown hooks: each runs in
+# a JVM of its own.
+_OWN_JVM = {"kafka-verifiable-consumer", "kafka-verifiable-producer", "kafka-verifiable-share-consumer"}
+
+# Where `make jvm` puts the jars (the repository's build/, next to src/).
+JVM_BUILD = Path(__file__).resolve().parents[2] / "build" / "jvm"
+# Short-lived JVMs: the client compiler only and the serial collector start fastest on 2 cores.
+_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+
+class ToolRun(NamedTuple):
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def kafka_classpath() -> str:
+    """Kafka's jars and the project's own Java programs, as resolved by `make jvm`."""
+    folder = JVM_BUILD / "kafka"
+    if not (folder / "headwater-jvm-kafka.jar").exists():
+        raise FileNotFoundError(f"{folder} has no jars: run `make jvm` (Maven and a JDK 17)")
+    return f"{folder}/*"
+
+
+def _main_class(tool: str) -> str:
+    return tool if "." in tool else KAFKA_TOOLS[tool]
+
+
+def run_java(main_class: str, *args: str, input: str = "", timeout: float = 120) -> ToolRun:
+    """A Java program (a Kafka tool's name from KAFKA_TOOLS, or a main class on Kafka's
+    classpath) in a JVM of its own, to its end."""
+    done = subprocess.run(["java", *_JVM_OPTIONS, "-cp", kafka_classpath(), _main_class(main_class), *args],
+                          input=input, capture_output=True, text=True, timeout=timeout)
+    return ToolRun(done.returncode, done.stdout, done.stderr)
+
+
+class KafkaTools:
+    """One JVM running Kafka's tools one after another (jvm/.../Launcher.java), so a test
+    module pays the JVM's start and class loading once: `run("kafka-topics", "--list", ...)`
+    returns the tool's exit code, stdout and stderr. A tool that calls System.exit (argparse4j
+    on bad arguments) ends that JVM, and the next run starts another; the verifiable clients,
+    which print their summary as their JVM shuts down, get a JVM each.
+    Stray output of a tool's leftover threads goes to `log_file`."""
+
+    def __init__(self, log_file: Path | None = None):
+        self.log_file = log_file
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "KafkaTools":
+        log = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
+        self.proc = subprocess.Popen(["java", *_JVM_OPTIONS, "-cp", kafka_classpath(), "headwater.jvm.Launcher"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                     preexec_fn=_die_with_parent)
+        if self.log_file:
+            log.close()
+        return self
+
+    def run(self, tool: str, *args: str, input: str = "", timeout: float = 120) -> ToolRun:
+        if tool in _OWN_JVM:
+            return run_java(tool, *args, input=input, timeout=timeout)
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()   # the last tool ended the JVM with System.exit
+        fields = [_main_class(tool), *args]
+        if any(c in field for field in fields for c in "\t\n"):
+            raise ValueError(f"an argument with a tab or a newline cannot be sent to the launcher: {fields}")
+        stdin = input.encode()
+        request = "\t".join([str(len(stdin)), *fields]) + "\n"
+        self.proc.stdin.write(request.encode() + stdin)
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        header = b""
+        while not header.endswith(b"\n"):
+            header += self._read(1, deadline, tool)
+        code, out, err = header.split(b"\t")
+        stdout, stderr = self._read(int(out), deadline, tool).decode(), self._read(int(err), deadline, tool).decode()
+        # "-": the tool called System.exit, whose status is the JVM's
+        return ToolRun(self.proc.wait(timeout) if code == b"-" else int(code), stdout, stderr)
+
+    def _read(self, size: int, deadline: float, tool: str) -> bytes:
+        data = b""
+        while len(data) < size:
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(self.proc.stdout.fileno(), size - len(data)) if ready else b""
+            if not chunk:
+                self.close()
+                raise RuntimeError(f"{tool}: the launcher JVM {'timed out' if not ready else 'exited'}"
+                                   f" (see {self.log_file})")
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:   # a tool's non-daemon threads keep it alive
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> "KafkaTools":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -207,6 +207,19 @@ def test_tailing_reader_sees_every_event_once_in_order_under_concurrent_commits(
             range(1, 1 + len([e for e in truth if e.stream_id == stream_id])))
 
 
+def test_the_key_rows_keep_the_first_key_of_a_subject_until_it_is_forgotten(open_store):
+    """The store's key rows: a second key offered for a subject (a concurrent writer's) loses to
+    the first; forgetting deletes it, and says whether there was one."""
+    store, first, second = open_store(), bytes(32), bytes(range(32))
+    assert store.subject_key("ada") is None
+    assert store.keep_subject_key("ada", first) == first
+    assert open_store().keep_subject_key("ada", second) == first
+    assert store.subject_key("ada") == first and store.subject_key("bob") is None
+    assert store.forget("ada") and not store.forget("ada") and not store.forget("bob")
+    assert store.subject_key("ada") is None
+    assert store.keep_subject_key("ada", second) == second
+
+
 def test_sqlite_stores_opened_at_once_on_a_new_file(tmp_path):
     """Several stores opening a fresh SQLite file at once all get it in WAL mode: switching to
     WAL takes a lock SQLite does not wait for, which once failed such an open with "database is locked"."""

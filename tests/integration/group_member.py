@@ -17,10 +17,14 @@ HEARTBEAT_MS = 500
 
 def confluent_member(args, process, stopping):
     from confluent_kafka import Consumer
-    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": args.group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "session.timeout.ms": args.session_timeout_ms,
-                         "heartbeat.interval.ms": HEARTBEAT_MS, "topic.metadata.refresh.interval.ms": 1000,
-                         "partition.assignment.strategy": args.assignor or "range"})
+    config = {"bootstrap.servers": args.bootstrap, "group.id": args.group, "enable.auto.commit": False,
+              "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000}
+    if args.group_protocol == "consumer":  # KIP-848: the broker assigns; timeouts are the group's
+        config.update({"group.protocol": "consumer", "group.remote.assignor": args.assignor or "uniform"})
+    else:
+        config.update({"session.timeout.ms": args.session_timeout_ms, "heartbeat.interval.ms": HEARTBEAT_MS,
+                       "partition.assignment.strategy": args.assignor or "range"})
+    consumer = Consumer(config)
     consumer.subscribe([args.topic])
     uncommitted = 0
     while not stopping():
@@ -70,6 +74,8 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--assignor")
     parser.add_argument("--commit-every", type=int, default=1)
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic",
+                        help="consumer: KIP-848's protocol, the broker's assignor (confluent only)")
     parser.add_argument("--session-timeout-ms", type=int, default=30000,
                         help="6000 (the broker's minimum) where a test waits for an expiry; longer elsewhere, "
                              "so a starved machine does not expire live members")

@@ -5,6 +5,7 @@ lag plot seen to have data, the share group, transactions and CDC pages checked 
 known workloads. Screenshots of every page are saved in the test's tmp dir."""
 import html
 import json
+from datetime import datetime, timezone
 import shutil
 import sqlite3
 import subprocess
@@ -16,11 +17,12 @@ import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from headwater.cdc.sqlite import SqliteConnector
@@ -105,6 +107,23 @@ def test_overview_lists_topics_and_groups(browser, broker, screenshots):
     browser.save_screenshot(str(screenshots / "overview.png"))
 
 
+def test_rate_plot_leaves_out_internal_topics_and_never_repeats_a_colour(browser, broker, screenshots):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    many = [f"rate-{i:02d}" for i in range(12)]   # more topics than the old eight-colour palette
+    for future in admin.create_topics([NewTopic(name, 1) for name in many]).values():
+        future.result(30)
+    open_page(browser, broker, "/")
+    script = ("const p = plots['rate-plot']; return p ? p.chart.series.slice(1).map(s => [s.label, s._stroke || "
+              "s.stroke()]) : null;")
+    series = wait_for(browser, lambda: (s := browser.execute_script(script)) and len(s) > len(many) and s,
+                      "the new topics in the rate plot", timeout=60)
+    labels = [label for label, _ in series]
+    assert labels == sorted(set(many) | {TOPIC}) and not any(label.startswith("__") for label in labels)
+    assert len({stroke for _, stroke in series}) == len(series)
+    assert browser.find_elements(By.CSS_SELECTOR, "#rate-plot .u-legend .u-series")   # a legend names them
+    browser.save_screenshot(str(screenshots / "rates.png"))
+
+
 def test_message_browser_shows_what_was_produced(browser, broker, screenshots):
     for partition in range(PARTITIONS):
         open_page(browser, broker, f"/topics/{TOPIC}?mode=offset&offset=0&partition={partition}&limit=1000")
@@ -122,6 +141,81 @@ def test_message_browser_shows_what_was_produced(browser, broker, screenshots):
     assert rows(browser, "partitions") == [[str(p), "0", str(len(produced(p))), str(len(produced(p))),
                                             r[4], "1"] for p, r in enumerate(rows(browser, "partitions"))]
     browser.save_screenshot(str(screenshots / "topic.png"))
+
+
+def search_in_browser(browser, broker, fields: dict[str, str]) -> None:
+    open_page(browser, broker, f"/topics/{TOPIC}")
+    form = browser.find_element(By.ID, "search")
+    for name, value in fields.items():
+        field = form.find_element(By.NAME, name)
+        if field.tag_name == "select":
+            Select(field).select_by_value(value)
+        else:
+            field.send_keys(value)
+    form.find_element(By.TAG_NAME, "button").click()
+    WebDriverWait(browser, 30).until(staleness_of(form), message="the search results")
+
+
+def offsets_of(predicate) -> list[tuple[int, int]]:
+    """(partition, offset) of the produced records a plain-Python predicate over (key, value) keeps."""
+    return [(p, n) for p in range(PARTITIONS)
+            for n, (key, value) in enumerate((k, v) for q, k, v in RECORDS if q == p) if predicate(key, value)]
+
+
+@pytest.mark.parametrize("fields, predicate", [
+    ({"key": "order-1"}, lambda k, v: "order-1" in k),
+    ({"key": "order-1", "key_match": "exact"}, lambda k, v: k == "order-1"),
+    ({"value": '"total": 2'}, lambda k, v: '"total": 2' in json.dumps(v)),
+    ({"path": '$.items[?(@ == "tea")]', "partition": "1"}, lambda k, v: v["items"] and k.endswith(
+        tuple("13579"))),
+    ({"path": "$.order", "equals": "12"}, lambda k, v: v["order"] == 12),
+    ({"header": "source", "header_value": "till"}, lambda k, v: True),
+])
+def test_search_finds_what_a_plain_filter_over_the_produced_records_finds(browser, broker, fields, predicate):
+    search_in_browser(browser, broker, fields)
+    shown = [(p, o) for p, o, *_ in shown_records(browser)]
+    assert shown == offsets_of(predicate)
+    scanned = len(RECORDS) // PARTITIONS if "partition" in fields else len(RECORDS)
+    assert (browser.find_element(By.ID, "scanned").text, browser.find_element(By.ID, "matched").text) == \
+        (str(scanned), str(len(shown)))
+    assert not browser.find_elements(By.ID, "more")   # everything read within the budget
+
+
+def test_search_by_time_starts_at_the_first_offset_at_or_after_it(browser, broker):
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "timestamps"})
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    stamps = [m.timestamp()[1] for m in consumer.consume(len(produced(0)), 30)]
+    consumer.close()
+    since = stamps[len(stamps) // 2]
+    moment = datetime.fromtimestamp(since / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    search_in_browser(browser, broker, {"partition": "0", "since": moment})
+    assert [o for _, o, *_ in shown_records(browser)] == [n for n, t in enumerate(stamps) if t >= since]
+
+
+def test_a_search_stops_at_its_budget_and_continues_from_where_it_stopped(browser, broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("haystack", 1)])["haystack"].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50})
+    needle = 11_000   # past the 10,000 records one search reads
+    for i in range(12_000):
+        producer.produce("haystack", key=b"needle" if i == needle else b"straw", value=b"x", partition=0)
+    producer.flush(60)
+    open_page(browser, broker, "/topics/haystack/search?key=needle&key_match=exact")
+    assert (browser.find_element(By.ID, "scanned").text, browser.find_element(By.ID, "matched").text) == \
+        ("10000", "0")
+    more = browser.find_element(By.ID, "more")
+    assert more.text == "continue from offsets 0:10000"
+    more.click()
+    WebDriverWait(browser, 30).until(staleness_of(more), message="the continued search")
+    assert (browser.find_element(By.ID, "scanned").text, browser.find_element(By.ID, "matched").text) == \
+        ("2000", "1")
+    assert [(p, o, k) for p, o, _, k, *_ in rows(browser, "messages")] == [("0", str(needle), "needle")]
+    assert not browser.find_elements(By.ID, "more")
+
+
+def test_a_malformed_json_path_is_an_error_page(browser, broker):
+    search_in_browser(browser, broker, {"path": "$[?("})
+    assert "JSON path '$[?('" in browser.find_element(By.TAG_NAME, "main").text
 
 
 def test_live_tail_receives_a_new_record(browser, broker, screenshots):
@@ -167,7 +261,7 @@ def describe(broker) -> dict[int, int]:
     result = subprocess.run([sys.executable, "-m", "headwater", "groups", "describe", GROUP, "--json",
                              "--bootstrap-server", broker.bootstrap], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    return {o["partition"]: o["committed"] for o in json.loads(result.stdout)["offsets"]}
+    return {o["partition"]: o["committed_offset"] for o in json.loads(result.stdout)["offsets"]}
 
 
 def test_reset_offsets_with_confirmation_then_checked_with_the_cli(browser, broker, screenshots):
@@ -301,10 +395,144 @@ def test_a_group_whose_id_has_reserved_characters_has_a_working_page(browser, br
     link.click()
     wait_for(browser, lambda: browser.find_elements(By.ID, "offsets"), "the group's page")
     assert browser.find_element(By.TAG_NAME, "h1").text == f"Consumer group {ODD_GROUP}"
-    assert [r[:3] for r in rows(browser, "offsets")] == [[TOPIC, "0", "2"]]
+    # the topic's other partition, never committed, is listed too ("-"): its records count as lag
+    assert [r[:3] for r in rows(browser, "offsets")] == [[TOPIC, "0", "2"], [TOPIC, "1", "-"]]
     wait_for(browser, lambda: browser.execute_script("return !!plots['lag-plot']"), "the lag plot, fed from lag.json")
     # the reset form posts to the encoded path and is redirected back to it
     path = "/groups/" + urllib.parse.quote(ODD_GROUP, safe="")
     status, page = post(broker, path + "/reset", f"topic={TOPIC}&to=earliest&confirm=yes")
     assert status == 200 and f"Consumer group {html.escape(ODD_GROUP)}" in page
     assert post(broker, "/groups/team/reset", f"topic={TOPIC}&to=earliest")[0] == 404  # the id's prefix is no group
+
+
+NEW_TOPIC = "inbox"
+
+
+def submit(browser, form_id: str, fields: dict[str, str], then: str) -> None:
+    form = browser.find_element(By.ID, form_id)
+    for name, value in fields.items():
+        field = form.find_element(By.NAME, name)
+        if field.tag_name == "select":
+            Select(field).select_by_value(value)
+        else:
+            field.clear()
+            field.send_keys(value)
+    form.find_element(By.TAG_NAME, "button").click()
+    WebDriverWait(browser, 30).until(staleness_of(form), message=f"the page after {form_id}")
+    wait_for(browser, lambda: browser.find_elements(By.ID, then) or browser.find_elements(By.ID, "error"),
+             f"the page after {form_id}")
+
+
+def topic_configs(broker, topic: str) -> dict[str, str]:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource("topic", topic)
+    return {name: entry.value for name, entry in admin.describe_configs([resource])[resource].result(30).items()}
+
+
+def test_create_a_topic_then_described_by_the_admin_client(browser, broker, screenshots):
+    open_page(browser, broker, "/")
+    submit(browser, "create-topic", {"name": NEW_TOPIC, "partitions": "3", "configs": "retention.ms=3600000"},
+           then="partitions")
+    assert browser.find_element(By.TAG_NAME, "h1").text == f"Topic {NEW_TOPIC}"
+    metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(NEW_TOPIC, timeout=30)
+    assert len(metadata.topics[NEW_TOPIC].partitions) == 3
+    assert topic_configs(broker, NEW_TOPIC)["retention.ms"] == "3600000"
+    browser.save_screenshot(str(screenshots / "created.png"))
+    # The broker's own refusal, as CreateTopics answers it, on the page.
+    open_page(browser, broker, "/")
+    submit(browser, "create-topic", {"name": NEW_TOPIC, "partitions": "1"}, then="partitions")
+    assert f"TOPIC_ALREADY_EXISTS: topic '{NEW_TOPIC}' already exists" in browser.find_element(By.TAG_NAME, "main").text
+
+
+def test_edit_a_topic_config_then_seen_by_describe_configs(browser, broker):
+    open_page(browser, broker, f"/topics/{NEW_TOPIC}")
+    submit(browser, "alter-config", {"name": "retention.ms", "value": "7200000"}, then="partitions")
+    assert topic_configs(broker, NEW_TOPIC)["retention.ms"] == "7200000"
+    assert {r[0]: r[1:] for r in rows(browser, "configs")}["retention.ms"] == ["7200000", "topic"]
+    submit(browser, "alter-config", {"name": "retention.ms", "value": "soon"}, then="partitions")
+    assert "INVALID_CONFIG" in browser.find_element(By.TAG_NAME, "main").text
+    assert topic_configs(broker, NEW_TOPIC)["retention.ms"] == "7200000"   # unchanged
+    open_page(browser, broker, f"/topics/{NEW_TOPIC}")
+    submit(browser, "alter-config", {"name": "retention.ms", "value": ""}, then="partitions")   # the default again
+    assert {r[0]: r[2] for r in rows(browser, "configs")}["retention.ms"] == "default"
+
+
+def read_partition(broker, topic: str, partition: int, count: int):
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "reader", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    messages = []
+    while len(messages) < count:
+        messages += [m for m in consumer.consume(count - len(messages), 30) if m.error() is None]
+    consumer.close()
+    return messages
+
+
+def test_produce_a_message_then_read_back_by_a_kafka_consumer(browser, broker, screenshots):
+    for n in range(2):
+        open_page(browser, broker, f"/topics/{NEW_TOPIC}")
+        submit(browser, "produce", {"partition": "2", "key": f"k-{n}", "value": f'{{"n": {n}}}',
+                                    "headers": "trace: abc\nsource: console"}, then="messages")
+        assert shown_records(browser) == [(2, n, f"k-{n}", {"n": n}, "trace: abc\nsource: console")]
+    browser.save_screenshot(str(screenshots / "produced.png"))
+    messages = read_partition(broker, NEW_TOPIC, 2, 2)
+    assert [(m.offset(), m.key(), m.value(), m.headers()) for m in messages] == [
+        (n, f"k-{n}".encode(), f'{{"n": {n}}}'.encode(), [("trace", b"abc"), ("source", b"console")])
+        for n in range(2)]
+
+
+def test_delete_records_with_confirmation_moves_the_low_watermark(browser, broker, screenshots):
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
+    assert consumer.get_watermark_offsets(TopicPartition(NEW_TOPIC, 2), timeout=30) == (0, 2)
+    open_page(browser, broker, f"/topics/{NEW_TOPIC}")
+    submit(browser, "delete-records", {"partition": "2", "before": "1"}, then="delete-preview")
+    assert "1 record(s) can no longer be read" in browser.find_element(By.ID, "delete-preview").text
+    assert consumer.get_watermark_offsets(TopicPartition(NEW_TOPIC, 2), timeout=30) == (0, 2)  # not yet
+    browser.save_screenshot(str(screenshots / "delete_records.png"))
+    browser.find_element(By.CSS_SELECTOR, "#confirm button").click()
+    wait_for(browser, lambda: browser.find_elements(By.ID, "partitions"), "the topic page again")
+    assert consumer.get_watermark_offsets(TopicPartition(NEW_TOPIC, 2), timeout=30) == (1, 2)
+    assert rows(browser, "partitions")[2][1:3] == ["1", "2"]
+    consumer.close()
+
+
+@pytest.mark.parametrize("path, form, status, message", [
+    ("/topics", "name=&partitions=1", 400, "INVALID_TOPIC_EXCEPTION"),
+    ("/topics", "name=x&partitions=many", 400, "partitions must be a whole number, got 'many'"),
+    ("/topics", "name=x&partitions=1&configs=retention.ms", 400, "config 'retention.ms' is not name=value"),
+    ("/topics", "name=x&partitions=1&configs=retention.ms%3Dsoon", 400, "INVALID_CONFIG"),
+    (f"/topics/{TOPIC}/configs", "name=no.such.config&value=1", 400, "INVALID_CONFIG"),
+    (f"/topics/{TOPIC}/produce", "value=v&partition=7", 400, "partition_id 7 is not one of 0..1"),
+    (f"/topics/{TOPIC}/produce", "value=v&headers=no-colon", 400, "header 'no-colon' is not name:value"),
+    (f"/topics/{TOPIC}/delete-records", "before=1", 400, "partition must be a whole number, got ''"),
+    (f"/topics/{TOPIC}/delete-records", "partition=0&before=99999&confirm=yes", 400, "OFFSET_OUT_OF_RANGE"),
+    ("/topics/nope/produce", "value=v", 404, "topic 'nope' does not exist"),
+    ("/acls", "resource_type=PLANET&operation=READ&principal=User:x", 400, "unknown ACL field value 'PLANET'"),
+    ("/acls", "resource_type=TOPIC&resource_name=t&operation=READ&principal=nobody", 400, "INVALID_REQUEST"),
+    ("/users", "name=zoe", 400, "a new user needs a password"),
+    ("/users", "name=zoe&password=p&mechanism=MD5", 400, "mechanism 'MD5'"),
+    ("/users", "name=nobody&action=delete", 400, "RESOURCE_NOT_FOUND"),
+])
+def test_malformed_writes_are_refused_and_change_nothing(broker, path, form, status, message):
+    before = watermarks(broker)
+    got, page = post(broker, path, form)
+    assert (got, message in page, "Traceback" in page) == (status, True, False), page[-500:]
+    assert watermarks(broker) == before
+    assert "x" not in AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30).topics
+
+
+def watermarks(broker) -> list[tuple[int, int]]:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30) for p in range(PARTITIONS)]
+    finally:
+        consumer.close()
+
+
+def test_a_form_posted_from_another_site_is_refused(broker):
+    request = urllib.request.Request(broker.console_url + f"groups/{GROUP}/reset", method="POST",
+                                     data=f"topic={TOPIC}&to=earliest&confirm=yes".encode(),
+                                     headers={"Origin": "http://evil.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 403 and "another site" in html.unescape(refused.value.read().decode())
+    assert describe(broker) == {0: 3, 1: 3}   # the reset to earliest did not happen

@@ -12,12 +12,16 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                  ResourcePatternType, ResourceType)
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.ui import WebDriverWait
 
 from headwater.testing import BrokerProcess, wait_until
 
-from .test_console_browser import browser, open_page, wait_for  # noqa: F401 (the browser fixture)
+from .test_console_browser import browser, open_page, rows, submit, wait_for  # noqa: F401 (the browser fixture)
 
 PASSWORD = "correct horse battery staple"
 TOPIC = "ledger"
@@ -29,10 +33,11 @@ def secured(tmp_path_factory):
     """alice and erin are super users; dave has a password but no ACL on the cluster."""
     data = tmp_path_factory.mktemp("console-login") / "data"
     for user in ("alice", "dave", "erin"):
-        subprocess.run([sys.executable, "-m", "headwater", "users", "create", "--data-dir", str(data), user,
-                        "--password", PASSWORD, "--iterations", "4096"], check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "headwater", "users", "create", "--offline", "--data-dir", str(data),
+                        user, "--password", PASSWORD, "--iterations", "4096"], check=True, capture_output=True)
     with BrokerProcess(data, "--listener", "SASL_PLAINTEXT://127.0.0.1:0", "--http-listener", "127.0.0.1:0",
-                       "--super-user", "User:alice", "--super-user", "User:erin", "--failed-authentication-delay-ms", "1") as proc:
+                       "--console-allow-writes", "--super-user", "User:alice", "--super-user", "User:erin",
+                       "--failed-authentication-delay-ms", "1") as proc:
         producer = Producer({"bootstrap.servers": proc.bootstrap, "security.protocol": "SASL_PLAINTEXT",
                              "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": PASSWORD})
         for value in VALUES:
@@ -96,8 +101,8 @@ def test_deleting_the_user_ends_its_session(secured):
     headers = fetch(secured, "/login", {"user": "erin", "password": PASSWORD, "next": "/"})[1]
     cookie = {"Cookie": headers["Set-Cookie"].split(";")[0]}
     assert fetch(secured, "/", headers=cookie)[0] == 200
-    subprocess.run([sys.executable, "-m", "headwater", "users", "delete", "--data-dir", str(secured.data_dir), "erin"],
-                   check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "headwater", "users", "delete", "--offline", "--data-dir",
+                    str(secured.data_dir), "erin"], check=True, capture_output=True)
     wait_until(lambda: fetch(secured, "/", headers=cookie)[0] == 303, timeout=30, what="erin's session to end")
     assert fetch(secured, "/metrics", headers=cookie)[0] == 401
 
@@ -137,7 +142,8 @@ def test_login_in_the_browser(secured, browser):  # noqa: F811 (the fixture)
 def test_over_https_the_console_needs_the_certificate_and_its_cookie_is_secure(tmp_path):
     certs, data = tmp_path / "certs", tmp_path / "data"
     for args in (["certs", "--out", str(certs)],
-                 ["users", "create", "--data-dir", str(data), "alice", "--password", PASSWORD, "--iterations", "4096"]):
+                 ["users", "create", "--offline", "--data-dir", str(data), "alice", "--password", PASSWORD,
+                  "--iterations", "4096"]):
         subprocess.run([sys.executable, "-m", "headwater", *args], check=True, capture_output=True)
     with BrokerProcess(data, "--listener", "SASL_PLAINTEXT://127.0.0.1:0", "--http-listener", "https://127.0.0.1:0",
                        "--ssl-certfile", str(certs / "broker.pem"), "--ssl-keyfile", str(certs / "broker.key"),
@@ -166,3 +172,103 @@ def test_over_https_the_console_needs_the_certificate_and_its_cookie_is_secure(t
         with https.open(urllib.request.Request(proc.console_url + "metrics", headers={"Authorization": basic}),
                         timeout=30) as response:
             assert response.status == 200  # still serving
+
+
+def sasl(user: str, password: str = PASSWORD) -> dict:
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user,
+            "sasl.password": password}
+
+
+def admin_client(broker, user: str = "alice", password: str = PASSWORD) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap, **sasl(user, password)})
+
+
+def acls_described(broker) -> set[tuple]:
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+    admin = admin_client(broker)   # held until the answer: a collected client ends its requests
+    return {(a.restype.name, a.name, a.resource_pattern_type.name, a.principal, a.host, a.operation.name,
+             a.permission_type.name) for a in admin.describe_acls(everything).result(30)}
+
+
+def users_described(broker) -> dict[str, list[tuple[str, int]]]:
+    admin = admin_client(broker)
+    described = admin.describe_user_scram_credentials().result(30)
+    return {user: [(info.mechanism.name.replace("_", "-"), info.iterations) for info in d.scram_credential_infos]
+            for user, d in described.items()}
+
+
+def log_in_as(browser, broker, user: str) -> None:  # noqa: F811 (the fixture)
+    open_page(browser, broker, "/logout")
+    browser.find_element(By.ID, "user").send_keys(user)
+    browser.find_element(By.ID, "password").send_keys(PASSWORD)
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    wait_for(browser, lambda: not browser.current_url.startswith(broker.console_url + "login"), f"{user}'s login")
+
+
+def main_text(browser) -> str:  # noqa: F811 (the fixture)
+    return browser.find_element(By.TAG_NAME, "main").text
+
+
+def test_acl_and_user_pages_for_an_allowed_user(secured, browser):  # noqa: F811 (the fixture)
+    log_in_as(browser, secured, "alice")
+    for acl in ({"resource_type": "CLUSTER", "principal": "User:dave", "operation": "DESCRIBE"},
+                {"resource_type": "TOPIC", "resource_name": TOPIC, "principal": "User:dave", "operation": "READ"}):
+        open_page(browser, secured, "/acls")
+        submit(browser, "create-acl", acl, then="acls")
+    assert acls_described(secured) == {("BROKER", "kafka-cluster", "LITERAL", "User:dave", "*", "DESCRIBE", "ALLOW"),
+                                       ("TOPIC", TOPIC, "LITERAL", "User:dave", "*", "READ", "ALLOW")}
+    assert sorted(r[:7] for r in rows(browser, "acls")) == [
+        ["CLUSTER", "kafka-cluster", "LITERAL", "User:dave", "*", "DESCRIBE", "ALLOW"],
+        ["TOPIC", TOPIC, "LITERAL", "User:dave", "*", "READ", "ALLOW"]]
+    row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#acls tbody tr") if "READ" in r.text)
+    row.find_element(By.TAG_NAME, "button").click()
+    WebDriverWait(browser, 30).until(staleness_of(row), message="the ACLs page again")
+    assert len(rows(browser, "acls")) == 1
+    assert acls_described(secured) == {("BROKER", "kafka-cluster", "LITERAL", "User:dave", "*", "DESCRIBE", "ALLOW")}
+
+    open_page(browser, secured, "/users")
+    submit(browser, "create-user", {"name": "frank", "password": PASSWORD, "mechanism": "SCRAM-SHA-512"}, then="users")
+    assert users_described(secured)["frank"] == [("SCRAM-SHA-512", 8192)]
+    assert [r[:2] for r in rows(browser, "users") if r[0] == "frank"] == [["frank", "SCRAM-SHA-512 (8192 iterations)"]]
+    frank = {"bootstrap.servers": secured.bootstrap, **sasl("frank"), "sasl.mechanism": "SCRAM-SHA-512"}
+    assert AdminClient(frank).list_topics(timeout=30).cluster_id is not None   # frank logs in with that password
+    row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "#users tbody tr") if r.text.startswith("frank"))
+    row.find_element(By.TAG_NAME, "button").click()
+    WebDriverWait(browser, 30).until(staleness_of(row), message="the users page again")
+    assert "frank" not in [r[0] for r in rows(browser, "users")]
+    assert "frank" not in users_described(secured)
+
+
+def test_acl_and_user_changes_refused_for_a_user_without_alter_on_the_cluster(secured, browser):  # noqa: F811
+    before = acls_described(secured)
+    assert ("BROKER", "kafka-cluster", "LITERAL", "User:dave", "*", "DESCRIBE", "ALLOW") in before  # may log in
+    log_in_as(browser, secured, "dave")
+    open_page(browser, secured, "/acls")
+    assert rows(browser, "acls")   # dave may see them: DESCRIBE on the cluster
+    submit(browser, "create-acl", {"resource_type": "TOPIC", "resource_name": TOPIC, "principal": "User:dave",
+                                   "operation": "ALL"}, then="acls")
+    assert "Error 403" in main_text(browser) and "CLUSTER_AUTHORIZATION_FAILED" in main_text(browser)
+    assert acls_described(secured) == before
+    open_page(browser, secured, "/users")
+    submit(browser, "create-user", {"name": "mallory", "password": PASSWORD}, then="users")
+    assert "Error 403" in main_text(browser) and "CLUSTER_AUTHORIZATION_FAILED" in main_text(browser)
+    assert "mallory" not in users_described(secured)
+    open_page(browser, secured, f"/topics/{TOPIC}")
+    submit(browser, "produce", {"value": "forged"}, then="messages")
+    assert f"not authorized to write to topic '{TOPIC}'" in main_text(browser)
+
+
+def test_rest_produce_needs_write_on_the_topic(secured):
+    cluster = json.loads(fetch(secured, "/v3/clusters", headers=basic("alice", PASSWORD))[2])["data"][0]["cluster_id"]
+
+    def produce(user: str):
+        return urllib.request.urlopen(urllib.request.Request(
+            secured.console_url + f"v3/clusters/{cluster}/topics/{TOPIC}/records", method="POST",
+            data=json.dumps({"value": {"type": "STRING", "data": user}}).encode(),
+            headers={"Content-Type": "application/json", **basic(user, PASSWORD)}), timeout=30)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        produce("dave")   # DESCRIBE on the cluster lets him in, but he has no WRITE on the topic
+    assert refused.value.code == 403 and "TOPIC_AUTHORIZATION_FAILED" in refused.value.read().decode()
+    with produce("alice") as response:
+        assert json.loads(response.read())["offset"] >= len(VALUES)

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from headwater.testing import BrokerProcess, wait_until
@@ -79,8 +79,11 @@ def test_kafka_exporter_gauges_equal_the_workload(workload):
         labels = (("consumergroup", GROUP), ("partition", str(partition)), ("topic", TOPIC))
         assert m[("kafka_consumergroup_current_offset", labels)] == offset
         assert m[("kafka_consumergroup_lag", labels)] == PER_PARTITION[partition] - offset
-    assert ("kafka_consumergroup_lag", (("consumergroup", GROUP), ("partition", "2"), ("topic", TOPIC))) not in m
-    lag_sum = sum(PER_PARTITION[p] - o for p, o in COMMITTED.items())
+    # partition 2, never committed, is unread from its log start: its records count in the lag and the total
+    never = (("consumergroup", GROUP), ("partition", "2"), ("topic", TOPIC))
+    assert m[("kafka_consumergroup_lag", never)] == PER_PARTITION[2]
+    assert ("kafka_consumergroup_current_offset", never) not in m
+    lag_sum = sum(count - COMMITTED.get(p, 0) for p, count in PER_PARTITION.items())
     assert m[("kafka_consumergroup_lag_sum", (("consumergroup", GROUP), ("topic", TOPIC)))] == lag_sum
     assert m[("kafka_consumergroup_members", (("consumergroup", GROUP),))] == 0
 
@@ -261,6 +264,17 @@ def test_share_group_metrics_equal_the_workload(broker):
                           what="the held records released")
     assert (released["kafka_sharegroup_records_available"], released["kafka_sharegroup_lag"]) == (more, more)
     assert released["kafka_sharegroup_records_archived_total"] == share_workload.rejected(1)
+    # A partition added since the group last fetched: its records wait too (share.auto.offset.reset=earliest).
+    grown, added = len(share_workload.PER_PARTITION), 4
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_partitions([NewPartitions(share_workload.TOPIC, grown + 1)])[share_workload.TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})  # one that knows the new partition
+    for _ in range(added):
+        producer.produce(share_workload.TOPIC, value=b"0", partition=grown)
+    producer.flush(30)
+    assert share_metrics(broker, grown)["kafka_sharegroup_lag"] == added
+    assert scrape(broker)[("kafka_sharegroup_lag_sum", (("sharegroup", share_workload.GROUP),
+                                                        ("topic", share_workload.TOPIC)))] == more + added
 
 
 def test_transaction_metrics_equal_the_workload(broker):

@@ -105,6 +105,6 @@ def test_push_subscription(mock):
             consumer.close()
         finally:
             proc.terminate()
-            assert proc.wait(30) == 0
+            assert proc.wait(30) == 143  # SIGTERM: stopped cleanly
     assert receiver.acknowledged_values() == truth
     assert {p for _, p, _ in truth} & others

@@ -46,10 +46,11 @@ def secured(tmp_path_factory):
     headwater("certs", "--out", str(certs), "--client", "carol")
     headwater("certs", "--out", str(base / "rogue"), "--client", "mallory")  # a CA the broker does not trust
     for user in USERS:
-        headwater("users", "create", "--data-dir", str(data), user, "--password", PASSWORD, "--iterations", "4096")
+        headwater("users", "create", "--offline", "--data-dir", str(data), user, "--password", PASSWORD,
+                  "--iterations", "4096")
     for principal in ("User:bob", CAROL):
         for resource in ("--topic", "--group"):
-            headwater("acls", "add", "--data-dir", str(data), "--principal", principal, resource, "*",
+            headwater("acls", "add", "--offline", "--data-dir", str(data), "--principal", principal, resource, "*",
                       "--operation", "ALL")
     flags = [a for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL") for a in ("--listener", f"{p}://127.0.0.1:0")]
     proc = BrokerProcess(data, *flags, "--ssl-certfile", str(certs / "broker.pem"),
@@ -458,7 +459,8 @@ DENIALS = {
     ApiKey.TXN_OFFSET_COMMIT: TXN, ApiKey.DESCRIBE_TRANSACTIONS: TXN, ApiKey.LIST_TRANSACTIONS: HIDDEN,
     ApiKey.CREATE_PARTITIONS: TOPIC, ApiKey.OFFSET_DELETE: GROUP, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: CLUSTER,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: CLUSTER, ApiKey.DESCRIBE_CLUSTER: OPEN, ApiKey.DESCRIBE_PRODUCERS: TOPIC,
-    ApiKey.DESCRIBE_TOPIC_PARTITIONS: TOPIC, ApiKey.SHARE_GROUP_HEARTBEAT: GROUP,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: TOPIC, ApiKey.CONSUMER_GROUP_HEARTBEAT: GROUP,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: GROUP, ApiKey.SHARE_GROUP_HEARTBEAT: GROUP,
     ApiKey.SHARE_GROUP_DESCRIBE: GROUP, ApiKey.SHARE_FETCH: GROUP, ApiKey.SHARE_ACKNOWLEDGE: GROUP,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: CLUSTER, ApiKey.ALTER_CLIENT_QUOTAS: CLUSTER,
 }
@@ -670,7 +672,53 @@ def test_cli_over_sasl_ssl_with_scram(secured, tmp_path):
     described = _cli(secured, properties, "groups", "describe", group)
     assert described.returncode == 0, described.stderr
     offsets = json.loads(described.stdout)["offsets"]
-    assert [(o["topic"], o["committed"], o["log_end"], o["lag"]) for o in offsets] == [(topic, 1, 3, 2)]
+    assert [(o["topic"], o["committed_offset"], o["log_end_offset"], o["lag"]) for o in offsets] == [(topic, 1, 3, 2)]
+
+
+def test_users_and_acls_over_the_wire(secured, tmp_path):
+    """`headwater users` and `headwater acls` ask the running broker (AlterUserScramCredentials,
+    CreateAcls, DescribeAcls, DeleteAcls) as Kafka's tools do: a user made so logs in at once."""
+    properties = _command_config(secured, tmp_path)  # alice, a super user
+    frank = f"frank-{uuid.uuid4().hex[:6]}"
+    topic = f"franks-{uuid.uuid4().hex[:6]}"
+    created = _cli(secured, properties, "users", "create", frank, "--password", "frank-pw", "--iterations", "4096")
+    assert created.returncode == 0, created.stderr
+    for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        AdminClient(librdkafka_config(secured, "SASL_SSL", mechanism, user=frank, password="frank-pw")
+                    ).list_topics(timeout=30)  # raises unless frank authenticated
+    listed = _cli(secured, properties, "users", "list")
+    assert listed.returncode == 0, listed.stderr
+    listed = json.loads(listed.stdout)
+    assert {"user": frank, "mechanisms": ["SCRAM-SHA-256", "SCRAM-SHA-512"]} in listed
+
+    grant = _cli(secured, properties, "acls", "add", "--principal", f"User:{frank}", "--operation", "READ",
+                 "--operation", "DESCRIBE", "--topic", topic)
+    assert grant.returncode == 0, grant.stderr
+    mine = json.loads(_cli(secured, properties, "acls", "list", "--principal", f"User:{frank}").stdout)
+    assert sorted((a["resource"], a["name"], a["pattern"], a["operation"], a["permission"]) for a in mine) == [
+        ("TOPIC", topic, "LITERAL", "DESCRIBE", "ALLOW"), ("TOPIC", topic, "LITERAL", "READ", "ALLOW")]
+    from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType
+    from confluent_kafka.admin import ResourceType as WireResource
+    everything = AclBindingFilter(WireResource.ANY, None, ResourcePatternType.ANY, f"User:{frank}", None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    admin = AdminClient(librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512"))
+    assert len(admin.describe_acls(everything).result(30)) == 2  # the broker holds them, as any admin client sees
+    removed = _cli(secured, properties, "acls", "remove", "--principal", f"User:{frank}", "--topic", topic)
+    assert removed.returncode == 0, removed.stderr
+    assert sorted(a["operation"] for a in json.loads(removed.stdout)) == ["DESCRIBE", "READ"]
+    assert admin.describe_acls(everything).result(30) == []
+
+    deleted = _cli(secured, properties, "users", "delete", frank)
+    assert deleted.returncode == 0, deleted.stderr
+    _refused(librdkafka_config(secured, "SASL_SSL", "SCRAM-SHA-512", user=frank, password="frank-pw"))
+    unknown = _cli(secured, properties, "users", "delete", frank)
+    assert unknown.returncode == 1 and len(unknown.stderr.splitlines()) == 1, unknown.stderr
+
+
+def test_users_and_acls_offline_need_both_flags(secured, tmp_path):
+    for args in (["users", "list", "--data-dir", str(tmp_path)], ["acls", "list", "--offline"]):
+        result = subprocess.run([sys.executable, "-m", "headwater", *args], capture_output=True, text=True)
+        assert result.returncode == 1 and "--offline and --data-dir go together" in result.stderr
 
 
 def test_cli_wrong_password_is_one_line(secured, tmp_path):

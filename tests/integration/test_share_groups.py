@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer, TopicPartition
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
-                                   ResourceType)
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
+                                   NewTopic, ResourceType)
 
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.share_messages import ShareAcknowledgeRequest, ShareFetchRequest, ShareGroupHeartbeatRequest
@@ -149,26 +149,64 @@ def test_release_reject_and_the_delivery_limit_dead_letter_a_poison_record(share
     # Re-drive: the dead letters go back to the source topic, once.
     assert _headwater(share_broker, "groups", "redrive", dlq, "--json") == [{"topic": topic, "redriven": 2}]
     assert _headwater(share_broker, "groups", "redrive", dlq, "--json") == []
+    again = _cli(share_broker, "groups", "redrive", dlq)
+    assert (again.returncode, again.stdout) == (0, "") and "nothing to re-drive" in again.stderr
     assert sorted(m.value() for m in _read_all(share_broker.bootstrap, topic, 5)[3:]) == [b"poison", b"rejected"]
     described = _headwater(share_broker, "groups", "describe", group, "--json")
     assert described["type"] == "share" and described["members"] == []
-    assert described["partitions"] == [{"topic": topic, "partition": 0, "start_offset": 3, "log_end": 5, "lag": 2,
-                                        "in_flight": 0, "available": 2, "archived": 2, "dead_lettered": 2}]
-    assert described["configs"]["share.delivery.count.limit"] == "3"
-    assert described["configs"]["share.record.lock.duration.ms"] == "30000"            # Kafka's default
+    assert described["partitions"] == [{"topic": topic, "partition": 0, "start_offset": 3, "log_end_offset": 5,
+                                        "lag": 2, "in_flight": 0, "available": 2, "archived": 2, "dead_lettered": 2}]
+    configs = {c["config"]: c["value"] for c in described["configs"]}
+    assert configs["share.delivery.count.limit"] == "3"
+    assert configs["share.record.lock.duration.ms"] == "30000"            # Kafka's default
     listed = _headwater(share_broker, "groups", "list", "--json")
-    assert {"group": group, "state": "empty", "type": "share"} in listed
+    assert {"group": group, "type": "share", "state": "empty"} in listed
     assert _headwater(share_broker, "groups", "delete", group, "--json") == [{"group": group, "deleted": True}]
     gone = subprocess.run([sys.executable, "-m", "headwater", "groups", "describe", group, "--bootstrap-server",
                            share_broker.bootstrap], capture_output=True, text=True, timeout=120)
     assert gone.returncode == 1 and f"group {group!r} does not exist" in gone.stderr
 
 
-def _headwater(broker, *args: str):
-    done = subprocess.run([sys.executable, "-m", "headwater", *args, "--bootstrap-server", broker.bootstrap],
+def _cli(broker, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "headwater", *args, "--bootstrap-server", broker.bootstrap],
                           capture_output=True, text=True, timeout=120)
+
+
+def _headwater(broker, *args: str):
+    done = _cli(broker, *args)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def test_redriving_a_topic_that_is_not_a_dead_letter_topic_is_refused_and_leaves_no_group(share_broker):
+    topic, _ = _names("plain")
+    _produce(share_broker.bootstrap, topic, [b"not a dead letter"])
+    refused = _cli(share_broker, "groups", "redrive", topic)
+    assert refused.returncode == 1 and f"{topic}-0@0 is not a dead letter" in refused.stderr
+    listed = {g["group"] for g in _headwater(share_broker, "groups", "list", "--json")}
+    assert f"headwater-redrive-{topic}" not in listed
+
+
+def test_share_group_lag_counts_partitions_never_fetched(share_broker):
+    """A partition added after the group last fetched: its records wait for the group (earliest)."""
+    topic, group = _names("grown")
+    _setup(share_broker.bootstrap, topic, group)
+    _produce(share_broker.bootstrap, topic, [b"a", b"b", b"c"])
+    consumer = _consumer(share_broker.bootstrap, group, topic)
+    got, deadline = [], time.monotonic() + 60
+    while len(got) < 3 and time.monotonic() < deadline:
+        got += [m for m in consumer.poll(0.2) if not m.error()]
+    consumer.poll(0.5)  # implicit mode: this poll acknowledges the three
+    consumer.close()
+    admin = AdminClient({"bootstrap.servers": share_broker.bootstrap})
+    admin.create_partitions([NewPartitions(topic, 2)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": share_broker.bootstrap})
+    for i in range(4):
+        producer.produce(topic, value=b"%d" % i, partition=1)
+    assert producer.flush(30) == 0
+    described = _headwater(share_broker, "groups", "describe", group, "--json")
+    lags = {p["partition"]: p["lag"] for p in described["partitions"]}
+    assert len(got) == 3 and lags == {0: 0, 1: 4} and described["lag"] == 4
 
 
 def _read_all(bootstrap: str, topic: str, count: int) -> list:

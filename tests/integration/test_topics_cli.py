@@ -33,23 +33,25 @@ def test_create_describe_alter_list_delete(broker):
     sent = produce_rounds(broker.bootstrap, "customers", [[(b"c-%d" % i, b"x" * 100) for i in range(30)]])
 
     described = topics_json(broker, "describe", "customers")
-    assert described["configs"] == {"cleanup.policy": "compact", "retention.ms": "60000"}
+    assert described["configs"] == [{"config": "cleanup.policy", "value": "compact", "source": "topic"},
+                                     {"config": "retention.ms", "value": "60000", "source": "topic"}]
     partitions = described["partitions"]
     assert [p["partition"] for p in partitions] == [0, 1]
     assert sum(p["records"] for p in partitions) == len(sent)
-    assert all(p["log start offset"] == 0 and p["log end offset"] == p["records"] for p in partitions)
+    assert all(p["log_start_offset"] == 0 and p["log_end_offset"] == p["records"] for p in partitions)
     assert all((p["bytes"] > 0) == (p["records"] > 0) for p in partitions)
     assert sum(p["bytes"] for p in partitions) > 30 * 100
 
     table = topics(broker, "describe", "customers").stdout  # the human form names the same things
-    assert "cleanup.policy" in table and "compact" in table and "log end offset" in table
+    assert "cleanup.policy" in table and "compact" in table and "log_end_offset" in table
 
     topics(broker, "alter", "customers", "--config", "segment.bytes=1048576", "--delete-config", "retention.ms")
     resource = ConfigResource("topic", "customers")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     configs = admin.describe_configs([resource])[resource].result(30)
     assert (configs["segment.bytes"].value, configs["retention.ms"].value) == ("1048576", "604800000")
-    everything = topics_json(broker, "describe", "customers", "--all-configs")["configs"]
+    described = topics_json(broker, "describe", "customers", "--all-configs")
+    everything = {c["config"]: c["value"] for c in described["configs"]}
     assert everything["retention.ms"] == "604800000" and everything["cleanup.policy"] == "compact"
 
     assert {"topic": "customers", "partitions": 2} in topics_json(broker, "list")
@@ -76,7 +78,8 @@ def test_bad_input_is_one_line_and_changes_nothing(broker):
         assert result.stderr.startswith("headwater: error: ") and message in result.stderr, result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no traceback, no client log lines
     assert [t["topic"] for t in topics_json(broker, "list") if not t["topic"].startswith("__")] == ["existing"]
-    assert topics_json(broker, "describe", "existing")["configs"] == {"retention.ms": "5000"}
+    assert topics_json(broker, "describe", "existing")["configs"] == [
+        {"config": "retention.ms", "value": "5000", "source": "topic"}]
 
 
 @pytest.mark.parametrize("args", [["create", "t", "--partitions", "0"], ["create", "t", "--config", "novalue"],

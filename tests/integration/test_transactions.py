@@ -255,12 +255,13 @@ def test_cli_lists_and_describes_transactions(broker):
     producer.flush(30)
     listed = json.loads(headwater_cli(broker, "list", "--json").stdout)
     mine = [row for row in listed if row["transactional_id"] == txn_id]
-    assert len(mine) == 1 and mine[0]["state"] == "Ongoing" and mine[0]["partitions"] == f"{topic}-0 {topic}-2"
+    assert len(mine) == 1 and mine[0]["state"] == "Ongoing" and mine[0]["partitions"] == [f"{topic}-0", f"{topic}-2"]
     assert mine[0]["age_s"] >= 0
     producer.commit_transaction(30)
     (described,) = json.loads(headwater_cli(broker, "describe", txn_id, "--json").stdout)
-    assert (described["state"], described["partitions"], described["age_s"]) == ("CompleteCommit", "", None)
-    assert described["producer"] == mine[0]["producer"] and described["epoch"] == mine[0]["epoch"]
+    assert (described["state"], described["partitions"], described["age_s"]) == ("CompleteCommit", [], None)
+    assert [described[k] for k in ("producer_id", "producer_epoch")] == [mine[0][k] for k in ("producer_id",
+                                                                                             "producer_epoch")]
     missing = headwater_cli(broker, "describe", "no-such-id")
     assert missing.returncode == 1
     assert missing.stderr.strip() == "headwater: error: no transactional id no-such-id is known to the coordinator"

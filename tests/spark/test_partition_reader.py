@@ -49,8 +49,9 @@ def test_no_broker_answering_is_a_clear_error_within_the_socket_timeout(start_br
 
 
 def test_a_refused_login_and_unsupported_security_options(start_broker, tmp_path):
-    subprocess.run([sys.executable, "-m", "headwater", "users", "create", "--data-dir", str(tmp_path / "data"),
-                    "alice", "--password", "right", "--iterations", "4096"], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "headwater", "users", "create", "--offline", "--data-dir",
+                    str(tmp_path / "data"), "alice", "--password", "right", "--iterations", "4096"],
+                   check=True, capture_output=True)
     broker = start_broker("--listener", "SASL_PLAINTEXT://127.0.0.1:0", "--super-user", "User:alice")
     client = {"bootstrap.servers": f"127.0.0.1:{broker.listeners['SASL_PLAINTEXT']}",
               "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",

@@ -15,7 +15,7 @@ def secured(tmp_path_factory):
     """A broker with only a SASL_SSL listener; alice is its super user. Yields the Spark options."""
     base = tmp_path_factory.mktemp("spark-secured")
     for args in (["certs", "--out", str(base / "certs")],
-                 ["users", "create", "--data-dir", str(base / "data"), "alice", "--password", PASSWORD,
+                 ["users", "create", "--offline", "--data-dir", str(base / "data"), "alice", "--password", PASSWORD,
                   "--iterations", "4096"]):
         subprocess.run([sys.executable, "-m", "headwater", *args], check=True, capture_output=True)
     with BrokerProcess(base / "data", "--listener", "SASL_SSL://127.0.0.1:0", "--super-user", "User:alice",

@@ -42,3 +42,18 @@ def test_bad_values_get_one_line_naming_the_argument(capsys, argv, message):
 def test_a_good_name_value_is_stripped_on_both_sides():
     args = build_parser(["topics"]).parse_args(["topics", "create", "t", "--config", " retention.ms = 5 "])
     assert args.config == [("retention.ms", "5")]
+
+
+@pytest.mark.parametrize("argv, choices", [(["topics"], "{create,list,describe,alter,delete}"),
+                                           (["groups"], "{list,describe,reset-offsets,delete,alter,redrive}")])
+def test_a_missing_subcommand_is_named_by_its_choices(capsys, argv, choices):
+    """Not by the name argparse keeps its value under (e.g. 'topics_action')."""
+    assert usage_error(capsys, *argv).endswith(f"the following arguments are required: {choices}")
+
+
+@pytest.mark.parametrize("command", [["broker"], ["users", "list", "--offline"], ["acls", "list", "--offline"]])
+def test_a_data_dir_that_is_a_file_is_refused(capsys, tmp_path, command):
+    file = tmp_path / "a-file"
+    file.write_text("")
+    assert usage_error(capsys, *command, "--data-dir", str(file)).endswith(
+        f"argument --data-dir: {file} is a file, not a directory")

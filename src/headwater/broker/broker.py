@@ -14,6 +14,7 @@ from headwater.broker.clock import Clock, LoopClock
 from headwater.broker.config import BrokerConfig
 from headwater.broker.dynamic_config import DynamicBrokerConfigs
 from headwater.broker.fetch_sessions import FetchSessionCache
+from headwater.broker.groups.consumer_group import ConsumerGroupCoordinator
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.group_commit import GroupCommit
@@ -111,18 +112,30 @@ class Broker:
         fsync_each_write = config.flush == "always"
         self.groups = GroupCoordinator(GroupStore(self.log_manager, self.append, fsync_each_write), clock,
                                        config.group_initial_rebalance_delay_ms)
+        # KIP-848 consumer groups: membership in memory, offsets in __consumer_offsets through self.groups
+        self.consumer_groups = ConsumerGroupCoordinator(
+            clock, self._subscribable_topics,
+            taken=lambda g: bool(self.groups.describe(g).members) or g in self.share.groups,
+            session_timeout_ms=config.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            max_size=config.group_consumer_max_size)
         # Replays __transaction_state: decided transactions are finished, open ones aborted.
         self.txn_partitions = TxnPartitions(self.log_manager, self.growth, fsync_each_write)
         self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, self.append, fsync_each_write),
                                                    clock, self.txn_partitions, self.producer_ids.allocate,
                                                    self.groups)
         self.share = ShareCoordinator(self.log_manager, clock, dead_letter=self._dead_letter,
-                                      is_classic_group=lambda g: self.groups.describe(g).state.value != "Dead",
+                                      is_classic_group=lambda g: (self.groups.describe(g).state.value != "Dead"
+                                                                 or self.consumer_groups.has_members(g)),
                                       wake=self.growth.notify,
                                       store=ShareStateStore(self.log_manager, self.append,
                                                             fsync_each_write=fsync_each_write))
         self.fetch_sessions = FetchSessionCache(clock, config.fetch_session_cache_slots,  # KIP-227, in memory
                                                 max_size=config.max_partitions, signals=self.growth)
+
+    def _subscribable_topics(self) -> dict[str, int]:
+        """Topic -> partition count of the topics consumer groups may subscribe to (not the internal ones)."""
+        return {name: len(t.partitions) for name, t in self.log_manager.topics.items() if name not in INTERNAL_TOPICS}
 
     def _dead_letter(self, group_id: str, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         """Write a record the share group gave up on to the group's dead-letter topic."""

@@ -32,6 +32,9 @@ class BrokerConfig:
     cleaner_io_max_bytes_per_second: float | None = None  # log.cleaner.io.max.bytes.per.second; None: unthrottled
     group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms
     fetch_session_cache_slots: int = 1000  # max.incremental.fetch.session.cache.slots (KIP-227)
+    group_consumer_session_timeout_ms: int = 45000     # group.consumer.session.timeout.ms (KIP-848 groups)
+    group_consumer_heartbeat_interval_ms: int = 5000   # group.consumer.heartbeat.interval.ms
+    group_consumer_max_size: int | None = None         # group.consumer.max.size; None: no limit
     udp_listeners: list = field(default_factory=list)  # ingest.udp.UdpListenerConfig: StatsD / raw datagrams
     http_listener: tuple[str, int] | None = None  # where /metrics and the web console are served; None: nowhere
     http_tls: bool = False                        # serve them over HTTPS, with the broker's certificate (tls)

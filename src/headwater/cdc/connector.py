@@ -11,6 +11,8 @@ import time
 from abc import ABC, abstractmethod
 from typing import Callable
 
+from headwater.waiting import never
+
 StatusCallback = Callable[[str], None]
 
 
@@ -39,22 +41,26 @@ class Connector(ABC):
     def __init__(self) -> None:
         self._started = False
         self._stopping = threading.Event()
+        self._should_stop: Callable[[], bool] = never  # run's own stop condition, for start to wait by too
         self.ticker = StatusTicker(self.status)
 
     @abstractmethod
     def start(self) -> None:
         """Prepare the source for capture (publication and slot, or triggers), load the
-        stored position, and ship the snapshot if one is due. `run` calls it if you did not."""
+        stored position, and ship the snapshot if one is due. `run` calls it if you did not.
+        While the broker is down it waits, until it is asked to stop (`Stopped`)."""
 
     def run(self, should_stop: Callable[[], bool] = lambda: False, status_interval: float = 2.0,
             on_status: StatusCallback | None = None) -> None:
         """Ship changes until `stop()` or `should_stop()`, then wait for the broker to
-        acknowledge what was sent; `on_status(status())` every `status_interval` seconds."""
+        acknowledge what was sent; `on_status(status())` every `status_interval` seconds.
+        Asked to stop before it could start (the broker was down): `Stopped`."""
         self.ticker.show_to(on_status, status_interval)
+        self._should_stop = should_stop
         try:
             if not self._started:
                 self.start()
-            self._ship(lambda: self._stopping.is_set() or should_stop())
+            self._ship(self.stop_requested)
         finally:
             self._close()
 
@@ -65,6 +71,9 @@ class Connector(ABC):
     def stop(self) -> None:
         """Make `run` return (safe from another thread or a signal handler)."""
         self._stopping.set()
+
+    def stop_requested(self) -> bool:
+        return self._stopping.is_set() or self._should_stop()
 
     @abstractmethod
     def _ship(self, stopping: Callable[[], bool]) -> None:

@@ -198,7 +198,7 @@ class PostgresConnector(Connector):
         self._conn = conn = connect(self.dsn)
         db = conn.info.dbname
         tables = self._prepare(conn)
-        stored = self.positions.load(wait_log=self.log)
+        stored = self.positions.load(wait_log=self.log, should_stop=self.stop_requested)
         exists, active_pid = self._slot(conn)
         deadline = time.monotonic() + self.slot_wait
         while active_pid is not None and time.monotonic() < deadline:
@@ -224,7 +224,7 @@ class PostgresConnector(Connector):
         except psycopg2.errors.ObjectInUse as exc:
             raise CdcError(f"replication slot {self.slot!r} is in use: {exc.pgerror.strip().splitlines()[0]}") from None
         self._stream = _Stream(conn, cur, shipper, db, resume_lsn, self.prefix, self.positions, self.progress,
-                               self.heartbeat_interval, self.ticker)
+                               self.heartbeat_interval, self.ticker, self.log)
         self._started = True
 
     # -- snapshot --------------------------------------------------------------------------
@@ -321,8 +321,10 @@ class _Stream:
     """The streaming loop: decode, produce, and confirm only what the broker holds."""
 
     def __init__(self, conn, cur, shipper: Shipper, db: str, resume_lsn: int, prefix: str,
-                 positions: PositionStore, progress: Progress, heartbeat_interval: float, ticker: StatusTicker):
+                 positions: PositionStore, progress: Progress, heartbeat_interval: float, ticker: StatusTicker,
+                 log: Callable[[str], None]):
         self.conn, self.cur, self.shipper, self.db = conn, cur, shipper, db
+        self.log = log
         self.resume_lsn, self.prefix, self.positions = resume_lsn, prefix, positions
         self.progress, self.heartbeat_interval, self.ticker = progress, heartbeat_interval, ticker
         self.relations: dict[int, Table] = {}
@@ -350,10 +352,10 @@ class _Stream:
                 self.heartbeat()
                 last_heartbeat = now
             self.ticker.tick()
-        self.shipper.flush(30)
+        self.shipper.flush_on_stop(self.log)
         if self.shipper.tracker.durable is not None:
             self.store(self.shipper.tracker.durable)
-        self.shipper.flush(30)
+        self.shipper.flush_on_stop(self.log)
 
     def receive(self) -> list[tuple[int, bytes]]:
         """The (LSN, pgoutput bytes) of the messages already here, up to `_READ_BATCH`."""

@@ -22,6 +22,8 @@ from typing import Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from headwater.waiting import PROBE_TIMEOUT, Stopped, client_log, never, wait_for_broker
+
 from .envelope import ChangeEvent
 
 
@@ -42,6 +44,7 @@ def producer_config(bootstrap: str, security: dict[str, str] | None = None) -> d
         "reconnect.backoff.max.ms": 1000,  # and notice within a second that it is back
         "partitioner": "murmur2_random",  # the Java client's choice: same key, same partition
         "delivery.report.only.error": True,  # see the module's docstring: an empty queue acknowledges
+        "logger": client_log,  # a broker that is down is told of once per distinct line
     }
 
 
@@ -122,6 +125,9 @@ class AckTracker:
         return self.durable if moved else None
 
 
+STOP_FLUSH = 30.0  # seconds a stopping connector waits, at most, for acknowledgements
+
+
 class DeliveryFailed(Exception):
     pass
 
@@ -143,6 +149,8 @@ class Shipper:
         self.on_wait = on_wait
         self._on_empty: list[_Acknowledgement] = []  # records produced outside the batches
         self._emptied = time.monotonic()  # when the producer's queue was last seen empty
+        self._stop_deadline: float | None = None  # see flush_on_stop
+        self._told_stop = False
 
     @property
     def delivered(self) -> int:
@@ -191,6 +199,25 @@ class Shipper:
         """Wait for the broker to acknowledge everything sent; the new durable position, if it moved."""
         self.producer.flush(-1 if timeout is None else timeout)
         return self._acknowledged()
+
+    def flush_on_stop(self, say: Callable[[str], None]) -> int | None:
+        """`flush` once asked to stop: all such calls together wait at most STOP_FLUSH s, in
+        1 s steps so a second signal is heard, and if the broker keeps events waiting, `say`
+        hears so once. What stays unacknowledged keeps its place at the source and is
+        shipped again after a restart."""
+        if self._stop_deadline is None:
+            self._stop_deadline = time.monotonic() + STOP_FLUSH
+        durable = None
+        while True:
+            remaining = self._stop_deadline - time.monotonic()
+            moved = self.flush(max(0.0, min(1.0, remaining)))
+            durable = durable if moved is None else moved
+            if not len(self.producer) or remaining <= 1.0:
+                return durable
+            if not self._told_stop:
+                self._told_stop = True
+                say(f"stopping: {len(self.producer)} events wait for the broker's acknowledgement, up to "
+                    f"{STOP_FLUSH:g} s (a second Ctrl-C stops now; a restart ships them again)")
 
     def settle(self, after: float = 0.5) -> int | None:
         """`poll(0)`, and `flush` (at most `after` s) if a closed batch or a stored position has
@@ -241,29 +268,29 @@ class PositionStore:
 
     def __init__(self, bootstrap: str, topic: str, name: str, security: dict[str, str] | None = None):
         self.bootstrap, self.topic, self.key = bootstrap, topic, name.encode()
-        self.client = {"bootstrap.servers": bootstrap, **(security or {})}
+        self.client = {"bootstrap.servers": bootstrap, **(security or {}), "logger": client_log}
 
-    def load(self, wait_log: Callable[[str], None] = print, timeout: float | None = None) -> dict | None:
-        """The stored position dict, or None. Waits (and says so) while the broker is down."""
+    def load(self, wait_log: Callable[[str], None] = print, should_stop: Callable[[], bool] = never) -> dict | None:
+        """The stored position dict, or None. While the broker is down it waits (and says so
+        once), on the same two clients, until `should_stop()`: then `Stopped`."""
+        admin = AdminClient(self.client)
         consumer = Consumer({**self.client, "group.id": "headwater-cdc",
                              "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+
+        def reachable() -> tuple[int, int]:
+            admin.poll(0)  # serves the client's log lines
+            admin.list_topics(timeout=PROBE_TIMEOUT)  # fails fast while the broker is down
+            self._create_topic(admin)
+            return consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=5)
         try:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                try:
-                    self._create_topic()
-                    low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=5)
-                    break
-                except KafkaException as exc:
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise
-                    wait_log(f"waiting for the broker at {self.bootstrap}: {exc.args[0].str()}")
-                    time.sleep(1)
+            low, high = wait_for_broker(reachable, self.bootstrap, should_stop, wait_log)
             found = None
             if high > low:
                 consumer.assign([TopicPartition(self.topic, 0, low)])
                 offset = low
                 while offset < high:
+                    if should_stop():
+                        raise Stopped()
                     msg = consumer.poll(1.0)
                     if msg is None or msg.error():
                         continue
@@ -274,9 +301,8 @@ class PositionStore:
         finally:
             consumer.close()
 
-    def _create_topic(self) -> None:
+    def _create_topic(self, admin: AdminClient) -> None:
         # One partition (one order of positions), compacted: only the last position per key matters.
-        admin = AdminClient(self.client)
         future = admin.create_topics([NewTopic(self.topic, 1, config={"cleanup.policy": "compact"})],
                                      operation_timeout=5, request_timeout=5)[self.topic]
         try:

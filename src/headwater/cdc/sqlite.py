@@ -142,7 +142,7 @@ class SqliteConnector(Connector):
         self._conn = conn = open_db(self.path)
         install(conn, self.tables)
         self._keys = {t: primary_key(columns(conn, t)) for t in self.tables}
-        stored = self.positions.load(wait_log=self.log)
+        stored = self.positions.load(wait_log=self.log, should_stop=self.stop_requested)
         self.position = stored["id"] if stored else 0
         conn.execute(f"DELETE FROM {CHANGELOG} WHERE id <= ?", (self.position,))
         self._shipper = Shipper(self._producer or new_producer(self.bootstrap, self.security))
@@ -166,8 +166,8 @@ class SqliteConnector(Connector):
             self.ticker.tick()
             if len(rows) < self.batch_rows:
                 time.sleep(self.poll_interval)
-        self._store(shipper.flush(30))
-        shipper.flush(30)
+        self._store(shipper.flush_on_stop(self.log))
+        shipper.flush_on_stop(self.log)
 
     def _close(self) -> None:
         if self._conn is not None:

@@ -1,15 +1,21 @@
-"""`headwater acls add|list|remove`: the ACLs in a broker's data directory (a running broker
-re-reads them). Names and values as Kafka's kafka-acls tool has them."""
+"""`headwater acls add|list|remove`: a broker's ACLs, over the wire as Kafka's kafka-acls tool does
+(CreateAcls, DescribeAcls, DeleteAcls through confluent-kafka's AdminClient, so it works against
+Kafka too), or with --offline in a stopped broker's data directory (a running broker re-reads
+the file). Names and values as kafka-acls has them."""
 from __future__ import annotations
 
-from pathlib import Path
+from confluent_kafka import admin as wire
+from confluent_kafka.admin import AdminClient
 
 from headwater.broker.acl_operations import AclOperation
 from headwater.broker.security.acls import (CLUSTER_NAME, OPERATION_ALL, OPERATION_ANY, AclBinding, AclFilter,
                                            AclStore, PatternType, Permission, ResourceType)
-from headwater.cli.common import CommandError, emit
+from headwater.cli.common import (CommandError, add_client_args, add_offline_args, admin_result, client_config, confirm,
+                                  emit, offline_dir)
 
 OPERATIONS = {"ALL": OPERATION_ALL, **{op.name: int(op) for op in AclOperation}}
+# kafka-acls' CLUSTER resource is librdkafka's BROKER (resource type 4 on the wire)
+WIRE_RESOURCE_NAMES = {"CLUSTER": "BROKER"}
 
 
 def add_parser(subparsers) -> None:
@@ -17,10 +23,8 @@ def add_parser(subparsers) -> None:
     actions = p.add_subparsers(dest="action", required=True)
     add = actions.add_parser("add", help="allow (or --deny) operations to a principal")
     listing = actions.add_parser("list", help="list ACLs (all, or those matching the options)")
-    listing.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
     remove = actions.add_parser("remove", help="remove the ACLs matching the options")
     for action, required in ((add, True), (listing, False), (remove, False)):
-        action.add_argument("--data-dir", required=True, type=Path, help="the broker's data directory")
         action.add_argument("--principal", required=required, help="User:NAME, or User:* for everyone")
         action.add_argument("--host", default="*" if required else None, help="client address (default any)")
         action.add_argument("--operation", action="append", choices=sorted(OPERATIONS), required=required,
@@ -32,54 +36,109 @@ def add_parser(subparsers) -> None:
         resource.add_argument("--group")
         resource.add_argument("--transactional-id")
         resource.add_argument("--cluster", action="store_true")
+        add_client_args(action)
+        add_offline_args(action, "ACLs")
     add.set_defaults(func=_add)
     listing.set_defaults(func=_list)
     remove.set_defaults(func=_remove)
 
 
-def _resource(args) -> tuple[int, str | None]:
-    for kind, name in ((ResourceType.TOPIC, args.topic), (ResourceType.GROUP, args.group),
-                       (ResourceType.TRANSACTIONAL_ID, args.transactional_id)):
+def _resource(args) -> tuple[str, str | None]:
+    """(kafka-acls' resource type name, resource name) the options name."""
+    for kind, name in (("TOPIC", args.topic), ("GROUP", args.group), ("TRANSACTIONAL_ID", args.transactional_id)):
         if name is not None:
             return kind, name
-    return (ResourceType.CLUSTER, CLUSTER_NAME) if args.cluster else (ResourceType.ANY, None)
+    return ("CLUSTER", CLUSTER_NAME) if args.cluster else ("ANY", None)
+
+
+def _pattern(args, name: str | None) -> str:
+    return "PREFIXED" if args.prefixed else ("LITERAL" if name else "ANY")
+
+
+def _row(resource: str, name: str, pattern: str, principal: str, host: str, operation: str, permission: str) -> dict:
+    return {"resource": resource, "name": name, "pattern": pattern, "principal": principal, "host": host,
+            "operation": operation, "permission": permission}
 
 
 def _add(args) -> int:
     if ":" not in args.principal:
         raise CommandError(f"--principal {args.principal!r}: expected TYPE:NAME, e.g. User:alice")
     kind, name = _resource(args)
-    pattern = PatternType.PREFIXED if args.prefixed else PatternType.LITERAL
-    permission = Permission.DENY if args.deny else Permission.ALLOW
-    AclStore(args.data_dir).add([AclBinding(kind, name, pattern, args.principal, args.host, OPERATIONS[op], permission)
+    permission = "DENY" if args.deny else "ALLOW"
+    directory = offline_dir(args)
+    if directory is not None:
+        AclStore(directory).add([AclBinding(ResourceType[kind], name, PatternType[_pattern(args, name)],
+                                            args.principal, args.host, OPERATIONS[op], Permission[permission])
                                  for op in args.operation])
-    print(f"added {len(args.operation)} ACL(s) for {args.principal}")
+    else:
+        bindings = [wire.AclBinding(_wire_resource(kind), name, wire.ResourcePatternType[_pattern(args, name)],
+                                    args.principal, args.host, wire.AclOperation[op],
+                                    wire.AclPermissionType[permission])
+                    for op in args.operation]
+        admin = AdminClient(client_config(args))
+        for future in admin.create_acls(bindings).values():
+            admin_result(future)
+    confirm(args, f"added {len(args.operation)} ACL(s) for {args.principal}",
+            [_row(kind, name, _pattern(args, name), args.principal, args.host, op, permission)
+             for op in args.operation])
     return 0
 
 
-def _filters(args) -> list[AclFilter]:
-    kind, name = _resource(args)
-    pattern = PatternType.PREFIXED if args.prefixed else (PatternType.LITERAL if name else PatternType.ANY)
-    permission = Permission.DENY if args.deny else Permission.ANY
-    return [AclFilter(kind, name, pattern, args.principal, args.host, OPERATIONS[op] if op else OPERATION_ANY,
-                      permission) for op in (args.operation or [None])]
-
-
-def _row(a: AclBinding) -> dict:
-    operation = "ALL" if a.operation == OPERATION_ALL else AclOperation(a.operation).name
-    return {"resource": ResourceType(a.resource_type).name, "name": a.resource_name,
-            "pattern": PatternType(a.pattern_type).name, "principal": a.principal, "host": a.host,
-            "operation": operation, "permission": Permission(a.permission).name}
-
-
 def _list(args) -> int:
-    acls = AclStore(args.data_dir).acls()
-    emit(args, [_row(a) for a in acls if any(f.matches(a) for f in _filters(args))], title="ACLs")
+    directory = offline_dir(args)
+    if directory is not None:
+        found = [_stored_row(a) for a in AclStore(directory).acls() if any(f.matches(a) for f in _filters(args))]
+    else:
+        admin = AdminClient(client_config(args))
+        found = [_wire_row(b) for f in _wire_filters(args)
+                 for b in admin_result(admin.describe_acls(f))]
+    emit(args, found, title="ACLs")
     return 0
 
 
 def _remove(args) -> int:
-    store = AclStore(args.data_dir)
-    removed = [a for f in _filters(args) for a in store.remove(f)]
-    print(f"removed {len(removed)} ACL(s)")
+    directory = offline_dir(args)
+    if directory is not None:
+        store = AclStore(directory)
+        removed = [_stored_row(a) for f in _filters(args) for a in store.remove(f)]
+    else:
+        admin = AdminClient(client_config(args))
+        removed = [_wire_row(b) for future in admin.delete_acls(_wire_filters(args)).values()
+                   for b in admin_result(future)]
+    confirm(args, f"removed {len(removed)} ACL(s)", removed)
     return 0
+
+
+# --- offline: the data directory's ACL file ---------------------------------------------------
+
+def _filters(args) -> list[AclFilter]:
+    kind, name = _resource(args)
+    permission = Permission.DENY if args.deny else Permission.ANY
+    return [AclFilter(ResourceType[kind], name, PatternType[_pattern(args, name)], args.principal, args.host,
+                      OPERATIONS[op] if op else OPERATION_ANY, permission) for op in (args.operation or [None])]
+
+
+def _stored_row(a: AclBinding) -> dict:
+    operation = "ALL" if a.operation == OPERATION_ALL else AclOperation(a.operation).name
+    return _row(ResourceType(a.resource_type).name, a.resource_name, PatternType(a.pattern_type).name, a.principal,
+                a.host, operation, Permission(a.permission).name)
+
+
+# --- over the wire ------------------------------------------------------------------------------
+
+def _wire_resource(kind: str) -> wire.ResourceType:
+    return wire.ResourceType[WIRE_RESOURCE_NAMES.get(kind, kind)]
+
+
+def _wire_filters(args) -> list[wire.AclBindingFilter]:
+    kind, name = _resource(args)
+    permission = "DENY" if args.deny else "ANY"
+    return [wire.AclBindingFilter(_wire_resource(kind), name, wire.ResourcePatternType[_pattern(args, name)],
+                                  args.principal, args.host, wire.AclOperation[op or "ANY"],
+                                  wire.AclPermissionType[permission]) for op in (args.operation or [None])]
+
+
+def _wire_row(b: wire.AclBinding) -> dict:
+    kind = {wire_name: name for name, wire_name in WIRE_RESOURCE_NAMES.items()}.get(b.restype.name, b.restype.name)
+    return _row(kind, b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name,
+                b.permission_type.name)

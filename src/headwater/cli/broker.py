@@ -17,7 +17,7 @@ from headwater.broker.security.listeners import Listener, TlsSettings
 from headwater.broker.security.sasl import ALL_MECHANISMS
 from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
 from headwater.broker.server import serve
-from headwater.cli.common import CommandError, name_value, non_negative_int, positive_float, positive_int
+from headwater.cli.common import CommandError, data_dir, name_value, non_negative_int, positive_float, positive_int
 from headwater.log import LogConfig
 from headwater.records.layout import MESSAGE_MAX_BYTES
 
@@ -100,7 +100,7 @@ def _security_listener(text: str) -> Listener:
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("broker", help="run a Kafka-compatible broker")
-    p.add_argument("--data-dir", required=True, type=Path, help="where the logs live")
+    p.add_argument("--data-dir", required=True, type=data_dir, help="where the logs live")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
     p.add_argument("--port", default=9092, type=_expecting(_port, "a port from 0 to 65535"),
                    help="port, 0 for any free one (default %(default)s)")
@@ -148,6 +148,15 @@ def add_parser(subparsers) -> None:
                         "more members, longer while they keep joining (default %(default)s)")
     p.add_argument("--max-incremental-fetch-session-cache-slots", default=1000, type=non_negative_int, metavar="N",
                    help="fetch sessions (KIP-227) kept; the least used give way, 0 turns them off (default %(default)s)")
+    p.add_argument("--group-consumer-session-timeout-ms", default=45000, type=positive_int, metavar="MS",
+                   help="group.consumer.session.timeout.ms: a consumer-protocol (KIP-848) member that does not "
+                        "heartbeat for this long is fenced (default %(default)s)")
+    p.add_argument("--group-consumer-heartbeat-interval-ms", default=5000, type=positive_int, metavar="MS",
+                   help="group.consumer.heartbeat.interval.ms: how often consumer-protocol members heartbeat "
+                        "(default %(default)s)")
+    p.add_argument("--group-consumer-max-size", type=positive_int, metavar="N",
+                   help="group.consumer.max.size: members a consumer-protocol group may have; more get "
+                        "GROUP_MAX_SIZE_REACHED (default: no limit)")
     p.add_argument("--http-listener", type=_expecting(_http_listener, "[http://|https://]HOST:PORT"),
                    metavar="[https://]HOST:PORT",
                    help="serve Prometheus /metrics and the web console here (port 0: any free one); https:// serves "
@@ -225,6 +234,9 @@ def _config(args) -> BrokerConfig:
                         http_tls=bool(args.http_listener and args.http_listener[0]),
                         fetch_session_cache_slots=args.max_incremental_fetch_session_cache_slots,
                         group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+                        group_consumer_session_timeout_ms=args.group_consumer_session_timeout_ms,
+                        group_consumer_heartbeat_interval_ms=args.group_consumer_heartbeat_interval_ms,
+                        group_consumer_max_size=args.group_consumer_max_size,
                         console_allow_writes=args.console_allow_writes, listeners=args.listener,
                         tls=_tls(args), sasl_mechanisms=args.sasl_mechanisms,
                         failed_authentication_delay_ms=args.failed_authentication_delay_ms,

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import signal
 import sqlite3
 import sys
 import time
@@ -17,6 +16,8 @@ from headwater.cdc import CdcError, SourceUnavailable
 from headwater.cdc.connector import Connector
 from headwater.cdc.shipper import DeliveryFailed
 from headwater.cli.common import add_connection_args
+from headwater.cli.long_running import StopRequest, command_log
+from headwater.waiting import Stopped
 
 # Failures that pass: the broker or the database went away for a while.
 TRANSIENT = (psycopg2.OperationalError, psycopg2.InterfaceError, sqlite3.OperationalError, KafkaException,
@@ -36,7 +37,7 @@ def add_parser(subparsers) -> None:
                     help="initial: snapshot on first start; when_needed: also when the slot is gone; never")
     pg.add_argument("--heartbeat-interval", type=float, default=5.0,
                     help="seconds between position confirmations on an idle stream (default: %(default)s)")
-    pg.set_defaults(func=run_postgres)
+    pg.set_defaults(func=run_postgres, waits_for_broker=True)
 
     lite = sources.add_parser("sqlite", help="SQLite via triggers and a changelog table")
     lite.add_argument("--db", required=True, help="SQLite database file")
@@ -44,7 +45,7 @@ def add_parser(subparsers) -> None:
     action = lite.add_mutually_exclusive_group()
     action.add_argument("--install-triggers", action="store_true", help="install the capture triggers and exit")
     action.add_argument("--remove-triggers", action="store_true", help="remove the capture triggers and exit")
-    lite.set_defaults(func=run_sqlite)
+    lite.set_defaults(func=run_sqlite, waits_for_broker=True)
 
 
 def _common(parser: argparse.ArgumentParser, prefix_required: bool) -> None:
@@ -71,53 +72,52 @@ def _status_printer() -> Callable[[str], None]:
     return show
 
 
-def _log(line: str) -> None:
-    print(f"headwater cdc: {line}", file=sys.stderr, flush=True)
-
-
 GC_THRESHOLDS = (20_000, 50, 100)   # gc.set_threshold: young, middle, old generations
 
 
-def _supervise(make_connector: Callable[[], Connector], args: argparse.Namespace) -> int:
-    """Run until SIGINT/SIGTERM. Failures that pass (broker or database gone for a while)
-    restart the connector, which resumes from its last acknowledged position. A source that
-    cannot be reached at the very first start is a configuration error instead."""
-    stopping = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopping.append(True))
+def _supervise(make_connector: Callable[[], Connector], args: argparse.Namespace, log: Callable[[str], None]) -> int:
+    """Run until SIGINT/SIGTERM (exit 130/143 once what was sent is acknowledged). Failures
+    that pass (broker or database gone for a while) restart the connector, which resumes from
+    its last acknowledged position. A source that cannot be reached at the very first start
+    is a configuration error instead."""
+    stopping = StopRequest()
     # Each event leaves a few short-lived objects behind and no cycles: young-generation
     # collections every 700 allocations only cost time (~4% of a busy connector's CPU).
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
     has_run = False
-    while not stopping:
+    while not stopping():
         try:
-            make_connector().run(should_stop=lambda: bool(stopping), status_interval=args.status_interval,
+            make_connector().run(should_stop=stopping, status_interval=args.status_interval,
                                  on_status=_status_printer())
+        except Stopped:
+            break
         except CdcError as exc:
             if not (has_run and isinstance(exc, SourceUnavailable)):
                 print(f"headwater: error: {exc}", file=sys.stderr)
                 return 1
-            _log(f"{exc}; retrying")
+            log(f"{exc}; retrying")
         except TRANSIENT as exc:
             has_run = True
             first_line = (str(exc).strip().splitlines() or [""])[0]
-            _log(f"{type(exc).__name__}: {first_line}; restarting from the last acknowledged position")
-        if not stopping:
+            log(f"{type(exc).__name__}: {first_line}; restarting from the last acknowledged position")
+        if not stopping():
             time.sleep(1)
-    return 0
+    return stopping.exit_status()
 
 
 def run_postgres(args: argparse.Namespace) -> int:
     from headwater.cdc.postgres import PostgresConnector
 
+    log = command_log("cdc")
+
     def make() -> Connector:
         return PostgresConnector(args.dsn, _tables(args), args.topic_prefix, args.bootstrap_server,
                                  slot=args.slot, publication=args.publication,
                                  snapshot_mode=args.snapshot_mode, positions_topic=args.positions_topic,
-                                 heartbeat_interval=args.heartbeat_interval, log=_log,
+                                 heartbeat_interval=args.heartbeat_interval, log=log,
                                  security=args.command_config)
-    return _supervise(make, args)
+    return _supervise(make, args, log)
 
 
 def run_sqlite(args: argparse.Namespace) -> int:
@@ -133,9 +133,10 @@ def run_sqlite(args: argparse.Namespace) -> int:
         print(f"headwater: error: {exc}", file=sys.stderr)
         return 1
     prefix = args.topic_prefix or os.path.splitext(os.path.basename(args.db))[0]
+    log = command_log("cdc")
 
     def make() -> Connector:
         return sqlite.SqliteConnector(args.db, _tables(args), prefix, args.bootstrap_server,
-                                      positions_topic=args.positions_topic, log=_log,
+                                      positions_topic=args.positions_topic, log=log,
                                       security=args.command_config)
-    return _supervise(make, args)
+    return _supervise(make, args, log)

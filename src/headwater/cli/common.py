@@ -7,8 +7,9 @@ import logging
 import math
 import os
 import sys
+from pathlib import Path
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 from rich.console import Console
 from rich.table import Table
 
@@ -23,6 +24,21 @@ class CommandError(Exception):
 def add_client_args(parser) -> None:
     add_connection_args(parser)
     parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+
+
+def add_offline_args(parser, what: str) -> None:
+    parser.add_argument("--offline", action="store_true",
+                        help=f"edit the {what} in a broker's --data-dir instead of asking a running broker "
+                             "(e.g. the first admin user of a secured broker, before it starts)")
+    parser.add_argument("--data-dir", type=data_dir, help="the broker's data directory (with --offline)")
+
+
+def offline_dir(args) -> Path | None:
+    """The data directory an --offline command edits; None: ask the broker over the wire."""
+    if args.offline != (args.data_dir is not None):
+        raise CommandError("--offline and --data-dir go together: --offline --data-dir DIR edits a broker's "
+                           "files; without them the command asks the broker at --bootstrap-server")
+    return args.data_dir
 
 
 def add_connection_args(parser) -> None:
@@ -74,6 +90,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def data_dir(text: str) -> Path:
+    """A data directory argument: one that does not exist yet is made when needed, a file is refused."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a directory")
+    return path
+
+
 def client_properties(path: str) -> dict[str, str]:
     """A Kafka client properties file: ``name=value`` lines, ``#`` or ``!`` comments."""
     try:
@@ -111,6 +135,21 @@ def _refused(error: KafkaError) -> None:
         raise CommandError(error.str())
 
 
+ADMIN_TIMEOUT = 30  # seconds for an AdminClient call's answer
+
+
+def admin_result(future, timeout: float = ADMIN_TIMEOUT):
+    """An AdminClient future's result; its failure, or no answer, as a one-line CommandError."""
+    try:
+        return future.result(timeout)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        raise CommandError(error.str() if isinstance(error, KafkaError) else str(exc)) from None
+    except TimeoutError:
+        raise CommandError(f"no answer within {timeout:g}s: is the broker there, and does it accept "
+                           "the --command-config login?") from None
+
+
 # kafka-python's names for the librdkafka properties a secured connection needs
 KAFKA_PYTHON_NAMES = {"security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
                       "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
@@ -143,15 +182,81 @@ def kafka_python_admin(args, client_id: str = "headwater-cli"):
     except KafkaPythonError as exc:
         raise CommandError(f"cannot reach a broker at {args.bootstrap_server}: {exc}") from None
 
-def emit(args, rows: list[dict], title: str | None = None) -> None:
-    """Print rows as a table, or as a JSON list with --json."""
+
+# --- output: a table on a terminal, plain complete text in a pipe, one JSON shape with --json ---
+
+Rows = list[dict]
+
+
+def emit(args, rows: Rows, title: str | None = None) -> None:
+    """Print row-shaped results: a JSON list of objects with --json, else a table (see _print_table)."""
     if getattr(args, "json", False):
-        json.dump(rows, sys.stdout, indent=2, default=str)
-        sys.stdout.write("\n")
+        print_json(rows)
+    else:
+        _print_table(rows, title, titled=False)
+
+
+def emit_document(args, document: dict, sections: list[tuple[str, Rows]]) -> None:
+    """Print a described thing: ``document`` as one JSON object with --json, else a table per section."""
+    if getattr(args, "json", False):
+        print_json(document)
+        return
+    for number, (title, rows) in enumerate(sections):
+        if number and not _on_terminal():
+            sys.stdout.write("\n")
+        _print_table(rows, title, titled=True)
+
+
+def confirm(args, message: str, rows: Rows) -> None:
+    """Report a change: a sentence for a person, or with --json the rows changed."""
+    if getattr(args, "json", False):
+        print_json(rows)
+    else:
+        print(message)
+
+
+def print_json(value) -> None:
+    json.dump(value, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def _print_table(rows: Rows, title: str | None, titled: bool) -> None:
+    """On a terminal a rich table whose cells wrap rather than being cut; in a pipe a header line
+    and one line per row, tab-separated and whole, so grep, cut and awk -F'\t' see every value
+    (a section's title on a '# ' line first when the command prints several)."""
+    columns = list(rows[0]) if rows else []
+    if not _on_terminal():
+        if titled and title:
+            sys.stdout.write(f"# {title}\n")
+        for line in ([columns] if columns else []) + [[_cell(row.get(c), "-") for c in columns] for row in rows]:
+            sys.stdout.write("\t".join(line) + "\n")
         return
     table = Table(title=title)
-    for column in (rows[0].keys() if rows else []):
-        table.add_column(column, justify="right" if isinstance(rows[0][column], (int, float)) else "left")
+    for column in columns:
+        numeric = isinstance(rows[0][column], (int, float)) and not isinstance(rows[0][column], bool)
+        table.add_column(column, justify="right" if numeric else "left", overflow="fold")
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row.values()))
-    Console().print(table)
+        table.add_row(*(_cell(row.get(c), "") for c in columns))
+    Console().print(table if rows else f"{title or 'result'}: none")
+
+
+def _on_terminal() -> bool:
+    """stdout is a terminal; rich's TTY_COMPATIBLE=1 (or 0) says otherwise, e.g. for a demo that
+    captures a command's table to show it."""
+    forced = os.environ.get("TTY_COMPATIBLE")
+    return forced == "1" if forced in ("0", "1") else sys.stdout.isatty()
+
+
+def _cell(value, missing: str) -> str:
+    """A value as a table shows it: lists comma-separated, whole numbers without '.0', no tabs or newlines."""
+    if value is None:
+        return missing
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return ",".join(_cell(v, missing) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value).replace("\t", " ").replace("\n", " ")

@@ -11,13 +11,14 @@ import functools
 import importlib
 import json
 import os
-import signal
 import sys
 import time
 
 from headwater.cli.common import CommandError, add_connection_args, emit
+from headwater.cli.long_running import StopRequest, command_log
 from headwater.eventsourcing import ANY, EventStoreError, NewEvent, RecordedEvent, open_store
 from headwater.eventsourcing.projection import ProjectionRunner, skipped_events, statuses
+from headwater.waiting import Stopped
 
 
 def add_parser(subparsers) -> None:
@@ -53,7 +54,7 @@ def add_parser(subparsers) -> None:
     relay.add_argument("--topic", required=True)
     relay.add_argument("--partitions", type=int, default=3, help="partitions if the topic is created (default 3)")
     add_connection_args(relay)
-    relay.set_defaults(func=_store_command(run_relay))
+    relay.set_defaults(func=_store_command(run_relay), waits_for_broker=True)
 
     projections = subparsers.add_parser("projections", help="read models: status, rebuild from the log")
     p_actions = projections.add_subparsers(dest="projections_action", required=True)
@@ -109,7 +110,7 @@ def _store_command(command):
 
 def _row(event: RecordedEvent) -> dict:
     return {"position": event.position, "stream": event.stream_id, "version": event.version, "type": event.type,
-            "schema_version": event.schema_version, "data": json.dumps(event.data), "event_id": event.event_id}
+            "schema_version": event.schema_version, "data": event.data, "event_id": event.event_id}
 
 
 def append_event(args, store, _app) -> int:
@@ -136,32 +137,35 @@ def list_streams(args, store, _app) -> int:
 
 def tail_events(args, store, _app) -> int:
     position = args.from_position
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    while not stopping:
+    stopping = StopRequest()
+    while not stopping():
         events = store.read_all(position, 1000)
         for event in events:
-            print(json.dumps({**_row(event), "data": event.data}), flush=True)
+            print(json.dumps(_row(event)), flush=True)
         if events:
             position = events[-1].position
         elif args.no_follow:
             break
         else:
             time.sleep(0.2)
-    return 0
+    return stopping.exit_status()
 
 
 def run_relay(args, store, _app) -> int:
-    from headwater.eventsourcing.relay import OutboxRelay
+    from headwater.eventsourcing.relay import OutboxRelay, RelayError
 
-    stopping = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopping.append(True))
-    relay = OutboxRelay(store, args.bootstrap_server, args.topic, args.partitions, security=args.command_config)
-    print(f"headwater events relay: publishing to {args.topic} from position {relay.position}", file=sys.stderr,
-          flush=True)
-    relay.run(should_stop=lambda: bool(stopping))
-    return 0
+    stopping = StopRequest()
+    say = command_log("events relay")
+    try:
+        relay = OutboxRelay(store, args.bootstrap_server, args.topic, args.partitions, security=args.command_config,
+                            should_stop=stopping, on_wait=say)
+        say(f"publishing to {args.topic} from position {relay.position}")
+        relay.run()
+    except Stopped:
+        pass
+    except RelayError as exc:
+        raise CommandError(f"{exc} (a rerun resumes after what the topic holds)") from None
+    return stopping.exit_status()
 
 
 def projection_status(args, store, app) -> int:

@@ -7,7 +7,6 @@ the oldest unconsumed record), so the command works against Kafka as well as Hea
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from datetime import datetime, timezone
@@ -18,7 +17,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from headwater.broker.groups.reset import ResetTo
 from headwater.cli import share_groups
-from headwater.cli.common import CommandError, add_client_args, client_config, emit, name_value
+from headwater.cli.common import (CommandError, add_client_args, admin_result, client_config, emit, emit_document,
+                                  name_value)
 
 TIMEOUT = 30  # seconds for each admin call
 PEEK_TIMEOUT = 5  # seconds to find the oldest unconsumed record of the lagging partitions
@@ -34,7 +34,8 @@ def add_parser(subparsers) -> None:
     describe.add_argument("group")
     add_client_args(describe)
     describe.set_defaults(func=describe_group)
-    reset = sub.add_parser("reset-offsets", help="move a group's committed offsets (the group must have no members)")
+    reset = sub.add_parser("reset-offsets", help="preview, or with --execute commit, new offsets for a group "
+                           "(the group must have no members)")
     reset.add_argument("group")
     reset.add_argument("--topic", required=True)
     mode = reset.add_mutually_exclusive_group(required=True)
@@ -44,7 +45,11 @@ def add_parser(subparsers) -> None:
     mode.add_argument("--to-datetime", type=_datetime, metavar="ISO",
                       help="the first record at or after this time (ISO 8601; UTC unless a zone is given)")
     mode.add_argument("--shift-by", type=int, metavar="N", help="move by N records (negative: back), clamped")
-    reset.add_argument("--dry-run", action="store_true", help="show the new offsets without committing them")
+    write = reset.add_mutually_exclusive_group()
+    write.add_argument("--execute", action="store_true", help="commit the new offsets (without it: a preview)")
+    write.add_argument("--dry-run", action="store_true", help="show the new offsets only (the default)")
+    reset.add_argument("--allow-new-group", action="store_true",
+                       help="reset a group that does not exist yet, creating it with these offsets")
     add_client_args(reset)
     reset.set_defaults(func=reset_offsets)
     delete = sub.add_parser("delete", help="delete a group without members, with its committed offsets")
@@ -80,13 +85,7 @@ def _admin(args) -> AdminClient:
 
 
 def _result(future):
-    try:
-        return future.result(TIMEOUT)
-    except KafkaException as exc:
-        raise CommandError(exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else str(exc)) from None
-    except TimeoutError:
-        raise CommandError(f"no answer within {TIMEOUT}s: is the broker there, and does it accept "
-                           "the --command-config login?") from None
+    return admin_result(future, TIMEOUT)
 
 
 # --- list ----------------------------------------------------------------------------------
@@ -99,15 +98,10 @@ def list_groups(args) -> int:
         if not listed.valid:
             raise CommandError(failure)
         print(f"note: {failure}", file=sys.stderr)
-    rows = [{"group": g.group_id, "state": g.state.name.lower(), "simple": g.is_simple_consumer_group}
-            for g in sorted(listed.valid, key=lambda g: g.group_id)]
-    shared = share_groups.listed(args)   # rows with "type": "share"
-    if args.json:
-        emit(args, rows + shared)
-        return 0
-    emit(args, rows, title="consumer groups")
-    if shared:
-        emit(args, shared, title="share groups")
+    # a simple group only commits offsets (no protocol type): it never joins
+    rows = [{"group": g.group_id, "type": "simple" if g.is_simple_consumer_group else "consumer",
+             "state": g.state.name.lower()} for g in listed.valid]
+    emit(args, sorted(rows + share_groups.listed(args), key=lambda row: row["group"]), title="groups")
     return 0
 
 
@@ -120,10 +114,7 @@ def _committed(admin, group: str) -> dict[tuple[str, int], int]:
 
 
 def _log_offsets(admin, partitions, spec: OffsetSpec) -> dict[tuple[str, int], int]:
-    if not partitions:
-        return {}
-    futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=TIMEOUT)
-    return {(tp.topic, tp.partition): _result(f).offset for tp, f in futures.items()}
+    return share_groups.log_offsets(admin, _result, partitions, spec)
 
 
 def _oldest_unconsumed(args, positions: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -156,45 +147,50 @@ def describe_group(args) -> int:
     for m in desc.members:
         assigned = sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else []))
         owner.update((tp, m.member_id) for tp in assigned)
-        members.append({"member": m.member_id, "instance": m.group_instance_id, "client": m.client_id,
-                        "host": m.host, "partitions": ", ".join(f"{t}-{p}" for t, p in assigned)})
+        members.append({"member": m.member_id, "instance": m.group_instance_id, "client_id": m.client_id,
+                        "host": m.host, "partitions": [f"{t}-{p}" for t, p in assigned]})
     committed = _committed(admin, args.group)
-    partitions = sorted(set(committed) | set(owner))
+    # every partition of a topic the group reads or has read: one it never committed is lag too
+    partitions = [(topic, p) for topic, ps in _partitions_of(admin, {t for t, _ in [*committed, *owner]}).items()
+                  for p in ps]
+    starts = _log_offsets(admin, partitions, OffsetSpec.earliest())
     ends = _log_offsets(admin, partitions, OffsetSpec.latest())
-    lagging = {tp: committed.get(tp, 0) for tp in partitions if ends[tp] > committed.get(tp, ends[tp])}
-    oldest = _oldest_unconsumed(args, lagging)
+    # lag from the committed offset, as Kafka's tool has it; a partition never committed counts every
+    # record in its log (what a group with auto.offset.reset=earliest will read; kafka_exporter says -1)
+    since = {tp: committed.get(tp, starts[tp]) for tp in partitions}
+    oldest = _oldest_unconsumed(args, {tp: max(o, starts[tp]) for tp, o in since.items() if ends[tp] > o})
     now = time.time() * 1000
     offsets = []
     for tp in partitions:
-        c = committed.get(tp)
         ts = oldest.get(tp)
-        offsets.append({"topic": tp[0], "partition": tp[1], "committed": c, "log_end": ends[tp],
-                        "lag": ends[tp] - c if c is not None else None,
+        offsets.append({"topic": tp[0], "partition": tp[1], "committed_offset": committed.get(tp),
+                        "log_start_offset": starts[tp], "log_end_offset": ends[tp],
+                        "lag": max(ends[tp] - since[tp], 0),
                         "oldest_unconsumed_age_s": round(max(now - ts, 0) / 1000, 1) if ts is not None else None,
                         "member": owner.get(tp)})
-    summary = {"group": args.group, "state": desc.state.name.lower(), "protocol": desc.partition_assignor or None,
-               "members": members, "offsets": offsets}
-    if args.json:
-        json.dump(summary, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
-    emit(args, [{k: summary[k] for k in ("group", "state", "protocol")}], title="group")
-    emit(args, members, title="members")
-    emit(args, offsets, title="offsets")
+    summary = {"group": args.group, "type": "consumer", "state": desc.state.name.lower(),
+               "protocol": desc.partition_assignor or None, "lag": sum(o["lag"] for o in offsets)}
+    emit_document(args, {**summary, "members": members, "offsets": offsets},
+                  [("group", [summary]), ("members", members), ("offsets", offsets)])
     return 0
 
 
 # --- reset-offsets -------------------------------------------------------------------------
 
-def _partitions_of(admin, topic: str) -> list[int]:
-    # DescribeTopics, not list_topics: a Metadata request for one topic would auto-create it
-    try:
-        desc = admin.describe_topics(TopicCollection([topic]), request_timeout=TIMEOUT)[topic].result(TIMEOUT)
-    except KafkaException as exc:
-        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            raise CommandError(f"topic {topic!r} does not exist") from None
-        raise
-    return sorted(p.id for p in desc.partitions)
+def _partitions_of(admin, topics: set[str]) -> dict[str, list[int]]:
+    """topic -> its partitions, for those of ``topics`` that exist, sorted. DescribeTopics, not
+    list_topics: a Metadata request for a topic by name would auto-create it."""
+    if not topics:
+        return {}
+    futures = admin.describe_topics(TopicCollection(sorted(topics)), request_timeout=TIMEOUT)
+    found = {}
+    for topic, future in sorted(futures.items()):
+        try:
+            found[topic] = sorted(p.id for p in future.result(TIMEOUT).partitions)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:  # a deleted topic's offsets are not lag
+                raise CommandError(exc.args[0].str()) from None
+    return found
 
 
 def _reset_to(args) -> ResetTo:
@@ -219,22 +215,33 @@ def _targets(args, admin, tps: list[tuple[str, int]], committed) -> dict[tuple[s
 
 
 def reset_offsets(args) -> int:
+    """As kafka-consumer-groups --reset-offsets: a preview unless --execute; a group that does not
+    exist is refused unless --allow-new-group (Kafka's tool creates it silently: a typo would too)."""
     admin = _admin(args)
     desc = _result(admin.describe_consumer_groups([args.group], request_timeout=TIMEOUT)[args.group])
     if desc.members:
         raise CommandError(f"consumer group {args.group!r} has {len(desc.members)} active member(s); "
                            "stop its consumers before resetting offsets")
-    tps = [(args.topic, p) for p in _partitions_of(admin, args.topic)]
     committed = _committed(admin, args.group) if desc.state.name != "DEAD" else {}
+    if desc.state.name == "DEAD" and not committed and not args.allow_new_group:
+        raise CommandError(f"consumer group {args.group!r} does not exist; "
+                           "give --allow-new-group to create it with these offsets")
+    partitions = _partitions_of(admin, {args.topic})
+    if args.topic not in partitions:
+        raise CommandError(f"topic {args.topic!r} does not exist")
+    tps = [(args.topic, p) for p in partitions[args.topic]]
     targets = _targets(args, admin, tps, committed)
-    if not args.dry_run:
+    if args.execute:
         request = [ConsumerGroupTopicPartitions(args.group, [TopicPartition(t, p, o) for (t, p), o in targets.items()])]
         result = _result(admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT)[args.group])
         failed = [tp for tp in result.topic_partitions if tp.error is not None]
         if failed:
             raise CommandError(f"could not commit {failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}")
-    rows = [{"topic": t, "partition": p, "previous": committed.get((t, p)), "new": targets[(t, p)]} for t, p in tps]
-    emit(args, rows, title=f"offsets of {args.group}" + (" (dry run: not committed)" if args.dry_run else ""))
+    else:
+        print("preview: nothing committed; add --execute to commit these offsets", file=sys.stderr)
+    rows = [{"topic": t, "partition": p, "committed_offset": committed.get((t, p)), "new_offset": targets[(t, p)]}
+            for t, p in tps]
+    emit(args, rows, title=f"offsets of {args.group}" + ("" if args.execute else " (preview: not committed)"))
     return 0
 
 

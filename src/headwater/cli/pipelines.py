@@ -6,7 +6,9 @@ import socket
 import time
 from pathlib import Path
 
-from headwater.cli.common import CommandError, add_connection_args, emit, name_value
+from headwater.cli.common import CommandError, add_connection_args, client_config, emit, name_value
+from headwater.cli.long_running import StopRequest, command_log
+from headwater.waiting import PROBE_TIMEOUT, STOP_CHECK, Stopped, client_log, wait_for_broker
 
 MASTER_TIMEOUT_S = 5.0
 
@@ -47,13 +49,13 @@ def add_parser(subparsers) -> None:
                      help="a pipeline parameter (topic names, lateness, ...: see `headwater pipelines list`)")
     run.add_argument("--conf", type=name_value, action="append", default=[], metavar="KEY=VALUE",
                      help="a Spark configuration setting, e.g. spark.executor.memory=1g")
-    run.set_defaults(func=run_pipelines)
+    run.set_defaults(func=run_pipelines, waits_for_broker=True)
 
 
 def list_pipelines(args) -> int:
     from headwater.pipelines.catalog import PIPELINES
 
-    emit(args, [{"name": p.name, "what": p.summary, "parameters": ", ".join(f"{k}={v}" for k, v in p.params.items())}
+    emit(args, [{"name": p.name, "what": p.summary, "parameters": [f"{k}={v}" for k, v in p.params.items()]}
                 for p in PIPELINES.values()], title="shipped pipelines")
     return 0
 
@@ -75,6 +77,29 @@ def check_master(master: str) -> None:
     raise CommandError(f"cannot reach the Spark master {master} ({'; '.join(failures)})")
 
 
+def _wait_for_broker(args, stopping: StopRequest) -> None:
+    """Before Spark starts: a broker that is down is waited for (one line), not failed on."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(client_config(args, logger=client_log))  # a refused login still fails at once
+
+    def reachable() -> None:
+        admin.poll(0)  # serves the client's log lines
+        admin.list_topics(timeout=PROBE_TIMEOUT)
+    wait_for_broker(reachable, args.bootstrap_server, stopping, command_log("pipelines"))
+
+
+def _await(terminated, queries, stopping: StopRequest) -> bool:
+    """Wait until `terminated()` or a stop request: then the queries stop after their
+    micro-batch, whose progress their checkpoints keep. Whether they ended by themselves."""
+    while not terminated():
+        if stopping():
+            for query in queries:
+                query.stop()
+            return False
+    return True
+
+
 def run_pipelines(args) -> int:
     from headwater.pipelines.catalog import PIPELINES
 
@@ -88,6 +113,11 @@ def run_pipelines(args) -> int:
         raise CommandError(f"unknown parameter {sorted(set(params) - known)[0]!r} for {', '.join(args.names)} "
                            f"(known: {', '.join(sorted(known))})")
     check_master(args.master)
+    stopping = StopRequest()
+    try:
+        _wait_for_broker(args, stopping)
+    except Stopped:
+        return stopping.exit_status()
 
     from pyspark.errors import StreamingQueryException
 
@@ -103,14 +133,14 @@ def run_pipelines(args) -> int:
                     {**p.params, **{k: v for k, v in params.items() if k in p.params}})) for p in chosen]
     try:
         if "processingTime" in args.trigger:  # run until interrupted: all at once
-            for pipeline, run in runs:
-                pipeline.start(run)
-            spark.streams.awaitAnyTermination()
-            return 0
+            queries = [pipeline.start(run) for pipeline, run in runs]
+            _await(lambda: spark.streams.awaitAnyTermination(STOP_CHECK), queries, stopping)
+            return stopping.exit_status()
         for pipeline, run in runs:  # one after another (transformWithState queries are better alone)
             started = time.monotonic()
             query = pipeline.start(run)
-            query.awaitTermination()
+            if not _await(lambda: query.awaitTermination(STOP_CHECK), [query], stopping):
+                return stopping.exit_status()
             batches = query.lastProgress["batchId"] + 1 if query.lastProgress else 0
             print(f"{pipeline.name}: {batches} micro-batches in {time.monotonic() - started:.1f} s", flush=True)
     except StreamingQueryException as exc:

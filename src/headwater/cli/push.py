@@ -8,7 +8,8 @@ import os
 import sys
 import urllib.parse
 
-from headwater.cli.common import add_client_args, name_value, positive_float, positive_int
+from headwater.cli.common import add_connection_args, name_value, positive_float, positive_int
+from headwater.cli.long_running import StopRequest
 from headwater.push.retry import Backoff
 from headwater.push.subscription import PushConfig, PushSubscription
 
@@ -44,8 +45,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("-X", "--consumer-config", action="append", default=[], type=name_value, metavar="NAME=VALUE",
                    help="a librdkafka consumer property, e.g. session.timeout.ms=6000 (repeatable)")
     p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    add_client_args(p)
-    p.set_defaults(func=run)
+    add_connection_args(p)
+    p.set_defaults(func=run, waits_for_broker=True)
 
 
 def run(args) -> int:
@@ -58,5 +59,6 @@ def run(args) -> int:
                         max_in_flight=args.max_in_flight, ordering=args.ordering, timeout=args.timeout,
                         backoff=Backoff(args.backoff, args.max_backoff), from_beginning=args.from_beginning,
                         consumer_config=dict(args.consumer_config), security=args.command_config)
-    asyncio.run(PushSubscription(config).run())
-    return 0
+    stopping = StopRequest()
+    asyncio.run(PushSubscription(config).run(should_stop=stopping))
+    return stopping.exit_status()

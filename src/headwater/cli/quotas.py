@@ -10,10 +10,11 @@ import argparse
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 from headwater.broker.quotas import CLIENT_ID, KEYS
-from headwater.cli.common import CommandError, add_client_args, emit, kafka_python_admin
+from headwater.cli.common import CommandError, add_client_args, confirm, emit, kafka_python_admin
 
 
 MATCH_ANY = 2
+DEFAULT_CLIENT = "<default>"  # how the default quotas (the entity without a name) are shown
 
 
 def add_parser(subparsers) -> None:
@@ -59,10 +60,16 @@ def describe_quotas(args) -> int:
         raise CommandError(response.error_message or f"error {response.error_code}")
     default = _send(args, DescribeClientQuotasRequest(
         components=[Component(entity_type=CLIENT_ID, match_type=1, match=None)], strict=False))
-    rows = [{"client_id": "<default>" if e.entity[0].entity_name is None else e.entity[0].entity_name,
+    rows = [{"client_id": DEFAULT_CLIENT if e.entity[0].entity_name is None else e.entity[0].entity_name,
              **{v.key: v.value for v in e.values}} for e in [*default.entries, *response.entries]]
-    emit(args, [{"client_id": r["client_id"], **{k: r.get(k) for k in KEYS}} for r in rows], title="client quotas")
+    emit(args, [{"client_id": r["client_id"], **{k: _whole(r.get(k)) for k in KEYS}} for r in rows],
+         title="client quotas")
     return 0
+
+
+def _whole(value: float | None) -> int | float | None:
+    """The wire carries every quota as a double: 1048576, not 1048576.0, for a whole number."""
+    return int(value) if value is not None and value.is_integer() else value
 
 
 def alter_quotas(args) -> int:
@@ -76,5 +83,7 @@ def alter_quotas(args) -> int:
     for entry in response.entries:
         if entry.error_code:
             raise CommandError(entry.error_message or f"error {entry.error_code}")
-    print(f"quotas of {'the default client' if args.default else repr(args.client_id)} altered")
+    confirm(args, f"quotas of {'the default client' if args.default else repr(args.client_id)} altered",
+            [{"client_id": DEFAULT_CLIENT if args.default else args.client_id, **{k: _whole(v) for k, v in args.add},
+              **{k: None for k in args.delete}}])
     return 0

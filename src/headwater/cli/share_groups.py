@@ -14,10 +14,10 @@ import sys
 import time
 import uuid
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
 
-from headwater.cli.common import CommandError, client_config, emit
+from headwater.cli.common import CommandError, client_config, emit, emit_document
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 from headwater.protocol.request import (AuthenticationFailed, NoCoordinator, UnsupportedSecurity, coordinator,
@@ -51,8 +51,7 @@ def listed(args) -> list[dict]:
                   file=sys.stderr)
             continue
         groups.extend(response.groups)
-    return [{"group": g.group_id, "state": g.group_state.lower(), "type": "share"}
-            for g in sorted(groups, key=lambda g: g.group_id)]
+    return [{"group": g.group_id, "type": "share", "state": g.group_state.lower()} for g in groups]
 
 
 def brokers(args) -> list[str]:
@@ -71,37 +70,47 @@ def describe(args, admin, result) -> int:
         raise CommandError(f"group {args.group!r} does not exist")
     if group.error_code:
         raise CommandError(f"cannot describe share group {args.group!r}: {group.error_message}")
-    members = [{"member": m.member_id, "client": m.client_id, "host": m.client_host, "epoch": m.member_epoch,
-                "partitions": ", ".join(f"{tp.topic_name}-{p}" for tp in m.assignment.topic_partitions
-                                        for p in tp.partitions)}
+    members = [{"member": m.member_id, "client_id": m.client_id, "host": m.client_host, "epoch": m.member_epoch,
+                "partitions": [f"{tp.topic_name}-{p}" for tp in m.assignment.topic_partitions for p in tp.partitions]}
                for m in group.members]
+    resource = ConfigResource(ResourceType.GROUP, args.group)
+    configs = {name: entry.value for name, entry in result(admin.describe_configs([resource])[resource]).items()}
     states = _share_partition_states(args, args.group)
-    ends = {}
-    if states:
-        futures = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in states})
-        ends = {(tp.topic, tp.partition): result(f).offset for tp, f in futures.items()}
+    # every partition of an assigned topic: one no member has fetched yet is waiting too
+    assigned = {tp.topic_name for m in group.members for tp in m.assignment.topic_partitions}
+    topics = {t.topic: sorted(t.partitions) for t in admin.list_topics(timeout=10).topics.values()
+              if t.topic in assigned | {t for t, _ in states}}
+    keys = sorted({(t, p) for t, ps in topics.items() for p in ps} | set(states))
+    starts, ends = (log_offsets(admin, result, keys, spec) for spec in (OffsetSpec.earliest(), OffsetSpec.latest()))
     partitions = []
-    for (topic, partition), state in sorted(states.items()):
+    for key in keys:
+        log_end = ends[key]
+        # a share-partition not fetched yet starts where share.auto.offset.reset says when first fetched
+        state = states.get(key) or {"start": starts[key] if configs.get("share.auto.offset.reset") == "earliest"
+                                    else log_end, "records": [], "archived": 0, "dead_lettered": 0}
+        state.setdefault("end", state["start"])
         kinds = [s for _, s, _ in state["records"]]
         in_window = state["end"] - state["start"]
         done = sum(1 for s in kinds if s in (ACKNOWLEDGED, ARCHIVED))
-        log_end = ends[(topic, partition)]
-        partitions.append({"topic": topic, "partition": partition, "start_offset": state["start"], "log_end": log_end,
-                           "lag": log_end - state["start"], "in_flight": kinds.count(ACQUIRED),
+        partitions.append({"topic": key[0], "partition": key[1], "start_offset": state["start"],
+                           "log_end_offset": log_end, "lag": max(log_end - state["start"], 0),
+                           "in_flight": kinds.count(ACQUIRED),
                            "available": in_window - done - kinds.count(ACQUIRED) + max(log_end - state["end"], 0),
                            "archived": state["archived"], "dead_lettered": state["dead_lettered"]})
-    resource = ConfigResource(ResourceType.GROUP, args.group)
-    configs = {name: entry.value for name, entry in result(admin.describe_configs([resource])[resource]).items()}
-    summary = {"group": args.group, "type": "share", "state": group.group_state.lower(), "epoch": group.group_epoch}
-    if args.json:
-        json.dump({**summary, "members": members, "partitions": partitions, "configs": configs}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
-    emit(args, [summary], title="share group")
-    emit(args, members, title="members")
-    emit(args, partitions, title="share-partitions")
-    emit(args, [{"config": name, "value": value} for name, value in configs.items()], title="configs")
+    summary = {"group": args.group, "type": "share", "state": group.group_state.lower(), "epoch": group.group_epoch,
+               "lag": sum(p["lag"] for p in partitions)}
+    config_rows = [{"config": name, "value": value} for name, value in configs.items()]
+    emit_document(args, {**summary, "members": members, "partitions": partitions, "configs": config_rows},
+                  [("share group", [summary]), ("members", members), ("share-partitions", partitions),
+                   ("configs", config_rows)])
     return 0
+
+
+def log_offsets(admin, result, keys: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    if not keys:
+        return {}
+    futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in keys})
+    return {(tp.topic, tp.partition): result(f).offset for tp, f in futures.items()}
 
 
 def _share_partition_states(args, group: str) -> dict[tuple[str, int], dict]:
@@ -145,12 +154,18 @@ def alter(args, admin, result) -> int:
 
 def redrive(args) -> int:
     """Produce every dead letter of ``args.topic`` back to the topic it came from, once: the
-    position is committed (group ``headwater-redrive``), so running it again re-drives only newer ones."""
+    position is committed (group ``headwater-redrive-TOPIC``), so running it again re-drives only
+    newer ones. The partitions are assigned, not subscribed to: the group exists only once
+    something was re-driven, not after a refusal."""
+    topic = AdminClient(client_config(args, log_level=QUIET)).list_topics(timeout=10).topics.get(args.topic)
+    if topic is None:
+        raise CommandError(f"topic {args.topic!r} does not exist")
     consumer = Consumer(client_config(args, **{"group.id": f"headwater-redrive-{args.topic}",
-                                               "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                                               "log_level": QUIET}))
+                                               "enable.auto.commit": False, "log_level": QUIET}))
+    positions = consumer.committed([TopicPartition(args.topic, p) for p in sorted(topic.partitions)], timeout=30)
+    consumer.assign([TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                     for tp in positions])
     producer = Producer(client_config(args, log_level=QUIET))
-    consumer.subscribe([args.topic])
     redriven: dict[str, int] = {}
     idle_since = time.monotonic()
     while time.monotonic() - idle_since < POLL_IDLE_S:
@@ -161,6 +176,7 @@ def redrive(args) -> int:
         headers = [(k, v) for k, v in (msg.headers() or [])]
         origin = {k[len(DLQ_HEADER):]: v.decode() for k, v in headers if k.startswith(DLQ_HEADER) and v is not None}
         if "topic" not in origin:
+            consumer.close()
             raise CommandError(f"{args.topic}-{msg.partition()}@{msg.offset()} is not a dead letter "
                                f"(no {DLQ_HEADER}topic header)")
         key, value = msg.key(), msg.value()
@@ -175,6 +191,8 @@ def redrive(args) -> int:
     if redriven:
         consumer.commit(asynchronous=False)
     consumer.close()
+    if not redriven:
+        print(f"nothing to re-drive from {args.topic}: no dead letters since the last re-drive", file=sys.stderr)
     emit(args, [{"topic": t, "redriven": n} for t, n in sorted(redriven.items())], title=f"re-driven from {args.topic}")
     return 0
 

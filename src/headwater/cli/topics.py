@@ -5,18 +5,16 @@ Partition sizes come from DescribeLogDirs, which only kafka-python's admin clien
 """
 from __future__ import annotations
 
-import json
 import logging
 import socket
-import sys
 import time
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic, OffsetSpec)
 
-from headwater.cli.common import (CommandError, add_client_args, client_config, emit, kafka_python_config, name_value,
-                                  positive_int)
+from headwater.cli.common import (CommandError, add_client_args, client_config, confirm, emit, emit_document,
+                                  kafka_python_config, name_value, positive_int)
 
 TIMEOUT = 15  # seconds for any one admin call: a missing broker is reported, not waited for
 METADATA_STEP = 0.5  # seconds: the first call is asked in steps, so a refused login or a closed port ends it early
@@ -107,7 +105,8 @@ def create_topic(args) -> int:
     admin = _admin(args)
     topic = NewTopic(args.topic, args.partitions, replication_factor=-1, config=dict(args.config))
     _result(admin.create_topics([topic], request_timeout=TIMEOUT)[args.topic], f"cannot create topic {args.topic!r}")
-    print(f"created topic {args.topic} with {args.partitions} partition(s)")
+    confirm(args, f"created topic {args.topic} with {args.partitions} partition(s)",
+            [{"topic": args.topic, "partitions": args.partitions}])
     return 0
 
 
@@ -171,16 +170,12 @@ def describe_topic(args) -> int:
                     "source": "topic" if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value else "default"}
                    for name, entry in sorted(configs.items())
                    if args.all_configs or entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value]
-    partition_rows = [{"partition": p, "log start offset": offsets[p][0], "log end offset": offsets[p][1],
+    partition_rows = [{"partition": p, "log_start_offset": offsets[p][0], "log_end_offset": offsets[p][1],
                        "records": offsets[p][1] - offsets[p][0], "bytes": sizes.get(p)} for p in partitions]
-    if args.json:
-        json.dump({"topic": args.topic, "configs": {r["config"]: r["value"] for r in config_rows},
-                   "partitions": partition_rows}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
-    emit(args, config_rows or [{"config": "(none: every config has its default)"}],
-         title=f"{args.topic}: {'configs' if args.all_configs else 'config overrides'}")
-    emit(args, partition_rows, title=f"{args.topic}: partitions")
+    emit_document(args, {"topic": args.topic, "configs": config_rows, "partitions": partition_rows},
+                  [(f"{args.topic}: {'configs' if args.all_configs else 'config overrides'}",
+                    config_rows or [{"config": "(none: every config has its default)"}]),
+                   (f"{args.topic}: partitions", partition_rows)])
     return 0
 
 
@@ -188,11 +183,13 @@ def alter_topic(args) -> int:
     if not args.config and not args.delete_config and args.partitions is None:
         raise CommandError("nothing to alter: give --partitions N, --config NAME=VALUE or --delete-config NAME")
     admin = _admin(args)
+    changed, messages = [], []
     if args.partitions is not None:
         _result(admin.create_partitions([NewPartitions(args.topic, args.partitions)],
                                         request_timeout=TIMEOUT)[args.topic],
                 f"cannot grow topic {args.topic!r} to {args.partitions} partitions")
-        print(f"topic {args.topic} now has {args.partitions} partition(s)")
+        changed.append({"topic": args.topic, "partitions": args.partitions})
+        messages.append(f"topic {args.topic} now has {args.partitions} partition(s)")
     if args.config or args.delete_config:
         entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in args.config]
         entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
@@ -200,7 +197,9 @@ def alter_topic(args) -> int:
         resource = ConfigResource("topic", args.topic, incremental_configs=entries)
         _result(admin.incremental_alter_configs([resource], request_timeout=TIMEOUT)[resource],
                 f"cannot alter topic {args.topic!r}")
-        print(f"altered topic {args.topic}")
+        changed += [{"topic": args.topic, "config": e.name, "value": e.value} for e in entries]
+        messages.append(f"altered topic {args.topic}")
+    confirm(args, "\n".join(messages), changed)
     return 0
 
 
@@ -209,5 +208,6 @@ def delete_topics(args) -> int:
     futures = admin.delete_topics(args.topics, request_timeout=TIMEOUT)
     for name in args.topics:
         _result(futures[name], f"cannot delete topic {name!r}")
-        print(f"deleted topic {name}")
+    confirm(args, "\n".join(f"deleted topic {name}" for name in args.topics),
+            [{"topic": name, "deleted": True} for name in args.topics])
     return 0

@@ -29,9 +29,9 @@ def add_parser(subparsers) -> None:
 
 def _row(txn_id: str, d, now_ms: int) -> dict:
     open_ = d.transaction_start_time_ms >= 0 and d.state.value in ("Ongoing", "PrepareCommit", "PrepareAbort")
-    return {"transactional_id": txn_id, "producer": d.producer_id, "epoch": d.producer_epoch,
+    return {"transactional_id": txn_id, "producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
             "state": d.state.value, "timeout_ms": d.transaction_timeout_ms,
-            "partitions": " ".join(sorted(f"{tp.topic}-{tp.partition}" for tp in d.topic_partitions)),
+            "partitions": sorted(f"{tp.topic}-{tp.partition}" for tp in d.topic_partitions),
             "age_s": round((now_ms - d.transaction_start_time_ms) / 1000, 1) if open_ else None}
 
 

@@ -110,7 +110,8 @@ def run(bootstrap: str, console) -> None:
     console.print("the operator's view, [bold]headwater groups describe inventory[/]:")
     describe = subprocess.run([sys.executable, "-m", "headwater", "groups", "describe", "inventory",
                                "--bootstrap-server", bootstrap], capture_output=True, text=True,
-                              env={**os.environ, "COLUMNS": str(console.width)})
+                              env={**os.environ, "COLUMNS": str(console.width), "TTY_COMPATIBLE": "1",
+                                   "NO_COLOR": "1"})  # its table, not the plain lines of a pipe
     console.print(describe.stdout or describe.stderr, markup=False, highlight=False)
     for member in [*survivors, analytics]:
         member.stop()

@@ -1,12 +1,13 @@
-"""What the store keeps: events as they are appended and as they are read back, and its errors."""
+"""What the store keeps: events as they are appended, as stored and as they are read back, and its errors."""
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 ANY = -1        # expected version: append whatever the stream holds
 NO_STREAM = 0   # expected version: the stream must not exist yet
+COLUMNS = "position, stream_id, version, event_id, type, schema_version, data, metadata, recorded_at"  # a stored row
 
 
 class EventStoreError(Exception):
@@ -59,3 +60,12 @@ class RecordedEvent:
     data: dict[str, Any]
     metadata: dict[str, Any]
     recorded_at: float      # seconds since the epoch
+
+
+class StoredEvent(NamedTuple):
+    """An event as the store writes it: body and metadata as JSON text, personal fields sealed."""
+    event_id: str
+    type: str
+    schema_version: int
+    data: str
+    metadata: str

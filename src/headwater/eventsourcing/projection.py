@@ -166,9 +166,9 @@ def statuses(store: EventStore, defined: Iterable[str] = ()) -> list[dict]:
     skipped = dict(store.query("SELECT name, count(*) FROM projection_skipped GROUP BY name"))
     result = []
     for name in sorted(set(checkpoints) | set(defined)):
-        text = checkpoints.get(name)
-        position = json.loads(text).get("position") if text else 0
-        result.append({"projection": name, "checkpoint": text, "behind": None if position is None else head - position,
+        checkpoint = json.loads(checkpoints[name]) if name in checkpoints else None
+        position = checkpoint.get("position") if checkpoint else 0
+        result.append({"projection": name, "checkpoint": checkpoint, "behind": None if position is None else head - position,
                        "skipped": skipped.get(name, 0)})
     return result
 

@@ -3,7 +3,8 @@
 unreadable in the store, in the topic the relay fills and in every replay, while the rest
 of each event still replays. Each ciphertext names the key it was sealed with (a digest of
 the key), so after an erasure a new key for the same subject opens what it sealed and
-leaves what the deleted key sealed unreadable, never unreadable to the point of failing."""
+leaves what the deleted key sealed unreadable, never unreadable to the point of failing.
+The keys are the store's key rows, reached through `SubjectKeys` (its `forget` erases one)."""
 from __future__ import annotations
 
 import base64
@@ -11,19 +12,24 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from headwater.eventsourcing.events import MalformedEvent
 
-if TYPE_CHECKING:
-    from headwater.eventsourcing.store import EventStore
-
 ENCRYPTED = "$encrypted"  # a personal field as stored: {"$encrypted": base64(nonce + ciphertext), "key": key id}
 KEY_ID = "key"
 FORGOTTEN = None          # what a personal field reads as once its subject is forgotten
+
+
+class SubjectKeys(Protocol):
+    """Where the keys are kept: the event store's key rows."""
+
+    def subject_key(self, subject: str) -> bytes | None: ...
+
+    def keep_subject_key(self, subject: str, key: bytes) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -37,14 +43,14 @@ class PersonalData:
     """Which fields of which event types are personal: {event type: Personal(...)}."""
     declared: dict[str, Personal] = field(default_factory=dict)
 
-    def encrypt(self, store: EventStore, event_type: str, body: dict[str, Any]) -> dict[str, Any]:
+    def encrypt(self, keys: SubjectKeys, event_type: str, body: dict[str, Any]) -> dict[str, Any]:
         rule = self.declared.get(event_type)
         if rule is None:
             return body
         subject = body.get(rule.subject_field)
         if not isinstance(subject, str) or not subject:
             raise MalformedEvent(f"{event_type}: personal data needs a subject in field {rule.subject_field!r}")
-        key = subject_key(store, subject, create=True)
+        key = keys.subject_key(subject) or keys.keep_subject_key(subject, AESGCM.generate_key(bit_length=256))
         aead = AESGCM(key)
         sealed = dict(body)
         for name in rule.fields:
@@ -54,12 +60,12 @@ class PersonalData:
                 sealed[name] = {ENCRYPTED: base64.b64encode(nonce + ciphertext).decode(), KEY_ID: key_id(key)}
         return sealed
 
-    def decrypt(self, store: EventStore, event_type: str, body: dict[str, Any]) -> dict[str, Any]:
+    def decrypt(self, keys: SubjectKeys, event_type: str, body: dict[str, Any]) -> dict[str, Any]:
         rule = self.declared.get(event_type)
         if rule is None:
             return body
         subject = body.get(rule.subject_field)
-        key = subject_key(store, subject, create=False)
+        key = keys.subject_key(subject)
         current = key_id(key) if key is not None else None
         opened = dict(body)
         for name in rule.fields:
@@ -88,21 +94,3 @@ def _aad(subject: str, name: str) -> bytes:
 def key_id(key: bytes) -> str:
     """Names a key without revealing it: which key sealed a field, kept beside the ciphertext."""
     return hashlib.sha256(key).hexdigest()[:16]
-
-
-def subject_key(store: EventStore, subject: str, create: bool) -> bytes | None:
-    rows = store.query("SELECT key FROM subject_keys WHERE subject = ?", (subject,))
-    if not rows and create:
-        with store.transaction() as tx:  # a concurrent writer may create it first: then its key is the key
-            tx.execute("INSERT INTO subject_keys (subject, key) VALUES (?, ?) ON CONFLICT (subject) DO NOTHING",
-                       (subject, base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()))
-            rows = tx.execute("SELECT key FROM subject_keys WHERE subject = ?", (subject,))
-    return base64.b64decode(rows[0][0]) if rows else None
-
-
-def forget(store: EventStore, subject: str) -> bool:
-    """Delete the subject's key: their personal fields read as None everywhere from now on."""
-    with store.transaction() as tx:
-        found = tx.execute("SELECT 1 FROM subject_keys WHERE subject = ?", (subject,))
-        tx.execute("DELETE FROM subject_keys WHERE subject = ?", (subject,))
-    return bool(found)

@@ -1,11 +1,14 @@
 """The event store: streams of events with optimistic concurrency, idempotent atomic
-appends, reads forwards and backwards, and a global position that is safe to tail.
+appends, reads forwards and backwards, and a global position that is safe to tail; and the
+key rows of crypto-shredding (one key per data subject, bytes to the store).
 
 The SQL is shared; `sqlite_store` and `postgres_store` supply the connection, the table
-definitions and how appends are serialised (which is what makes tailing safe).
+definitions and how appends are serialised (which is what makes tailing safe). The store
+keeps records (`StoredEvent`, rows); its `mapper` turns events into records and back.
 """
 from __future__ import annotations
 
+import base64
 import json
 import time
 from abc import ABC, abstractmethod
@@ -13,14 +16,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from headwater.eventsourcing.events import (ANY, IdempotencyConflict, MalformedEvent, NewEvent,
-                                            RecordedEvent, StreamNotFound, WrongExpectedVersion)
-from headwater.eventsourcing.shredding import PersonalData
-from headwater.eventsourcing.upcasting import Upcasters
-from headwater.eventsourcing.validation import EventTypes
-
-_json_object = json.JSONDecoder().decode  # json.loads less its per-call checks: decoding is half of a rebuild
-COLUMNS = "position, stream_id, version, event_id, type, schema_version, data, metadata, recorded_at"
+from headwater.eventsourcing.events import (ANY, COLUMNS, IdempotencyConflict, MalformedEvent, NewEvent,
+                                            RecordedEvent, StoredEvent, StreamNotFound, WrongExpectedVersion)
+from headwater.eventsourcing.mapper import Mapper
 
 
 class Transaction:
@@ -47,12 +45,8 @@ class EventStore(ABC):
     placeholder = "?"
     duplicate_key: type[Exception]  # the driver's unique-violation error
 
-    def __init__(self, upcasters: Upcasters | None = None, personal: PersonalData | None = None,
-                 event_types: EventTypes | None = None):
-        """`event_types`: the application's event classes; given, appends must construct them."""
-        self.upcasters = upcasters or Upcasters()
-        self.personal = personal or PersonalData()
-        self.event_types = event_types
+    def __init__(self, mapper: Mapper | None = None):
+        self.mapper = mapper or Mapper()
         self.conn = self._connect()
         with self.transaction() as tx:
             for statement in self._schema():
@@ -87,24 +81,28 @@ class EventStore(ABC):
             raise MalformedEvent(f"stream id must be a non-empty string, got {stream_id!r}")
         if not events:
             raise MalformedEvent("an append needs at least one event")
+        return self.append_records(stream_id, [self.mapper.encode(self, stream_id, event) for event in events],
+                                   expected_version, snapshot)
+
+    def append_records(self, stream_id: str, records: Sequence[StoredEvent], expected_version: int = ANY,
+                       snapshot: dict[str, Any] | None = None) -> int:
+        """As `append`, events already mapped to what is stored."""
         now = time.time()
-        bodies = [self._encode(stream_id, event) for event in events]
         try:
             with self.transaction() as tx:
                 self._serialise_appends(tx)
                 current = tx.execute("SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ?",
                                      (stream_id,))[0][0]
                 if expected_version != ANY and expected_version != current:
-                    retried = self._already_appended(tx, stream_id, events)
+                    retried = self._already_appended(tx, stream_id, records)
                     if retried is not None:
                         return retried
                     raise WrongExpectedVersion(stream_id, expected_version, current)
                 tx.executemany(
                     "INSERT INTO events (stream_id, version, event_id, type, schema_version, data, metadata, "
                     "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(stream_id, current + i, e.event_id, e.type, e.schema_version, data, metadata, now)
-                     for i, (e, (data, metadata)) in enumerate(zip(events, bodies), 1)])
-                version = current + len(events)
+                    [(stream_id, current + i, *record, now) for i, record in enumerate(records, 1)])
+                version = current + len(records)
                 if snapshot is not None:
                     self._save_snapshot(tx, stream_id, version, snapshot)
                 return version
@@ -112,39 +110,14 @@ class EventStore(ABC):
             # an event id is stored already (ids are checked only then: appends stay one query shorter),
             # or, were appends not serialised, another writer took the version first
             with self.transaction() as tx:
-                retried = self._already_appended(tx, stream_id, events)
+                retried = self._already_appended(tx, stream_id, records)
             if retried is None:
                 raise WrongExpectedVersion(stream_id, expected_version, self.stream_version(stream_id)) from None
             return retried
 
-    def _encode(self, stream_id: str, event: NewEvent) -> tuple[str, str]:
-        if not isinstance(event, NewEvent) or not isinstance(event.type, str) or not event.type:
-            raise MalformedEvent(f"not an event with a type name: {event!r}")
-        if not isinstance(event.data, dict) or not isinstance(event.metadata, dict):
-            raise MalformedEvent(f"{event.type}: body and metadata must be JSON objects")
-        if not isinstance(event.schema_version, int) or event.schema_version < 1:
-            raise MalformedEvent(f"{event.type}: schema version must be a positive integer")
-        self.upcasters.check_writable(event.type, event.schema_version)
-        if self.event_types is not None:
-            self._check_type(event)
-        try:
-            data = self.personal.encrypt(self, event.type, event.data)
-            return json.dumps(data, allow_nan=False), json.dumps(event.metadata, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise MalformedEvent(f"{event.type} in {stream_id!r}: body is not JSON: {exc}") from None
-
-    def _check_type(self, event: NewEvent) -> None:
-        """The body as it will be read (upcast to the current version) must construct its class."""
-        try:
-            version, body = self.upcasters.upcast(event.type, event.schema_version, event.data)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MalformedEvent(f"{event.type} v{event.schema_version}: its upcasters fail on this body: "
-                                 f"{type(exc).__name__}: {exc}") from None
-        self.event_types.check(event.type, version, body)
-
     @staticmethod
-    def _already_appended(tx: Transaction, stream_id: str, events: Sequence[NewEvent]) -> int | None:
-        ids = [e.event_id for e in events]
+    def _already_appended(tx: Transaction, stream_id: str, records: Sequence[StoredEvent]) -> int | None:
+        ids = [r.event_id for r in records]
         found = dict(tx.execute(f"SELECT event_id, stream_id || ':' || version FROM events WHERE event_id IN "
                                 f"({', '.join('?' * len(ids))})", ids))
         if not found:
@@ -194,16 +167,7 @@ class EventStore(ABC):
 
     def decode_row(self, row: Sequence) -> RecordedEvent:
         """A stored row (or a relayed one) as the current shape of its event, personal fields decrypted."""
-        position, stream_id, version, event_id, type_, schema_version, data, metadata, recorded_at = row
-        try:
-            body = _json_object(data)
-            meta = {} if metadata == "{}" else _json_object(metadata)  # most events carry none: skip the parse
-        except ValueError as exc:
-            raise MalformedEvent(f"event {event_id} in {stream_id!r}: stored body is not JSON: {exc}") from None
-        body = self.personal.decrypt(self, type_, body)
-        schema_version, body = self.upcasters.upcast(type_, schema_version, body)
-        return RecordedEvent(stream_id, version, position, event_id, type_, schema_version, body, meta,
-                             float(recorded_at))
+        return self.mapper.decode(self, row)
 
     # -- snapshots (written only with the events they summarise; see `append`)
     def latest_snapshot(self, stream_id: str) -> tuple[int, dict[str, Any]] | None:
@@ -224,11 +188,23 @@ class EventStore(ABC):
         with self.transaction() as tx:
             return tx.execute(statement, params)
 
+    # -- key rows (kept base64 in `subject_keys`)
+    def subject_key(self, subject: str) -> bytes | None:
+        rows = self.query("SELECT key FROM subject_keys WHERE subject = ?", (subject,))
+        return base64.b64decode(rows[0][0]) if rows else None
 
-def open_store(location: str, **options) -> EventStore:
-    """A PostgreSQL store for a `postgresql://` URL or a libpq `key=value` string, else a SQLite file."""
-    if location.startswith(("postgresql://", "postgres://")) or "dbname=" in location or "host=" in location:
-        from headwater.eventsourcing.postgres_store import PostgresEventStore
-        return PostgresEventStore(location, **options)
-    from headwater.eventsourcing.sqlite_store import SqliteEventStore
-    return SqliteEventStore(location.removeprefix("sqlite:///"), **options)
+    def keep_subject_key(self, subject: str, key: bytes) -> bytes:
+        """`key` becomes the subject's key unless it has one already (a concurrent writer
+        may create it first: then its key is the key); the subject's key."""
+        with self.transaction() as tx:
+            tx.execute("INSERT INTO subject_keys (subject, key) VALUES (?, ?) ON CONFLICT (subject) DO NOTHING",
+                       (subject, base64.b64encode(key).decode()))
+            return base64.b64decode(tx.execute("SELECT key FROM subject_keys WHERE subject = ?", (subject,))[0][0])
+
+    def forget(self, subject: str) -> bool:
+        """Delete the subject's key, if it had one (then True): their personal fields read as None
+        everywhere from now on."""
+        with self.transaction() as tx:
+            found = tx.execute("SELECT 1 FROM subject_keys WHERE subject = ?", (subject,))
+            tx.execute("DELETE FROM subject_keys WHERE subject = ?", (subject,))
+        return bool(found)

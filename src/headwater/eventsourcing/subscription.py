@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from headwater.eventsourcing.events import RecordedEvent
-from headwater.eventsourcing.store import COLUMNS, EventStore
+from headwater.eventsourcing.events import COLUMNS, RecordedEvent
+from headwater.eventsourcing.store import EventStore
 
 Checkpoint = dict[str, Any]
 FIELDS = [c.strip() for c in COLUMNS.split(",")]

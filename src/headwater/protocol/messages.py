@@ -19,6 +19,7 @@ from kafka.protocol.schemas.fields.codecs import UUID
 
 NO_UUID = uuid.UUID(int=0)
 
+from headwater.protocol import consumer_group_messages as consumer_group
 from headwater.protocol import share_messages as share
 
 
@@ -70,6 +71,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
@@ -132,6 +135,10 @@ MESSAGE_CLASSES = {
     ApiKey.DESCRIBE_CLUSTER: (admin.DescribeClusterRequest, admin.DescribeClusterResponse),
     ApiKey.DESCRIBE_PRODUCERS: (admin.DescribeProducersRequest, admin.DescribeProducersResponse),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (admin.DescribeTopicPartitionsRequest, admin.DescribeTopicPartitionsResponse),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (consumer_group.ConsumerGroupHeartbeatRequest,
+                                      consumer_group.ConsumerGroupHeartbeatResponse),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (consumer_group.ConsumerGroupDescribeRequest,
+                                     consumer_group.ConsumerGroupDescribeResponse),
     ApiKey.SHARE_GROUP_HEARTBEAT: (share.ShareGroupHeartbeatRequest, share.ShareGroupHeartbeatResponse),
     ApiKey.SHARE_GROUP_DESCRIBE: (share.ShareGroupDescribeRequest, share.ShareGroupDescribeResponse),
     ApiKey.SHARE_FETCH: (share.ShareFetchRequest, share.ShareFetchResponse),

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable
 
 import aiohttp
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
@@ -22,6 +22,7 @@ from headwater.push import envelope
 from headwater.push.envelope import Record
 from headwater.push.progress import Progress
 from headwater.push.retry import Backoff
+from headwater.waiting import PROBE_TIMEOUT, STOP_CHECK, Stopped, client_log, never, wait_for_broker
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +60,9 @@ class PushSubscription:
         self._consumer = Consumer({
             "bootstrap.servers": config.bootstrap, **config.security, "group.id": config.group, "enable.auto.commit": False,
             "auto.offset.reset": "earliest" if config.from_beginning else "latest", "log_level": 3,
-            **config.consumer_config})
+            "logger": client_log, **config.consumer_config})
         self._producer = Producer({"bootstrap.servers": config.bootstrap, **config.security, "acks": "all",
-                                   "log_level": 3})
+                                   "log_level": 3, "logger": client_log})
         self._slots = asyncio.Semaphore(config.max_in_flight)
         self._last_of_key: dict[tuple[str, int, bytes | None], asyncio.Task] = {}  # ordering "key": its latest record
         self._tasks: set[asyncio.Task] = set()
@@ -74,28 +75,35 @@ class PushSubscription:
         if self._main is not None:
             self._main.cancel()
 
-    async def run(self) -> None:
-        """Deliver until `stop()`, SIGTERM or SIGINT; then commit what is finished and leave the group."""
+    async def run(self, should_stop: Callable[[], bool] = never) -> None:
+        """Deliver until `stop()` or `should_stop()`; then commit what is finished and leave the
+        group. While the broker is down it waits (and says so, once)."""
         self._main = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stop)
+        watcher = asyncio.create_task(self._stop_when(should_stop))
         committer = asyncio.create_task(self._commit_periodically())
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.config.timeout),
                                          connector=aiohttp.TCPConnector(limit=self.config.max_in_flight)) as http:
             try:
+                await self._call(wait_for_broker, lambda: self._consumer.list_topics(timeout=PROBE_TIMEOUT),
+                                 self.config.bootstrap, should_stop, log.warning)
                 await self._take_records(http)
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, Stopped):
                 pass
             finally:
                 for task in self._tasks:
                     task.cancel()
                 await asyncio.gather(*self._tasks, return_exceptions=True)
                 committer.cancel()
+                watcher.cancel()
                 await self._commit()
                 await self._call(self._consumer.close)
                 self._consumer_thread.shutdown()
         log.info("push stopped: %d acknowledged, %d dead-lettered", self.acknowledged, self.dead_lettered)
+
+    async def _stop_when(self, should_stop: Callable[[], bool]) -> None:
+        while not should_stop():
+            await asyncio.sleep(STOP_CHECK)
+        self.stop()
 
     async def _take_records(self, http: aiohttp.ClientSession) -> None:
         await self._call(self._consumer.subscribe, [self.config.topic], on_revoke=self._revoked)

@@ -11,7 +11,7 @@ from headwater.broker.apis import (api_versions, client_quotas, cluster, fetch, 
                                   produce, topic_configs, topics)
 from headwater.broker.endpoint import Endpoint, endpoint
 from headwater.broker.groups import admin as group_admin
-from headwater.broker.groups import commits, membership
+from headwater.broker.groups import commits, consumer_group_apis, membership
 from headwater.broker.security import acl_apis
 from headwater.broker.security import apis as security
 from headwater.broker.security import user_apis
@@ -65,6 +65,8 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.DESCRIBE_CLUSTER, 0, 2, cluster.describe_cluster),
     endpoint(ApiKey.DESCRIBE_PRODUCERS, 0, 0, produce.describe_producers),
     endpoint(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, partitions.describe_topic_partitions),
+    endpoint(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_group_apis.consumer_group_heartbeat),
+    endpoint(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_group_apis.consumer_group_describe),
     endpoint(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, share.share_group_heartbeat),
     endpoint(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share.share_group_describe),
     endpoint(ApiKey.SHARE_FETCH, 1, 1, share.share_fetch),

@@ -83,9 +83,10 @@ async def describe_topic_partitions(broker, header, request):
                 next_cursor = DescribeTopicPartitionsResponse.Cursor(topic_name=name, partition_index=index)
                 break
             budget -= 1
+            # Empty ELR lists, not null: Kafka's Admin client streams over them (a null is its NPE).
             partitions.append(Partition(error_code=0, partition_index=index, leader_id=node, leader_epoch=0,
-                                        replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=None,
-                                        last_known_elr=None, offline_replicas=[]))
+                                        replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
+                                        last_known_elr=[], offline_replicas=[]))
         topics.append(Topic(error_code=0, name=name, is_internal=name.startswith("__"), partitions=partitions,
                             topic_authorized_operations=bit_field(TOPIC_OPERATIONS)))
         if next_cursor:

@@ -80,6 +80,13 @@ async def init_producer_id(broker, header, request):
                                   producer_epoch=0)
 
 
+def _txn_start(broker, topic: str, partition: int, producer_id: int) -> int:
+    """Where the producer's open transaction begins in the partition: what kafka-transactions
+    describe-producers shows and find-hanging looks for."""
+    start = broker.txn_partitions.open_since(topic, partition, producer_id)
+    return NO_TRANSACTION if start is None else start
+
+
 async def describe_producers(broker, header, request):
     TopicResult = DescribeProducersResponse.TopicResponse
     PartitionResult = TopicResult.PartitionResponse
@@ -95,7 +102,7 @@ async def describe_producers(broker, header, request):
                 continue
             active = [State(producer_id=pid, producer_epoch=epoch, last_sequence=last.last_sequence,
                             last_timestamp=last.max_timestamp, coordinator_epoch=-1,
-                            current_txn_start_offset=NO_TRANSACTION)
+                            current_txn_start_offset=_txn_start(broker, topic.name, index, pid))
                       for pid, epoch, last in producers.active()]
             partitions.append(PartitionResult(partition_index=index, error_code=0, error_message=None,
                                               active_producers=active))

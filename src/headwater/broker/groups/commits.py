@@ -23,6 +23,19 @@ def _partition_error(broker, topic: str, partition: int, metadata: str | None) -
     return ErrorCode.NONE
 
 
+def _commit(broker, request, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
+    """A consumer group's (KIP-848) member is checked against its member epoch, a classic group's
+    against its generation; the offsets of both kinds are kept by the classic coordinator's store."""
+    error = broker.consumer_groups.check_commit(request.group_id, request.member_id,
+                                                request.generation_id_or_member_epoch)
+    if error is None:
+        return broker.groups.commit(request.group_id, request.generation_id_or_member_epoch, request.member_id,
+                                    request.group_instance_id, offsets)
+    if error:
+        return error
+    return broker.groups.commit(request.group_id, -1, "", None, offsets)  # no classic members to check
+
+
 async def offset_commit(broker, header, request):
     errors, offsets = {}, {}
     for topic in request.topics:
@@ -33,8 +46,7 @@ async def offset_commit(broker, header, request):
                 offsets[tp] = CommittedOffset(part.committed_offset, part.committed_leader_epoch,
                                               part.committed_metadata)
     if offsets:
-        error = broker.groups.commit(request.group_id, request.generation_id_or_member_epoch, request.member_id,
-                                     request.group_instance_id, offsets)
+        error = _commit(broker, request, offsets)
         errors.update((tp, error) for tp in offsets)
     by_topic = defaultdict(list)
     PartitionResult = OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition
@@ -68,7 +80,9 @@ async def offset_fetch(broker, header, request):
 
 async def offset_delete(broker, header, request):
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    error, errors = broker.groups.delete_offsets(request.group_id, partitions)
+    in_use = broker.consumer_groups.subscribed_topics(request.group_id)  # a live consumer group keeps them
+    error, errors = broker.groups.delete_offsets(request.group_id, [tp for tp in partitions if tp[0] not in in_use])
+    errors.update((tp, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC) for tp in partitions if tp[0] in in_use)
     TopicResult = OffsetDeleteResponse.OffsetDeleteResponseTopic
     PartitionResult = TopicResult.OffsetDeleteResponsePartition
     topics = [TopicResult(name=t.name, partitions=[PartitionResult(partition_index=p.partition_index,

@@ -472,6 +472,10 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         return group.offsets if group is not None else {}
 
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        group = self._groups.get(group_id)
+        return group.subscribed_topics() if group is not None else set()
+
     # --- administration --------------------------------------------------------------------
 
     def describe(self, group_id: str) -> GroupDescription:

@@ -31,7 +31,9 @@ async def find_coordinator(broker, header, request):
 
 
 async def join_group(broker, header, request):
-    if request.group_id in broker.share.groups:  # one group id, one kind of group
+    # One group id, one kind of group; an empty consumer group (KIP-848) gives its id up, as Kafka converts it.
+    consumer_group_live = broker.consumer_groups.delete(request.group_id) == ErrorCode.NON_EMPTY_GROUP
+    if request.group_id in broker.share.groups or consumer_group_live:
         return JoinGroupResponse(error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, generation_id=-1, protocol_name="",
                                  leader="", member_id=request.member_id, members=[])
     rebalance_timeout = request.rebalance_timeout_ms if header.api_version >= 1 else request.session_timeout_ms

@@ -4,9 +4,11 @@ Pages: the overview (topics, groups, a plot of message rates), a topic (partitio
 configs, a message browser, a live tail over server-sent events), a consumer group
 (members, assignment, committed offsets, lag and its plot, reset offsets), a share group
 (members, assignment, each share-partition's delivery state, configs, its dead-letter
-topic). Read-only unless the broker runs with --console-allow-writes. Bad input gets an
-error page with the right HTTP status, never a stack trace; the broker's Kafka side is
-untouched either way.
+topic), ACLs and SCRAM users, a topic's message search. Read-only unless the broker runs
+with --console-allow-writes: then offsets can be reset, records produced and deleted, topics
+created and their configs set, ACLs and users added and deleted (``admin``: as the Kafka APIs
+do, as the logged-in user). Bad input gets an error page with the right HTTP status, never
+a stack trace; the broker's Kafka side is untouched either way.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import json
 import logging
 import time
 from datetime import datetime, timezone
+from urllib.parse import urlencode, urlsplit
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -28,18 +31,22 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from headwater.broker.acl_operations import AclOperation
 from headwater.broker.broker import Broker
 from headwater.broker.groups import assignment
 from headwater.broker.groups.group import CommittedOffset, GroupState
 from headwater.broker.groups.reset import MODES, ResetTo
-from headwater.broker.http.history import History
-from headwater.broker.http.login import ConsoleLogin
+from headwater.broker.http.admin import Admin, Refused
+from headwater.broker.http.history import RATE_WINDOW_S, History
+from headwater.broker.http.login import ConsoleLogin, peer
 from headwater.broker.http.metrics import BrokerMetrics
-from headwater.broker.http.rest import RestApi
+from headwater.broker.http.rest import RestApi, produce
+from headwater.broker.http.search import SCAN_BUDGET, SHOWN, BadFilter, Filter, search
 from headwater.broker.http.segments import KeepEncodedSeparators, segment
 from headwater.broker.http.state import (CDC_POSITIONS_TOPIC, connector_positions, group_offsets, records_from,
                                         share_partitions)
 from headwater.broker.http.transactions import held_back, transactions
+from headwater.broker.security.acls import CLUSTER_NAME, OPERATION_ALL, AclBinding, PatternType, Permission, ResourceType
 from headwater.log import Log, Topic
 from headwater.protocol.errors import ErrorCode
 from headwater.records import Record
@@ -49,6 +56,10 @@ HERE = Path(__file__).parent
 BROWSE_LIMIT = 50       # records per page of the message browser, at most
 MAX_BROWSE_LIMIT = 1000
 TAIL_BATCH = 100        # records per server-sent event burst of the live tail
+CONSOLE_CLIENT_ID = "headwater-console"   # whose producer_byte_rate quota the console's produce is charged to
+SEARCH_FIELDS = ("partition", "key", "key_match", "value", "path", "equals", "header", "header_value", "since", "until",
+                 "resume")
+ACL_OPERATIONS = {"ALL": OPERATION_ALL, **{op.name: int(op) for op in AclOperation}}
 
 templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape())
 
@@ -106,7 +117,7 @@ class Console:
                    "records": sum(p.log_end_offset - p.log_start_offset for p in t.partitions),
                    "policy": "compact" if t.config.compact else "delete"}
                   for t in sorted(self.broker.log_manager.topics.values(), key=lambda t: t.name)]
-        return self.page("overview.html", topics=topics, groups=self._groups(), share_groups=self._share_groups())
+        return self.page("overview.html", rate_window=RATE_WINDOW_S, topics=topics, groups=self._groups(), share_groups=self._share_groups())
 
     async def rates(self, request: Request) -> Response:
         times, rates = self.history.message_rates()
@@ -175,7 +186,8 @@ class Console:
         configs = [(name, value, "topic" if name in topic.configs else "default")
                    for name, value in sorted(topic.config.to_topic_configs().items())]
         return self.page("topic.html", topic=topic.name, partitions=partitions, configs=configs,
-                         browse=browse, messages=messages)
+                         browse=browse, messages=messages, partition_count=len(partitions), budget=SCAN_BUDGET,
+                         query=dict.fromkeys(SEARCH_FIELDS, ""))
 
     def _browse(self, topic: Topic, browse: dict) -> list[dict]:
         """The records the browser shows: newest first, or from an offset or a time onwards."""
@@ -203,6 +215,37 @@ class Console:
         else:
             found.sort(key=lambda r: (r["timestamp"], r["partition"], r["offset"]))
         return found[:limit]
+
+    async def search(self, request: Request) -> Response:
+        """Records matching the filters, reading at most SCAN_BUDGET records: the page says how far
+        it got and links to go on from there."""
+        topic = self._topic(request)
+        query = {name: request.query_params.get(name, "") for name in SEARCH_FIELDS}
+        since = _timestamp(query["since"]) if query["since"] else None
+        try:
+            where = Filter(key=query["key"], key_exact=query["key_match"] == "exact", value=query["value"],
+                           path=query["path"], equals=query["equals"], header=query["header"],
+                           header_value=query["header_value"], since=since,
+                           until=_timestamp(query["until"]) if query["until"] else None)
+        except BadFilter as exc:
+            raise HTTPException(400, str(exc)) from None
+        resume = _positions(query["resume"])
+        partitions = []
+        for index, plog in self._partitions(topic, query["partition"]):
+            if index in resume:
+                start = resume[index]
+            elif since is not None:   # the time index: the first offset at or after the from-time
+                found_at = plog.offset_for_timestamp(since)
+                start = found_at[0] if found_at else plog.log_end_offset
+            else:
+                start = plog.log_start_offset
+            partitions.append((index, plog, start))
+        found = search(partitions, where)
+        resume_at = ",".join(f"{i}:{o}" for i, o in sorted(found.positions.items()))
+        more = None if found.done else f"/topics/{topic.name}/search?" + urlencode({**query, "resume": resume_at})
+        return self.page("search.html", topic=topic.name, query=query, found=found, budget=SCAN_BUDGET, shown=SHOWN,
+                         messages=[record_view(i, r) for i, r in found.matches], more=more,
+                         partition_count=len(topic.partitions), resume_at=resume_at)
 
     @staticmethod
     def _partitions(topic: Topic, text: str) -> list[tuple[int, Log]]:
@@ -270,11 +313,8 @@ class Console:
         """Reset a group's offsets on one topic: the first POST shows the new offsets and asks
         for confirmation; the POST with confirm=yes commits them. Refused while the group has
         members, as `headwater groups reset-offsets` refuses."""
-        if not self.allow_writes:
-            raise HTTPException(403, "the console is read-only: start the broker with --console-allow-writes "
-                                     "to reset offsets")
+        form, _ = await self._write(request)
         group = self._group(request)
-        form = await request.form()
         topic = self.broker.log_manager.topics.get(form.get("topic", ""))
         if topic is None:
             raise HTTPException(404, f"topic {form.get('topic', '')!r} does not exist")
@@ -303,6 +343,102 @@ class Console:
         log.info("console reset offsets of group %r on %s to %r", group.group_id, topic.name, reset_to)
         return RedirectResponse(request.url_for("group", group=group.group_id), status_code=303)
 
+    # --- writes: each a POST from a console page, refused unless --console-allow-writes ------------
+
+    async def _write(self, request: Request) -> tuple[dict, Admin]:
+        """The form of a write, and the actions as the request's user. Another site's page cannot
+        post it: a browser names the page's origin, which must be this console."""
+        if not self.allow_writes:
+            raise HTTPException(403, "the console is read-only: start the broker with --console-allow-writes")
+        origin = request.headers.get("origin")
+        if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+            raise HTTPException(403, f"a form posted from {origin!r}, another site, is refused")
+        form = await request.form()
+        return ({k: str(v) for k, v in form.items()},
+                Admin(self.broker, getattr(request.state, "user", None), peer(request)))
+
+    async def produce(self, request: Request) -> Response:
+        """One record from the topic page's form, by the REST API's produce path."""
+        topic = self._topic(request)
+        form, admin = await self._write(request)
+        entry = {"key": _string(form.get("key", "")), "value": _string(form.get("value", "")),
+                 "headers": _headers(form.get("headers", ""))}
+        if form.get("partition", "") not in ("", "any"):
+            entry["partition_id"] = _integer(form["partition"], "partition", minimum=0)
+        size = sum(len(form.get(f, "").encode()) for f in ("key", "value", "headers"))
+        result, = await produce(self.broker, topic, [entry], CONSOLE_CLIENT_ID, size, admin)
+        if "error_code" in result:
+            raise HTTPException(result["error_code"], result["message"])
+        log.info("console produced to %s-%d at %d", topic.name, result["partition_id"], result["offset"])
+        return RedirectResponse(f"/topics/{topic.name}?mode=offset&partition={result['partition_id']}"
+                                f"&offset={result['offset']}&limit=1", status_code=303)
+
+    async def create_topic(self, request: Request) -> Response:
+        form, admin = await self._write(request)
+        name = form.get("name", "").strip()
+        partitions = _integer(form.get("partitions", "") or "-1", "partitions", minimum=-1)
+        await _act(admin.create_topic(name, partitions, _configs(form.get("configs", ""))))
+        return RedirectResponse(f"/topics/{name}", status_code=303)
+
+    async def alter_configs(self, request: Request) -> Response:
+        """Set one config of a topic, or (empty value) back to its default: IncrementalAlterConfigs."""
+        topic = self._topic(request)
+        form, admin = await self._write(request)
+        name, value = form.get("name", "").strip(), form.get("value", "").strip()
+        await _act(admin.alter_topic_configs(topic.name, {name: value} if value else {}, [] if value else [name]))
+        return RedirectResponse(f"/topics/{topic.name}", status_code=303)
+
+    async def delete_records(self, request: Request) -> Response:
+        """DeleteRecords: the first POST says what would go, the POST with confirm=yes moves the log start."""
+        topic = self._topic(request)
+        form, admin = await self._write(request)
+        index = _integer(form.get("partition", ""), "partition", minimum=0)
+        (_, plog), = self._partitions(topic, str(index))
+        before = plog.log_end_offset if form.get("before", "") in ("", "end") else \
+            _integer(form["before"], "offset", minimum=0)
+        if form.get("confirm") != "yes":
+            return self.page("delete_records.html", topic=topic.name, partition=index, start=plog.log_start_offset,
+                             end=plog.log_end_offset, before=before, gone=max(before - plog.log_start_offset, 0))
+        await _act(admin.delete_records(topic.name, index, before))
+        return RedirectResponse(f"/topics/{topic.name}", status_code=303)
+
+    # --- ACLs and users -----------------------------------------------------------------------------
+
+    async def acls(self, request: Request) -> Response:
+        admin = Admin(self.broker, getattr(request.state, "user", None), peer(request))
+        acls = sorted(await _act(admin.acls()), key=lambda a: (a.resource_type, a.resource_name, a.principal,
+                                                              a.operation, a.permission))
+        return self.page("acls.html", acls=[_acl_view(a) for a in acls], operations=list(ACL_OPERATIONS),
+                         resource_types=[t.name for t in ResourceType if t is not ResourceType.ANY])
+
+    async def change_acl(self, request: Request) -> Response:
+        """Create an ACL, or (action=delete) delete exactly that one: CreateAcls / DeleteAcls."""
+        form, admin = await self._write(request)
+        acl = _acl(form)
+        if form.get("action") == "delete":
+            await _act(admin.delete_acl(acl))
+        else:
+            await _act(admin.create_acl(acl))
+        return RedirectResponse("/acls", status_code=303)
+
+    async def users(self, request: Request) -> Response:
+        admin = Admin(self.broker, getattr(request.state, "user", None), peer(request))
+        users = await _act(admin.users())
+        return self.page("users.html", users=[{"name": name, "mechanisms": ", ".join(
+            f"{m} ({n} iterations)" for m, n in mechanisms)} for name, mechanisms in users.items()])
+
+    async def change_user(self, request: Request) -> Response:
+        """Create (or change the password of) a SCRAM user, or (action=delete) delete it: AlterUserScramCredentials."""
+        form, admin = await self._write(request)
+        name = form.get("name", "").strip()
+        if form.get("action") == "delete":
+            await _act(admin.delete_user(name))
+        else:
+            if not form.get("password"):
+                raise HTTPException(400, "a new user needs a password")
+            await _act(admin.create_user(name, form["password"], form.get("mechanism", "SCRAM-SHA-256")))
+        return RedirectResponse("/users", status_code=303)
+
     async def transactions(self, request: Request) -> Response:
         return self.page("transactions.html", transactions=transactions(self.broker), held_back=held_back(self.broker),
                          completed=self.broker.transactions.completed)
@@ -329,6 +465,15 @@ class Console:
             Route("/groups/{group:segment}/lag.json", self.group_lag),
             Route("/groups/{group:segment}/reset", self.reset, methods=["POST"]),
             Route("/share-groups/{group:segment}", self.share_group, name="share_group"),
+            Route("/topics", self.create_topic, methods=["POST"]),
+            Route("/topics/{name}/search", self.search, name="search"),
+            Route("/topics/{name}/produce", self.produce, methods=["POST"]),
+            Route("/topics/{name}/configs", self.alter_configs, methods=["POST"]),
+            Route("/topics/{name}/delete-records", self.delete_records, methods=["POST"]),
+            Route("/acls", self.acls, name="acls"),
+            Route("/acls", self.change_acl, methods=["POST"]),
+            Route("/users", self.users, name="users"),
+            Route("/users", self.change_user, methods=["POST"]),
             Route("/cdc", self.cdc, name="cdc"),
             Route("/transactions", self.transactions, name="transactions"),
             Route("/metrics", self.scrape),
@@ -364,6 +509,15 @@ def _timestamp(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def _positions(text: str) -> dict[int, int]:
+    """A search's continuation: ``partition:offset`` pairs, comma-separated."""
+    positions = {}
+    for pair in filter(None, text.split(",")):
+        partition, _, offset = pair.partition(":")
+        positions[_integer(partition, "partition", minimum=0)] = _integer(offset, "offset", minimum=0)
+    return positions
+
+
 def _reset_to(mode: str, value: str) -> ResetTo:
     if mode not in MODES:
         raise HTTPException(400, f"reset to {mode!r}? use one of {', '.join(MODES)}")
@@ -373,3 +527,57 @@ def _reset_to(mode: str, value: str) -> ResetTo:
         return ResetTo(mode, _timestamp(value))
     return ResetTo(mode, _integer(value, "the offset" if mode == "offset" else "the shift",
                                   minimum=0 if mode == "offset" else -(2**63)))
+
+
+async def _act(action):
+    """Await an admin action; the broker's refusal becomes the page's error (403 when not authorized)."""
+    try:
+        return await action
+    except Refused as refused:
+        raise HTTPException(403 if refused.denied else 400, str(refused)) from None
+
+
+def _string(text: str) -> dict | None:
+    """A form field as a REST record's key or value: empty is null (no key; a tombstone value)."""
+    return {"type": "STRING", "data": text} if text else None
+
+
+def _pairs(text: str, what: str, separator: str) -> list[tuple[str, str]]:
+    """``name<separator>value`` lines (blank lines skipped)."""
+    pairs = []
+    for line in text.splitlines():
+        if line.strip():
+            name, sep, value = line.partition(separator)
+            if not sep or not name.strip():
+                raise HTTPException(400, f"{what} {line!r} is not name{separator}value")
+            pairs.append((name.strip(), value.strip()))
+    return pairs
+
+
+def _headers(text: str) -> list[dict]:
+    return [{"name": name, "value": base64.b64encode(value.encode()).decode()}
+            for name, value in _pairs(text, "header", ":")]
+
+
+def _configs(text: str) -> dict[str, str]:
+    return dict(_pairs(text, "config", "="))
+
+
+def _acl_view(acl: AclBinding) -> dict:
+    operations = {code: name for name, code in ACL_OPERATIONS.items()}
+    return {"resource_type": ResourceType(acl.resource_type).name, "resource_name": acl.resource_name,
+            "pattern": PatternType(acl.pattern_type).name, "principal": acl.principal, "host": acl.host,
+            "operation": operations.get(acl.operation, str(acl.operation)),
+            "permission": Permission(acl.permission).name}
+
+
+def _acl(form: dict) -> AclBinding:
+    try:
+        return AclBinding(ResourceType[form.get("resource_type", "")],
+                          form.get("resource_name", "").strip() or (CLUSTER_NAME if form.get(
+                              "resource_type") == "CLUSTER" else ""),
+                          PatternType[form.get("pattern", "LITERAL")], form.get("principal", "").strip(),
+                          form.get("host", "").strip() or "*", ACL_OPERATIONS[form.get("operation", "")],
+                          Permission[form.get("permission", "ALLOW")])
+    except KeyError as missing:
+        raise HTTPException(400, f"unknown ACL field value {missing}") from None

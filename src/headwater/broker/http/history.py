@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from headwater.broker.broker import Broker
@@ -12,6 +13,7 @@ from headwater.broker.http.state import group_offsets
 
 SAMPLE_INTERVAL_S = 2.0
 KEPT_SAMPLES = 300   # ten minutes at the default interval
+RATE_WINDOW_S = 20.0  # message rates are averaged over this long, so one burst does not dwarf the rest
 
 
 @dataclass(frozen=True)
@@ -22,8 +24,9 @@ class Sample:
 
 
 class History:
-    def __init__(self, broker: Broker, interval_s: float = SAMPLE_INTERVAL_S, kept: int = KEPT_SAMPLES):
-        self.broker, self.interval_s = broker, interval_s
+    def __init__(self, broker: Broker, interval_s: float = SAMPLE_INTERVAL_S, kept: int = KEPT_SAMPLES,
+                 clock: Callable[[], float] = time.time):
+        self.broker, self.interval_s, self.clock = broker, interval_s, clock
         self.samples: deque[Sample] = deque(maxlen=kept)
         self._task: asyncio.Task | None = None
 
@@ -32,18 +35,28 @@ class History:
         ends = {t.name: sum(p.log_end_offset for p in t.partitions) for t in broker.log_manager.topics.values()}
         lags = {g.group_id: {(r.topic, r.partition): r.lag for r in group_offsets(broker, g.group_id)}
                 for g in broker.groups.list_groups()}
-        self.samples.append(Sample(time.time(), ends, lags))
+        self.samples.append(Sample(self.clock(), ends, lags))
 
-    def message_rates(self) -> tuple[list[float], dict[str, list[float | None]]]:
-        """(times, topic -> records/s between each sample and the one before)."""
+    def message_rates(self, window_s: float = RATE_WINDOW_S) -> tuple[list[float], dict[str, list[float | None]]]:
+        """(times, topic -> records/s over the ``window_s`` before each sample), internal topics left out.
+
+        The rate at a sample is what the topic's log end grew by since the latest sample at least
+        ``window_s`` older, over ``window_s``; until the history is that long, since the first sample
+        it has, still over ``window_s`` (what came before it is unknown, so it counts as none). A
+        burst is thus spread over a window instead of showing as one sample's spike."""
         samples = list(self.samples)
         times = [s.at for s in samples[1:]]
         rates: dict[str, list[float | None]] = {}
-        for i, (before, after) in enumerate(zip(samples, samples[1:])):
+        first = 0   # index of the sample a window starts at
+        for i, after in enumerate(samples[1:], start=1):
+            while first + 1 < i and samples[first + 1].at <= after.at - window_s:
+                first += 1
+            before = samples[first]
             for topic, end in after.log_ends.items():
-                series = rates.setdefault(topic, [None] * len(times))
-                if topic in before.log_ends:
-                    series[i] = max(end - before.log_ends[topic], 0) / (after.at - before.at)
+                if topic.startswith("__"):
+                    continue
+                grown = end - before.log_ends.get(topic, 0)   # a topic newer than the window's start began empty
+                rates.setdefault(topic, [None] * len(times))[i - 1] = max(grown, 0) / max(window_s, after.at - before.at)
         return times, rates
 
     def group_lag(self, group_id: str) -> tuple[list[float], dict[str, list[int | None]]]:

@@ -79,10 +79,10 @@ class ConsoleLogin:
         """The user of the request's session or of its HTTP Basic credentials; None if it has neither
         (or its session's user may no longer use the console). Raises Refused for Basic credentials
         that do not allow the console."""
-        peer = _peer(request)
+        host = peer(request)
         if "user" in request.session:
             try:
-                self.allowed(request.session["user"], peer)
+                self.allowed(request.session["user"], host)
                 return request.session["user"]
             except Refused:  # the user or its ACL is gone: the session ends
                 request.session.clear()
@@ -96,7 +96,7 @@ class ConsoleLogin:
             raise Refused(401, "malformed Basic credentials") from None
         if not sep:
             raise Refused(401, "malformed Basic credentials")
-        await self.check(user, password, peer)
+        await self.check(user, password, host)
         return user
 
     async def form(self, request: Request, render: Callable[..., Response]) -> Response:
@@ -106,7 +106,7 @@ class ConsoleLogin:
         form = await request.form()
         user, target = str(form.get("user", "")), _local(str(form.get("next", "/")))
         try:
-            await self.check(user, str(form.get("password", "")), _peer(request))
+            await self.check(user, str(form.get("password", "")), peer(request))
         except Refused as refused:
             return render("login.html", status=refused.status, next=target, user=user, error=str(refused))
         request.session["user"] = user
@@ -122,7 +122,8 @@ def _local(target: str) -> str:
     return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
 
 
-def _peer(request: Request) -> str:
+def peer(request: Request) -> str:
+    """The client's address, as ACLs name hosts."""
     return request.client.host if request.client else ""
 
 
@@ -149,6 +150,7 @@ class _Gate:
                                                    headers={"WWW-Authenticate": REALM})
         else:
             if user is not None:
+                scope.setdefault("state", {})["user"] = user   # request.state.user: whom writes are authorized as
                 return await self.app(scope, receive, send)
             path, query = scope["path"], scope.get("query_string", b"").decode("latin-1")
             if _wants_page(path):

@@ -182,7 +182,7 @@ class StateCollector(Collector):
                                     labels=["consumergroup"])
         committed = GaugeMetricFamily("kafka_consumergroup_current_offset", "Committed offset of a group",
                                       labels=["consumergroup", "topic", "partition"])
-        lag = GaugeMetricFamily("kafka_consumergroup_lag", "Log end offset minus committed offset",
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "Log end offset minus committed offset (log start offset if none)",
                                 labels=["consumergroup", "topic", "partition"])
         lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "Lag of a group over a topic's partitions",
                                     labels=["consumergroup", "topic"])
@@ -192,7 +192,8 @@ class StateCollector(Collector):
             rows = group_offsets(self.broker, gid)
             for row in rows:
                 labels = [gid, row.topic, str(row.partition)]
-                committed.add_metric(labels, row.committed)
+                if row.committed is not None:
+                    committed.add_metric(labels, row.committed)
                 lag.add_metric(labels, row.lag)
             _add_lag_sums(lag_sum, gid, rows)
         yield from (members, committed, lag, lag_sum)

@@ -29,10 +29,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from headwater.broker.acl_operations import AclOperation
 from headwater.broker.broker import Broker, ProduceResult
+from headwater.broker.http.admin import Admin
+from headwater.broker.http.login import peer
 from headwater.broker.http.state import records_from
 from headwater.broker.partitioner import partition_for
 from headwater.broker.quotas import PRODUCER_BYTE_RATE
+from headwater.broker.security.acls import ResourceType
+from headwater.log import Topic
 from headwater.protocol.errors import ErrorCode
 from headwater.records import Record, encode_batch
 
@@ -100,48 +105,9 @@ class RestApi:
 
     async def _produce(self, request: Request, entries: list, size: int) -> list[dict]:
         """Produce `entries`, read from a body of `size` bytes (what the quota is charged)."""
-        topic = self._topic(request)
         client_id = request.headers.get("Headwater-Client-Id", DEFAULT_CLIENT_ID)
-        throttle = self.broker.quotas.charge(client_id, PRODUCER_BYTE_RATE, size)
-        if throttle:
-            raise HTTPException(429, f"client id {client_id!r} is over its producer_byte_rate quota; "
-                                f"retry in {throttle:.2f} s", headers={"Retry-After": str(math.ceil(throttle))})
-        now = int(time.time() * 1000)
-        results: list[dict | None] = [None] * len(entries)
-        by_partition: dict[int, list[tuple[int, Record]]] = {}
-        for i, entry in enumerate(entries):
-            try:
-                partition, record = _record(entry, now, len(topic.partitions))
-            except HTTPException as exc:
-                results[i] = _failure(entry, exc.status_code, exc.detail)
-                continue
-            by_partition.setdefault(partition, []).append((i, record))
-        answers = {partition: self.broker.append(topic.name, partition, encode_batch(
-            [Record(n, r.timestamp, r.key, r.value, r.headers) for n, (_, r) in enumerate(placed)]), flush_policy=False)
-            for partition, placed in by_partition.items()}
-        await self._make_durable(topic, answers)
-        for partition, placed in by_partition.items():
-            answer = answers[partition]
-            for n, (i, record) in enumerate(placed):
-                if answer.error != ErrorCode.NONE:
-                    results[i] = _failure(entries[i], 400 if answer.error == ErrorCode.MESSAGE_TOO_LARGE else 500,
-                                          answer.message or answer.error.name)
-                    continue
-                results[i] = {**_id(entries[i]), "cluster_id": self.broker.cluster_id, "topic_name": topic.name,
-                              "partition_id": partition, "offset": answer.base_offset + n,
-                              "timestamp": record.timestamp}
-        return results
-
-    async def _make_durable(self, topic, answers: dict[int, ProduceResult]) -> None:
-        """Answer as an acks=all producer is (REST Proxy's producer default): with ``--flush always``,
-        after the group commit's fsync of every partition appended to (one wait for them all)."""
-        logs = {partition: topic.partitions[partition] for partition, answer in answers.items()
-                if answer.error == ErrorCode.NONE and self.broker.must_be_durable(topic.partitions[partition], True)}
-        failed = await self.broker.group_commit.durable(logs.values())
-        for partition, plog in logs.items():
-            if plog in failed:
-                answers[partition] = ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,
-                                                   message=f"cannot fsync {plog.directory}: {failed[plog]}")
+        return await produce(self.broker, self._topic(request), entries, client_id, size,
+                             Admin(self.broker, getattr(request.state, "user", None), peer(request)))
 
     async def _body(self, request: Request) -> tuple[dict, int]:
         """The JSON object sent and its size in bytes as read. Reading stops past the limit:
@@ -177,6 +143,55 @@ class RestApi:
         if topic is None or name.startswith("__"):
             raise HTTPException(404, f"no topic {name!r}")
         return topic
+
+
+async def produce(broker: Broker, topic: Topic, entries: list, client_id: str, size: int, admin: Admin) -> list[dict]:
+    """Append REST-shaped `entries` to `topic` (the REST API's and the console's one produce path):
+    WRITE on the topic needed as a Kafka producer needs it, `size` bytes charged to `client_id`'s
+    producer_byte_rate quota, acks=all durability."""
+    if not admin.may(AclOperation.WRITE, ResourceType.TOPIC, topic.name):
+        raise HTTPException(403, f"not authorized to write to topic {topic.name!r} (TOPIC_AUTHORIZATION_FAILED)")
+    throttle = broker.quotas.charge(client_id, PRODUCER_BYTE_RATE, size)
+    if throttle:
+        raise HTTPException(429, f"client id {client_id!r} is over its producer_byte_rate quota; "
+                            f"retry in {throttle:.2f} s", headers={"Retry-After": str(math.ceil(throttle))})
+    now = int(time.time() * 1000)
+    results: list[dict | None] = [None] * len(entries)
+    by_partition: dict[int, list[tuple[int, Record]]] = {}
+    for i, entry in enumerate(entries):
+        try:
+            partition, record = _record(entry, now, len(topic.partitions))
+        except HTTPException as exc:
+            results[i] = _failure(entry, exc.status_code, exc.detail)
+            continue
+        by_partition.setdefault(partition, []).append((i, record))
+    answers = {partition: broker.append(topic.name, partition, encode_batch(
+        [Record(n, r.timestamp, r.key, r.value, r.headers) for n, (_, r) in enumerate(placed)]), flush_policy=False)
+        for partition, placed in by_partition.items()}
+    await _make_durable(broker, topic, answers)
+    for partition, placed in by_partition.items():
+        answer = answers[partition]
+        for n, (i, record) in enumerate(placed):
+            if answer.error != ErrorCode.NONE:
+                results[i] = _failure(entries[i], 400 if answer.error == ErrorCode.MESSAGE_TOO_LARGE else 500,
+                                      answer.message or answer.error.name)
+                continue
+            results[i] = {**_id(entries[i]), "cluster_id": broker.cluster_id, "topic_name": topic.name,
+                          "partition_id": partition, "offset": answer.base_offset + n,
+                          "timestamp": record.timestamp}
+    return results
+
+
+async def _make_durable(broker: Broker, topic: Topic, answers: dict[int, ProduceResult]) -> None:
+    """Answer as an acks=all producer is (REST Proxy's producer default): with ``--flush always``,
+    after the group commit's fsync of every partition appended to (one wait for them all)."""
+    logs = {partition: topic.partitions[partition] for partition, answer in answers.items()
+            if answer.error == ErrorCode.NONE and broker.must_be_durable(topic.partitions[partition], True)}
+    failed = await broker.group_commit.durable(logs.values())
+    for partition, plog in logs.items():
+        if plog in failed:
+            answers[partition] = ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,
+                                               message=f"cannot fsync {plog.directory}: {failed[plog]}")
 
 
 def _record(entry, now: int, partitions: int) -> tuple[int, Record]:

@@ -21,21 +21,29 @@ class PartitionOffsets:
     topic: str
     partition: int
     committed: int | None   # None: the group never committed this partition
+    log_start: int
     log_end: int
 
     @property
-    def lag(self) -> int | None:
-        # kafka_exporter's lag: log end minus committed, never negative (a log truncated under a commit)
-        return None if self.committed is None else max(self.log_end - self.committed, 0)
+    def lag(self) -> int:
+        # log end minus committed, never negative (a log truncated under a commit); a partition never
+        # committed lags by every record in its log: what a group reading from the earliest will
+        # read (kafka_exporter shows -1 for it and leaves it out of the sum, hiding those records)
+        return max(self.log_end - (self.log_start if self.committed is None else self.committed), 0)
 
 
 def group_offsets(broker: Broker, group_id: str) -> list[PartitionOffsets]:
-    """Committed offset, log end and lag of each partition the group committed, sorted."""
+    """Committed offset, log end and lag of every partition of the topics the group subscribes to
+    or has committed offsets of (a deleted topic's offsets are not lag), sorted."""
+    committed = broker.groups.committed(group_id)
+    topics = {topic for topic, _ in committed} | broker.groups.subscribed_topics(group_id)
     rows = []
-    for (topic, partition), committed in sorted(broker.groups.committed(group_id).items()):
-        plog = broker.log_manager.get_log(topic, partition)
-        if plog is not None:  # offsets of a deleted topic are not lag
-            rows.append(PartitionOffsets(topic, partition, committed.offset, plog.log_end_offset))
+    for name in sorted(topics):
+        topic = broker.log_manager.topics.get(name)
+        for partition, plog in enumerate(topic.partitions if topic is not None else []):
+            offset = committed.get((name, partition))
+            rows.append(PartitionOffsets(name, partition, offset.offset if offset is not None else None,
+                                         plog.log_start_offset, plog.log_end_offset))
     return rows
 
 
@@ -70,16 +78,25 @@ class SharePartitionView:
 
 
 def share_partitions(broker: Broker, group_id: str) -> list[SharePartitionView]:
-    """The share-partitions the group has used, sorted (a deleted topic's are gone already)."""
+    """The share-partitions the group has used, and those of its members' topics not fetched yet
+    (starting where share.auto.offset.reset will start them), sorted; a deleted topic's are gone."""
+    group = broker.share.groups[group_id]
+    topics = {topic for topic, _ in group.partitions} | {t for m in group.members.values() for t in m.subscription}
+    from_earliest = group.config.get("share.auto.offset.reset") == "earliest"
     rows = []
-    for (topic, partition), state in sorted(broker.share.groups[group_id].partitions.items()):
-        plog = broker.log_manager.get_log(topic, partition)
-        if plog is None:
-            continue
-        waiting = state.count(RecordState.AVAILABLE) + max(plog.log_end_offset - state.end_offset, 0)
-        rows.append(SharePartitionView(topic, partition, state.start_offset, plog.log_end_offset,
-                                       state.count(RecordState.ACQUIRED), waiting, state.archived_total,
-                                       state.dead_lettered))
+    for name in sorted(topics):
+        topic = broker.log_manager.topics.get(name)
+        for partition, plog in enumerate(topic.partitions if topic is not None else []):
+            state = group.partitions.get((name, partition))
+            if state is None:
+                start = plog.log_start_offset if from_earliest else plog.log_end_offset
+                rows.append(SharePartitionView(name, partition, start, plog.log_end_offset, 0,
+                                               plog.log_end_offset - start, 0, 0))
+                continue
+            waiting = state.count(RecordState.AVAILABLE) + max(plog.log_end_offset - state.end_offset, 0)
+            rows.append(SharePartitionView(name, partition, state.start_offset, plog.log_end_offset,
+                                           state.count(RecordState.ACQUIRED), waiting, state.archived_total,
+                                           state.dead_lettered))
     return rows
 
 

@@ -330,13 +330,20 @@ def _share(topic_result: str, **fields) -> Rule:
     return _group(Op.READ, per_resource("topics", check, "responses", denial))
 
 
-async def _share_group_heartbeat(access, header, request, handle):
-    """READ on the group and on every topic it subscribes to."""
-    if not access.group(Op.READ, request.group_id):
-        return _response(header, error_code=GROUP_DENIED, error_message=NOT_AUTHORIZED)
-    if not all(access.topic(Op.READ, name) for name in request.subscribed_topic_names or ()):
-        return _response(header, error_code=TOPIC_DENIED, error_message=NOT_AUTHORIZED)
-    return await handle(request)
+def _group_heartbeat(topic_operation: Op) -> Rule:
+    """Share and consumer group heartbeats: READ on the group, ``topic_operation`` on every topic
+    it subscribes to (READ for share groups, DESCRIBE for consumer groups, as Kafka)."""
+    async def rule(access, header, request, handle):
+        if not access.group(Op.READ, request.group_id):
+            return _response(header, error_code=GROUP_DENIED, error_message=NOT_AUTHORIZED)
+        if not all(access.topic(topic_operation, name) for name in request.subscribed_topic_names or ()):
+            return _response(header, error_code=TOPIC_DENIED, error_message=NOT_AUTHORIZED)
+        return await handle(request)
+    return rule
+
+
+def _described_group_denied(R, group_id: str, code: ErrorCode):
+    return R.DescribedGroup(error_code=code, error_message=NOT_AUTHORIZED, group_id=group_id, members=[])
 
 
 def _create_topic(access, topic) -> ErrorCode | None:
@@ -402,11 +409,12 @@ RULES: dict[int, Rule] = {
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.OFFSET_DELETE: _group(Op.DELETE, _committed("OffsetDeleteResponseTopic", "OffsetDeleteResponsePartition",
                                                        lambda a, r: None)),
-    ApiKey.SHARE_GROUP_HEARTBEAT: _share_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _group_heartbeat(Op.DESCRIBE),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: per_resource("group_ids", _group_check(Op.DESCRIBE), "groups",
+                                                 _described_group_denied),
+    ApiKey.SHARE_GROUP_HEARTBEAT: _group_heartbeat(Op.READ),
     ApiKey.SHARE_GROUP_DESCRIBE: per_resource("group_ids", _group_check(Op.DESCRIBE), "groups",
-                                              lambda R, g, code: R.DescribedGroup(
-                                                  error_code=code, error_message=NOT_AUTHORIZED, group_id=g,
-                                                  members=[])),
+                                              _described_group_denied),
     ApiKey.SHARE_FETCH: _share("ShareFetchableTopicResponse", acknowledge_error_code=0, records=None,
                                acquired_records=[]),
     ApiKey.SHARE_ACKNOWLEDGE: _share("ShareAcknowledgeTopicResponse"),

@@ -48,6 +48,10 @@ class TxnPartitions:
         """A transactional batch went in at ``offset``: its transaction is open here from its first batch."""
         self._opened(topic, partition, plog, header.producer_id, offset)
 
+    def open_since(self, topic: str, partition: int, producer_id: int) -> int | None:
+        """The first offset of ``producer_id``'s transaction open in this partition, if one is."""
+        return self._open.get((topic, partition), {}).get(producer_id)
+
     def last_stable_offset(self, topic: str, partition: int, plog: Log) -> int:
         """Never below the log start offset: retention may have taken an open transaction's start."""
         first_open = plog.first_unstable_offset   # kept with _open: read per partition by every fetch

@@ -7,6 +7,12 @@ function toColumns(data) {
   return [names, [data.times, ...names.map(n => data.series[n])]];
 }
 
+// Series colours: hues a golden angle apart never repeat, and neighbours differ most; lightness
+// alternates so that hues close on the circle still tell apart.
+function colour(i) {
+  return `hsl(${(i * 137.508) % 360}, 70%, ${i % 2 ? 35 : 50}%)`;
+}
+
 async function refreshPlot(el) {
   const response = await fetch(el.dataset.source);
   if (!response.ok) return;
@@ -14,8 +20,7 @@ async function refreshPlot(el) {
   const key = el.id + "|" + names.join(",");
   if (!plots[el.id] || plots[el.id].key !== key) {
     if (plots[el.id]) plots[el.id].chart.destroy();
-    const palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
-    const series = [{}, ...names.map((n, i) => ({label: n, stroke: palette[i % palette.length], width: 2, spanGaps: true}))];
+    const series = [{}, ...names.map((n, i) => ({label: n, stroke: colour(i), width: 2, spanGaps: true}))];
     const chart = new uPlot({width: Math.min(el.clientWidth || 800, 1000), height: 220, series: series}, columns, el);
     plots[el.id] = {key: key, chart: chart, el: el};
   } else {
