@@ -542,6 +542,15 @@ def kafka_classpath() -> str:
     return f"{folder}/*"
 
 
+def spark_kafka_jars() -> list[str]:
+    """Spark's own Kafka connector and what PySpark lacks of its dependencies, as resolved by
+    `make jvm`: for a session's spark.jars."""
+    jars = sorted(str(jar) for jar in (JVM_BUILD / "spark-kafka").glob("*.jar"))
+    if not any("spark-sql-kafka" in jar for jar in jars):
+        raise FileNotFoundError(f"{JVM_BUILD / 'spark-kafka'} has no connector: run `make jvm` (Maven and a JDK 17)")
+    return jars
+
+
 def _main_class(tool: str) -> str:
     return tool if "." in tool else KAFKA_TOOLS[tool]
 

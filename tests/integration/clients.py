@@ -29,6 +29,15 @@ def committed_offset(bootstrap: str, group: str, topic: str) -> int:
         consumer.close()
 
 
+def stable_end(bootstrap: str, topic: str, partition: int = 0) -> int:
+    """A partition's end as a read_committed consumer sees it: the last stable offset."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "isolation.level": "read_committed"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    finally:
+        consumer.close()
+
+
 def confluent_produce(bootstrap, topic, messages, **config):
     """Produce with confluent-kafka; returns delivered (partition, offset, key, value, headers) in send order."""
     delivered, errors = [None] * len(messages), []

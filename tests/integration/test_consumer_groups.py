@@ -20,6 +20,7 @@ from .wire import Wire
 SESSION_MS = 6000   # the broker's group.consumer.session.timeout.ms here, so a killed member is fenced soon
 OffsetCommitRequest = MESSAGE_CLASSES[ApiKey.OFFSET_COMMIT][0]
 OffsetDeleteRequest = MESSAGE_CLASSES[ApiKey.OFFSET_DELETE][0]
+OffsetFetchRequest = MESSAGE_CLASSES[ApiKey.OFFSET_FETCH][0]
 
 
 @pytest.fixture
@@ -144,7 +145,16 @@ def _commit(wire, member_id, epoch, group="g"):
                                       name="orders", partitions=[Topic.OffsetCommitRequestPartition(
                                           partition_index=0, committed_offset=5, committed_leader_epoch=-1,
                                           committed_metadata="")])])
-    return wire.request(request, version=7).topics[0].partitions[0].error_code
+    return wire.request(request, version=9).topics[0].partitions[0].error_code   # v9: KIP-848's own
+
+
+def _fetch(wire, *members, group="g"):
+    """OffsetFetch v9 for (member id, epoch) pairs, one group entry each: (error code, partition 0's offset)."""
+    Group = OffsetFetchRequest.OffsetFetchRequestGroup
+    response = wire.request(OffsetFetchRequest(require_stable=False, groups=[Group(
+        group_id=group, member_id=member_id, member_epoch=epoch, topics=[Group.OffsetFetchRequestTopics(
+            name="orders", partition_indexes=[0])]) for member_id, epoch in members]), version=9)
+    return [(g.error_code, g.topics[0].partitions[0].committed_offset if g.topics else None) for g in response.groups]
 
 
 def test_commits_are_checked_against_the_member_epoch(broker):
@@ -156,6 +166,10 @@ def test_commits_are_checked_against_the_member_epoch(broker):
     assert _commit(wire, "someone-else", joined.member_epoch) == ErrorCode.UNKNOWN_MEMBER_ID
     assert _commit(wire, member_id, joined.member_epoch) == ErrorCode.NONE
     assert committed(broker.bootstrap, "g", "orders", [0]) == {0: 5}
+    # OffsetFetch v9 checks a member as OffsetCommit does; an admin (no member id) is not one
+    assert _fetch(wire, (member_id, joined.member_epoch), (member_id, joined.member_epoch + 1),
+                  ("someone-else", joined.member_epoch), (None, -1)) == [
+        (0, 5), (ErrorCode.STALE_MEMBER_EPOCH, None), (ErrorCode.UNKNOWN_MEMBER_ID, None), (0, 5)]
     assert _delete_offset(wire) == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC    # the live group reads the topic
     wire.request(ConsumerGroupHeartbeatRequest(group_id="g", member_id=member_id, member_epoch=-1), version=1)
     assert _commit(wire, "", -1) == ErrorCode.NONE                      # no members: anyone may commit

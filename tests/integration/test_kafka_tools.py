@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from confluent_kafka.admin import ConfigResource
 
 from headwater.testing import BrokerProcess, KafkaTools, kafka_classpath
 
-from .clients import confluent_consume, confluent_produce
+from .clients import confluent_consume, confluent_produce, stable_end
 from .groups import admin, create_topic
 
 
@@ -52,7 +53,8 @@ def secured(tmp_path_factory):
     base = tmp_path_factory.mktemp("kafka-tools-secured")
     certs, data = base / "certs", base / "data"
     for command in (["certs", "--out", str(certs)],
-                    ["users", "create", "--offline", "--data-dir", str(data), "alice", "--password", "alice-pw", "--iterations", "4096"]):
+                    ["users", "create", "--offline", "--data-dir", str(data), "alice", "--password", "alice-pw",
+                     "--iterations", "4096"]):
         subprocess.run([sys.executable, "-m", "headwater", *command], check=True, capture_output=True)
     with BrokerProcess(data, "--listener", "SASL_SSL://127.0.0.1:0", "--ssl-certfile", str(certs / "broker.pem"),
                        "--ssl-keyfile", str(certs / "broker.key"), "--ssl-cafile", str(certs / "ca.pem"),
@@ -257,6 +259,26 @@ def test_java_clients_round_trip(tools, broker):
     assert committed(broker, "java-group", "java-clients", 3) == {p: len(o) or -1001 for p, o in per_partition.items()}
 
 
+def test_java_consumers_in_a_consumer_protocol_group(tools, broker):
+    """Three KafkaConsumers with group.protocol=consumer (KIP-848; jvm/.../ConsumerProtocolGroup):
+    the broker's assignment covers every partition once, each record is read once, commits
+    (OffsetCommit v9 with the member epoch) land."""
+    create_topic(broker.bootstrap, "java-848", 3)
+    events = json_lines(tools.run("headwater.jvm.ConsumerProtocolGroup", broker.bootstrap, "java-848", "java-848-group",
+                                  "3", "60"))
+    assigned = [(e["member"], e["partition"]) for e in events if e["event"] == "assigned"]
+    assert sorted(p for _, p in assigned) == [0, 1, 2] and {m for m, _ in assigned} == {0, 1, 2}
+    sent = sorted((e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "sent")
+    received = sorted((e["partition"], e["offset"], e["key"], e["value"]) for e in events if e["event"] == "received")
+    truth = sorted((p, o, k.decode(), v.decode()) for p, o, k, v, _ in confluent_consume(broker.bootstrap, "java-848",
+                                                                                         range(3), 60))
+    assert received == sent == truth                                          # every record once
+    ends = {p: high for p, (_, high) in watermarks(broker, "java-848", 3).items()}
+    last_commits = {e["partition"]: e["offset"] for e in events if e["event"] == "committed"}
+    assert last_commits == {p: end for p, end in ends.items() if end}
+    assert committed(broker, "java-848-group", "java-848", 3) == {p: end or -1001 for p, end in ends.items()}
+
+
 def table(stdout: str, first_column: str) -> list[dict[str, str]]:
     """The rows of a whitespace-aligned table whose header starts with `first_column`."""
     lines = stdout.splitlines()
@@ -352,22 +374,33 @@ def test_transactions_list_describe_and_producers(tools, broker):
     assert state["CurrentTransactionStartOffset"] == "None"
 
 
-@pytest.mark.xfail(strict=True, reason="kafka-transactions abort: 'The node does not support "
-                                       "WRITE_TXN_MARKERS' (API 27 is not served)")
 def test_transactions_abort_a_hanging_transaction(tools, broker, request):
+    """An open transaction holds back the last stable offset; `kafka-transactions abort`
+    (WriteTxnMarkers) ends it: read_committed readers get past it and never see its records."""
     from confluent_kafka import Producer
     create_topic(broker.bootstrap, "hanging", 1)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "hanging-txn"})
     producer.init_transactions()
     producer.begin_transaction()
-    producer.produce("hanging", value=b"never committed")
+    for i in range(3):
+        producer.produce("hanging", value=f"never committed {i}".encode())
     producer.flush(30)
     request.addfinalizer(producer.abort_transaction)
+    after = confluent_produce(broker.bootstrap, "hanging", [(None, f"plain {i}".encode(), []) for i in range(2)])
+    assert [offset for _, offset, *_ in after] == [3, 4]
+    assert stable_end(broker.bootstrap, "hanging") == 0   # held back by the open transaction
+    # the coordinator still knows the transaction as Ongoing: it is open, not hanging
+    assert "hanging-txn" not in run(tools, broker, "kafka-transactions", "find-hanging", "--broker-id", "0")
+
     [state] = table(run(tools, broker, "kafka-transactions", "describe-producers", "--topic", "hanging",
                         "--partition", "0"), "ProducerId")
+    assert state["CurrentTransactionStartOffset"] == "0"
     run(tools, broker, "kafka-transactions", "abort", "--topic", "hanging", "--partition", "0",
         "--start-offset", state["CurrentTransactionStartOffset"])
-    assert watermarks(broker, "hanging", 1)[0][1] == 2   # the record and the abort marker after it
+    assert watermarks(broker, "hanging", 1)[0][1] == 6   # three records, two plain ones, the abort marker
+    assert stable_end(broker.bootstrap, "hanging") == 6
+    visible = confluent_consume(broker.bootstrap, "hanging", [0], 2, **{"isolation.level": "read_committed"})
+    assert [(o, v) for _, o, _, v, _ in visible] == [(o, v) for _, o, _, v, _ in after]
     [state] = table(run(tools, broker, "kafka-transactions", "describe-producers", "--topic", "hanging",
                         "--partition", "0"), "ProducerId")
     assert state["CurrentTransactionStartOffset"] == "None"
@@ -392,8 +425,6 @@ def test_share_groups_console_consumer_list_and_state(tools, broker):
     assert (state["STATE"], state["#MEMBERS"]) == ("Empty", "0")
 
 
-@pytest.mark.xfail(strict=True, reason="kafka-share-groups --describe: 'The node does not support "
-                                       "DESCRIBE_SHARE_GROUP_OFFSETS' (API 90 is not served)")
 def test_share_groups_describe_offsets(tools, broker):
     share_records(broker, "queued-offsets", "offsets-share", 10)
     run(tools, broker, "kafka-configs", "--alter", "--entity-type", "groups", "--entity-name", "offsets-share",
@@ -406,8 +437,6 @@ def test_share_groups_describe_offsets(tools, broker):
         == {p: (end, 0) for p, end in ends.items()}
 
 
-@pytest.mark.xfail(strict=True, reason="kafka-share-groups --reset-offsets: 'The node does not support "
-                                       "ALTER_SHARE_GROUP_OFFSETS' (API 91 is not served)")
 def test_share_groups_reset_offsets(tools, broker):
     records = share_records(broker, "queued-reset", "reset-share", 10)
     out = run(tools, broker, "kafka-share-groups", "--reset-offsets", "--group", "reset-share", "--topic",
@@ -417,6 +446,61 @@ def test_share_groups_reset_offsets(tools, broker):
     out = run(tools, broker, "kafka-console-share-consumer", "--topic", "queued-reset", "--group", "reset-share",
               "--max-messages", "10", "--formatter-property", "print.key=true", "--timeout-ms", "30000")
     assert sorted(out.splitlines()) == sorted(records)
+
+
+def share_consume(consumer, count: int) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of `count` records a confluent-kafka ShareConsumer receives."""
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < count and time.monotonic() < deadline:
+        got += [(m.partition(), m.offset(), m.value()) for m in consumer.poll(0.5) if not m.error()]
+    return got
+
+
+def test_share_groups_reset_to_an_offset_describe_and_delete_offsets(tools, broker):
+    """--reset-offsets --to-offset moves a share-partition's start offset back (refused while the
+    group has a member), --describe shows it with its lag, and --delete-offsets forgets the topic."""
+    from confluent_kafka import ShareConsumer
+    create_topic(broker.bootstrap, "queued-moved", 2)
+    sent = produce(broker, "queued-moved", 12)
+    ends = {p: high for p, (_, high) in watermarks(broker, "queued-moved", 2).items()}
+
+    def offsets() -> dict[int, tuple[int, int]]:
+        out = run(tools, broker, "kafka-share-groups", "--describe", "--group", "moved-share")
+        return {int(r["PARTITION"]): (int(r["START-OFFSET"]), int(r["LAG"])) for r in table(out, "GROUP")
+                if r["TOPIC"] == "queued-moved"}
+
+    run(tools, broker, "kafka-share-groups", "--reset-offsets", "--group", "moved-share", "--topic",
+        "queued-moved", "--to-latest", "--execute")
+    out = run(tools, broker, "kafka-share-groups", "--reset-offsets", "--group", "moved-share", "--topic",
+              "queued-moved:0", "--to-offset", "2", "--execute")
+    assert {int(r["PARTITION"]): int(r["NEW-OFFSET"]) for r in table(out, "GROUP")} == {0: 2}
+    assert offsets() == {0: (2, ends[0] - 2), 1: (ends[1], 0)}
+
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "moved-share"})
+    consumer.subscribe(["queued-moved"])
+    try:
+        truth = sorted((p, o, v) for p, o, _, v, _ in sent if p == 0 and o >= 2)
+        assert sorted(share_consume(consumer, len(truth))) == truth
+        refused = tools.run("kafka-share-groups", "--bootstrap-server", broker.bootstrap, "--reset-offsets",
+                            "--group", "moved-share", "--topic", "queued-moved", "--to-earliest", "--execute")
+        assert refused.exit_code != 0 or "not empty" in refused.stdout + refused.stderr
+        # the refusal moved nothing (the received records are acknowledged with the next poll)
+        assert offsets()[0][0] >= 2 and offsets()[1] == (ends[1], 0)
+    finally:
+        consumer.close()
+
+    run(tools, broker, "kafka-share-groups", "--delete-offsets", "--group", "moved-share", "--topic", "queued-moved")
+    assert "Share group 'moved-share' has no offset information." in run(
+        tools, broker, "kafka-share-groups", "--describe", "--group", "moved-share")
+    # forgotten: the group starts afresh there, from share.auto.offset.reset
+    run(tools, broker, "kafka-configs", "--alter", "--entity-type", "groups", "--entity-name", "moved-share",
+        "--add-config", "share.auto.offset.reset=earliest")
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "moved-share"})
+    consumer.subscribe(["queued-moved"])
+    try:
+        assert sorted(share_consume(consumer, len(sent))) == sorted((p, o, v) for p, o, _, v, _ in sent)
+    finally:
+        consumer.close()
 
 
 def json_lines(done) -> list[dict]:
@@ -444,13 +528,21 @@ def test_java_transactional_copy_with_offsets_in_the_transaction(tools, broker):
     assert any(e["event"] == "aborted" for e in events)
 
 
-def test_java_share_consumer(tools, broker):
-    """Java's KafkaShareConsumer (jvm/.../ShareRead) in a share group reading from the earliest offset."""
-    records = share_records(broker, "java-queued", "java-share", 30)
-    run(tools, broker, "kafka-configs", "--alter", "--entity-type", "groups", "--entity-name", "java-share",
+@pytest.mark.parametrize("mode", ["implicit", "explicit"])
+def test_java_share_consumer(tools, broker, mode):
+    """Java's KafkaShareConsumer (jvm/.../ShareRead) in a share group reading from the earliest offset,
+    acknowledging implicitly, or explicitly, releasing some records first to see them come back."""
+    topic, group = f"java-queued-{mode}", f"java-share-{mode}"
+    records = share_records(broker, topic, group, 30)
+    run(tools, broker, "kafka-configs", "--alter", "--entity-type", "groups", "--entity-name", group,
         "--add-config", "share.auto.offset.reset=earliest")
-    events = json_lines(tools.run("headwater.jvm.ShareRead", broker.bootstrap, "java-queued", "java-share", "30"))
-    assert sorted(f"{e['key']}\t{e['value']}" for e in events) == sorted(records)
+    events = json_lines(tools.run("headwater.jvm.ShareRead", broker.bootstrap, topic, group, "30", mode))
+    accepted = [e for e in events if e["acknowledged"] == "ACCEPT"]
+    assert sorted(f"{e['key']}\t{e['value']}" for e in accepted) == sorted(records)
+    released = sorted((e["partition"], e["offset"]) for e in events if e["acknowledged"] == "RELEASE")
+    redelivered = sorted((e["partition"], e["offset"]) for e in accepted if e["delivery_count"] == 2)
+    expected = sorted((p, o) for p, (_, end) in watermarks(broker, topic, 2).items() for o in range(end) if o % 5 == 0)
+    assert released == redelivered == (expected if mode == "explicit" else [])
 
 
 def test_tools_and_java_clients_over_sasl_ssl(tools, secured):

@@ -342,3 +342,50 @@ def test_a_classic_group_and_a_share_group_on_one_topic_do_not_interfere(share_b
     classic.close()
     assert sorted(shared) == values and sorted(read) == values   # each group sees every record once
     assert committed == 20
+
+
+def test_share_group_offsets_apis_refuse_a_group_with_members_and_bad_partitions(share_broker):
+    """AlterShareGroupOffsets and DeleteShareGroupOffsets need an empty group (NON_EMPTY_GROUP, as
+    Kafka); an unknown partition or a negative offset is answered for that partition alone."""
+    from headwater.protocol.share_messages import (AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest,
+                                                   DescribeShareGroupOffsetsRequest)
+    topic, group = _names("offsets-api")
+    _setup(share_broker.bootstrap, topic, group)
+    _produce(share_broker.bootstrap, topic, [b"a", b"b", b"c"])
+    Alter = AlterShareGroupOffsetsRequest
+    AlterTopic, AlterPartition = Alter.AlterShareGroupOffsetsRequestTopic, \
+        Alter.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition
+    Describe = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+    wire = Wire(share_broker.bootstrap)
+
+    def alter(*offsets):
+        return wire.request(Alter(group_id=group, topics=[AlterTopic(topic_name=t, partitions=[
+            AlterPartition(partition_index=p, start_offset=o)]) for t, p, o in offsets]), 0)
+
+    def delete():
+        return wire.request(DeleteShareGroupOffsetsRequest(group_id=group, topics=[
+            DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic(topic_name=topic)]), 0)
+
+    def describe(group_id):
+        [answer] = wire.request(DescribeShareGroupOffsetsRequest(groups=[Describe(group_id=group_id, topics=None)]),
+                                1).groups
+        return answer.error_code, {p.partition_index: (p.start_offset, p.lag) for t in answer.topics
+                                   for p in t.partitions}
+
+    try:
+        assert describe("no-such-share-group")[0] == ErrorCode.GROUP_ID_NOT_FOUND
+        consumer = _consumer(share_broker.bootstrap, group, topic)
+        got, deadline = [], time.monotonic() + 30
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += [m for m in consumer.poll(0.5) if not m.error()]
+        assert (alter((topic, 0, 0)).error_code, delete().error_code) == (ErrorCode.NON_EMPTY_GROUP,) * 2
+        consumer.close()
+        assert alter((topic, 0, -4)).responses[0].partitions[0].error_code == ErrorCode.INVALID_REQUEST
+        answer = alter((topic, 0, 1), (topic, 5, 0), ("no-such-topic", 0, 0))
+        assert answer.error_code == 0
+        assert [[p.error_code for p in t.partitions] for t in answer.responses] == [
+            [0], [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION], [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]]
+        assert describe(group) == (0, {0: (1, 2)})
+        assert delete().error_code == 0 and describe(group) == (0, {})
+    finally:
+        wire.close()

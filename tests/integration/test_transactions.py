@@ -25,7 +25,7 @@ from headwater.records import Record, encode_batch
 from headwater.records.layout import ATTR_TRANSACTIONAL
 from headwater.testing import BrokerProcess
 
-from .clients import kcat
+from .clients import kcat, stable_end
 from .wire import Wire
 
 PARTITIONS = 3
@@ -265,3 +265,45 @@ def test_cli_lists_and_describes_transactions(broker):
     missing = headwater_cli(broker, "describe", "no-such-id")
     assert missing.returncode == 1
     assert missing.stderr.strip() == "headwater: error: no transactional id no-such-id is known to the coordinator"
+
+
+def test_write_txn_markers_refuses_a_stale_epoch_and_an_unknown_partition(broker):
+    """WriteTxnMarkers (what `kafka-transactions abort` sends): a marker older than the producer's
+    epoch in the partition is refused and the transaction stays open; the current epoch ends it."""
+    from kafka.protocol.producer import WriteTxnMarkersRequest
+    topic, txn_id = fresh("markers"), fresh("tx")
+    Producer({"bootstrap.servers": broker.bootstrap}).list_topics(topic, timeout=30)  # auto-creates it
+    producer = transactional(broker.bootstrap, txn_id)
+    producer.close()
+    producer = transactional(broker.bootstrap, txn_id)   # a second init: epoch 1
+    producer.begin_transaction()
+    producer.produce(topic, value=b"hanging", partition=0)
+    producer.flush(30)
+    Marker = WriteTxnMarkersRequest.WritableTxnMarker
+    wire = Wire(broker.bootstrap)
+    try:
+        [pid] = {p.producer_id for p in _producers(wire, topic)}
+
+        def write_markers(epoch, *topics):
+            response = wire.request(WriteTxnMarkersRequest(markers=[Marker(
+                producer_id=pid, producer_epoch=epoch, transaction_result=False, coordinator_epoch=0,
+                topics=[Marker.WritableTxnMarkerTopic(name=t, partition_indexes=[0]) for t in topics])]), 1)
+            return {t.name: p.error_code for m in response.markers for t in m.topics for p in t.partitions}
+
+        assert write_markers(0, topic, "no-such-topic") == {topic: ErrorCode.INVALID_PRODUCER_EPOCH,
+                                                            "no-such-topic": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        assert stable_end(broker.bootstrap, topic) == 0
+        assert write_markers(1, topic) == {topic: 0}
+        assert stable_end(broker.bootstrap, topic) == 2   # the record and the abort marker
+    finally:
+        wire.close()
+        producer.abort_transaction(30)
+    assert read_all(broker.bootstrap, topic, "read_committed") == []
+
+
+def _producers(wire, topic):
+    from kafka.protocol.admin import DescribeProducersRequest
+    response = wire.request(DescribeProducersRequest(topics=[DescribeProducersRequest.TopicRequest(
+        name=topic, partition_indexes=[0])]), 0)
+    return response.topics[0].partitions[0].active_producers
+

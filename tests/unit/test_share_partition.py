@@ -309,3 +309,40 @@ def test_a_deleted_topic_takes_its_share_partitions_along(tmp_path, clock):
     broker = _broker(tmp_path, clock)                # the tombstone keeps the old state gone after a restart
     assert broker.share.groups == {}
     broker.close()
+
+
+def test_an_operator_moves_and_forgets_the_start_offsets_of_an_empty_group_only(tmp_path, clock):
+    from headwater.broker.share.coordinator import ShareError
+    broker = _broker(tmp_path, clock)
+    broker.log_manager.create_topic("orders", 2)
+    broker.share.heartbeat("g", "a", 0, ["orders"])
+    group = broker.share.groups["g"]
+    sp = broker.share.share_partition(group, "orders", 0)
+    sp.acquire("a", 4, until=6)
+    sp.acknowledge("a", [(1, 1, [Ack.ACCEPT])])
+    assert (sp.start_offset, sp.lag(6)) == (0, 5)          # 0, 2-5 not yet delivered for good
+    for change in (lambda: broker.share.move_start_offsets("g", {("orders", 0): 5}),
+                   lambda: broker.share.delete_start_offsets("g", {"orders"})):
+        with pytest.raises(ShareError) as exc:
+            change()
+        assert exc.value.code == ErrorCode.NON_EMPTY_GROUP
+    assert (sp.start_offset, sp.count(RecordState.ACQUIRED)) == (0, 3)
+
+    broker.share.heartbeat("g", "a", -1, None)
+    broker.share.move_start_offsets("g", {("orders", 0): 5, ("orders", 1): 2})
+    assert (sp.start_offset, sp.end_offset, sp.records, sp.lag(6)) == (5, 5, {}, 1)
+    clock.advance(LOCK_MS)                                   # the forgotten locks were cancelled
+    assert sp.records == {}
+    broker.share.move_start_offsets("never-joined", {("orders", 1): 0})   # created, as Kafka
+    broker.close()
+
+    broker = _broker(tmp_path, clock)
+    assert {key: s.start_offset for key, s in broker.share.states("g").items()} == {("orders", 0): 5, ("orders", 1): 2}
+    assert {key: s.start_offset for key, s in broker.share.states("never-joined").items()} == {("orders", 1): 0}
+    broker.share.delete_start_offsets("g", {"orders"})
+    assert broker.share.states("g") == {}
+    broker.close()
+
+    broker = _broker(tmp_path, clock)                  # the tombstones keep them gone
+    assert "g" not in broker.share.groups and list(broker.share.states("never-joined")) == [("orders", 1)]
+    broker.close()

@@ -29,9 +29,10 @@ class Run:
     output: Path  # SQLite databases and Parquet datasets go here
     trigger: dict  # keyword arguments of DataStreamWriter.trigger
     params: dict[str, str] = field(default_factory=dict)
+    source: str = "headwater"  # or Spark's own "kafka" connector: the same options, the same columns
 
     def records(self, topics: str, per_trigger: str | None = None) -> DataFrame:
-        reader = self.spark.readStream.format("headwater").option("subscribe", topics)
+        reader = self.spark.readStream.format(self.source).option("subscribe", topics)
         reader = reader.option("startingOffsets", "earliest")
         for key, value in self.client.items():
             reader = reader.option(f"kafka.{key}", value)

@@ -51,6 +51,7 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
@@ -78,6 +79,9 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,7 @@ MESSAGE_CLASSES = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (producer.AddPartitionsToTxnRequest, producer.AddPartitionsToTxnResponse),
     ApiKey.ADD_OFFSETS_TO_TXN: (producer.AddOffsetsToTxnRequest, producer.AddOffsetsToTxnResponse),
     ApiKey.END_TXN: (producer.EndTxnRequest, producer.EndTxnResponse),
+    ApiKey.WRITE_TXN_MARKERS: (producer.WriteTxnMarkersRequest, producer.WriteTxnMarkersResponse),
     ApiKey.TXN_OFFSET_COMMIT: (producer.TxnOffsetCommitRequest, producer.TxnOffsetCommitResponse),
     ApiKey.DESCRIBE_TRANSACTIONS: (admin.DescribeTransactionsRequest, admin.DescribeTransactionsResponse),
     ApiKey.LIST_TRANSACTIONS: (admin.ListTransactionsRequest, admin.ListTransactionsResponse),
@@ -143,6 +148,10 @@ MESSAGE_CLASSES = {
     ApiKey.SHARE_GROUP_DESCRIBE: (share.ShareGroupDescribeRequest, share.ShareGroupDescribeResponse),
     ApiKey.SHARE_FETCH: (share.ShareFetchRequest, share.ShareFetchResponse),
     ApiKey.SHARE_ACKNOWLEDGE: (share.ShareAcknowledgeRequest, share.ShareAcknowledgeResponse),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (share.DescribeShareGroupOffsetsRequest,
+                                          share.DescribeShareGroupOffsetsResponse),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (share.AlterShareGroupOffsetsRequest, share.AlterShareGroupOffsetsResponse),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (share.DeleteShareGroupOffsetsRequest, share.DeleteShareGroupOffsetsResponse),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (admin.DescribeClientQuotasRequest, admin.DescribeClientQuotasResponse),
     ApiKey.ALTER_CLIENT_QUOTAS: (admin.AlterClientQuotasRequest, admin.AlterClientQuotasResponse),
 }

@@ -17,6 +17,7 @@ from headwater.broker.security import apis as security
 from headwater.broker.security import user_apis
 from headwater.broker.txn import apis as txn
 from headwater.broker.share import apis as share
+from headwater.broker.share import offsets as share_offsets
 from headwater.protocol.messages import Api, ApiKey
 
 ADVERTISED: dict[int, Api] = {}  # filled from ENDPOINTS below: what ApiVersions answers
@@ -26,8 +27,9 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.FETCH, 4, 11, fetch.fetch),
     endpoint(ApiKey.LIST_OFFSETS, 1, 5, list_offsets.list_offsets),
     endpoint(ApiKey.METADATA, 1, 13, topics.metadata),
-    endpoint(ApiKey.OFFSET_COMMIT, 2, 7, commits.offset_commit),
-    endpoint(ApiKey.OFFSET_FETCH, 1, 5, commits.offset_fetch),
+    # v9 and v8/v9 are what Java's consumer needs in a consumer group (KIP-848); v10 names topics by id
+    endpoint(ApiKey.OFFSET_COMMIT, 2, 9, commits.offset_commit),
+    endpoint(ApiKey.OFFSET_FETCH, 1, 9, commits.offset_fetch),
     endpoint(ApiKey.FIND_COORDINATOR, 0, 2, membership.find_coordinator),
     endpoint(ApiKey.JOIN_GROUP, 0, 5, membership.join_group),
     endpoint(ApiKey.HEARTBEAT, 0, 3, membership.heartbeat),
@@ -55,6 +57,7 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3, txn.add_partitions_to_txn),
     endpoint(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3, txn.add_offsets_to_txn),
     endpoint(ApiKey.END_TXN, 0, 3, txn.end_txn),
+    endpoint(ApiKey.WRITE_TXN_MARKERS, 1, 2, txn.write_txn_markers),  # Kafka 4 dropped v0 (KIP-896)
     endpoint(ApiKey.TXN_OFFSET_COMMIT, 0, 3, txn.txn_offset_commit),
     endpoint(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, txn.describe_transactions),
     endpoint(ApiKey.LIST_TRANSACTIONS, 0, 1, txn.list_transactions),
@@ -71,6 +74,9 @@ ENDPOINTS: dict[int, Endpoint] = {e.api.key: e for e in (
     endpoint(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, share.share_group_describe),
     endpoint(ApiKey.SHARE_FETCH, 1, 1, share.share_fetch),
     endpoint(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, share.share_acknowledge),
+    endpoint(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1, share_offsets.describe_share_group_offsets),
+    endpoint(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 0, share_offsets.alter_share_group_offsets),
+    endpoint(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 0, share_offsets.delete_share_group_offsets),
     endpoint(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, client_quotas.describe_client_quotas),
     endpoint(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, client_quotas.alter_client_quotas),
 )}

@@ -57,25 +57,46 @@ async def offset_commit(broker, header, request):
 
 
 async def offset_fetch(broker, header, request):
-    committed = broker.groups.committed(request.group_id)
-    if request.topics is None:  # v2+: every partition the group has an offset for
+    """v8+ ask for many groups at once, v9+ as a consumer group's member (checked as a commit is)."""
+    if header.api_version < 8:
+        Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+        topics = _fetched(broker, request.group_id, request.topics, Topic, Topic.OffsetFetchResponsePartition)
+        return OffsetFetchResponse(topics=topics, error_code=0)
+    Group = OffsetFetchResponse.OffsetFetchResponseGroup
+    Topic = Group.OffsetFetchResponseTopics
+    groups = []
+    for g in request.groups:
+        error = _fetcher_error(broker, g.group_id, g.member_id, g.member_epoch)
+        topics = [] if error else _fetched(broker, g.group_id, g.topics, Topic, Topic.OffsetFetchResponsePartitions)
+        groups.append(Group(group_id=g.group_id, topics=topics, error_code=error))
+    return OffsetFetchResponse(groups=groups)
+
+
+def _fetcher_error(broker, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+    """A consumer group's member must be one, at its current epoch; an admin (no member id) need not."""
+    if member_id is None or member_epoch < 0:
+        return ErrorCode.NONE
+    return broker.consumer_groups.check_commit(group_id, member_id, member_epoch) or ErrorCode.NONE
+
+
+def _fetched(broker, group_id: str, asked, Topic, Partition) -> list:
+    committed = broker.groups.committed(group_id)
+    if asked is None:  # v2+: every partition the group has an offset for
         wanted = defaultdict(list)
         for topic, partition in sorted(committed):
             wanted[topic].append(partition)
     else:
-        wanted = {t.name: t.partition_indexes for t in request.topics}
-    TopicResult = OffsetFetchResponse.OffsetFetchResponseTopic
-    PartitionResult = TopicResult.OffsetFetchResponsePartition
+        wanted = {t.name: t.partition_indexes for t in asked}
     topics = []
     for name, partitions in wanted.items():
         parts = []
         for partition in partitions:
             c = committed.get((name, partition))
-            parts.append(PartitionResult(partition_index=partition, committed_offset=c.offset if c else NO_OFFSET,
-                                         committed_leader_epoch=c.leader_epoch if c else -1,
-                                         metadata=c.metadata if c else "", error_code=0))
-        topics.append(TopicResult(name=name, partitions=parts))
-    return OffsetFetchResponse(topics=topics, error_code=0)
+            parts.append(Partition(partition_index=partition, committed_offset=c.offset if c else NO_OFFSET,
+                                   committed_leader_epoch=c.leader_epoch if c else -1,
+                                   metadata=c.metadata if c else "", error_code=0))
+        topics.append(Topic(name=name, partitions=parts))
+    return topics
 
 
 async def offset_delete(broker, header, request):

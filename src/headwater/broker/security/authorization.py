@@ -213,6 +213,14 @@ def _transactional_group(access, request) -> ErrorCode | None:
 
 
 async def _offset_fetch(access, header, request, handle):
+    if header.api_version >= 8:  # many groups: each denied one answered with its error
+        denied = _take_denied(request, "groups", lambda g: access.group(Op.DESCRIBE, g.group_id))
+        response = await handle(request) if request.groups or not denied else _response(header)
+        for group in response.groups:
+            group.topics = [t for t in group.topics if access.topic(Op.DESCRIBE, t.name)]
+        Group = type(response).OffsetFetchResponseGroup
+        response.groups += [Group(group_id=g.group_id, topics=[], error_code=GROUP_DENIED) for g in denied]
+        return response
     if access.group(Op.DESCRIBE, request.group_id):
         response = await handle(request)
         response.topics = [t for t in response.topics if access.topic(Op.DESCRIBE, t.name)]
@@ -267,6 +275,19 @@ def _transaction(check: Check = _transaction_check) -> Rule:
 def _cluster(operation: Op) -> Rule:
     """Needs ``operation`` on the cluster; the response's one error code says no."""
     return _needs(lambda a, r: a.cluster(operation), CLUSTER_DENIED)
+
+
+async def _write_txn_markers(access, header, request, handle):
+    """CLUSTER_ACTION on the cluster (an operator's super user, as Kafka), else every partition says so."""
+    if access.cluster(Op.CLUSTER_ACTION):
+        return await handle(request)
+    response = _response(header)
+    Marker = type(response).WritableTxnMarkerResult
+    Topic = Marker.WritableTxnMarkerTopicResult
+    response.markers = [Marker(producer_id=m.producer_id, topics=[Topic(name=t.name, partitions=_partitions(
+        Topic.WritableTxnMarkerPartitionResult, "partition_index", t.partition_indexes, error_code=CLUSTER_DENIED))
+        for t in m.topics]) for m in request.markers]
+    return response
 
 
 def _cluster_check(operation: Op) -> Check:
@@ -340,6 +361,25 @@ def _group_heartbeat(topic_operation: Op) -> Rule:
             return _response(header, error_code=TOPIC_DENIED, error_message=NOT_AUTHORIZED)
         return await handle(request)
     return rule
+
+
+async def _describe_share_group_offsets(access, header, request, handle):
+    """DESCRIBE on each group, and on each topic named (all topics asked for: those without it left out)."""
+    denied_groups = _take_denied(request, "groups", lambda g: access.group(Op.DESCRIBE, g.group_id))
+    denied_topics = {g.group_id: _take_denied(g, "topics", lambda t: access.topic(Op.DESCRIBE, t.topic_name))
+                     for g in request.groups if g.topics is not None}
+    response = await handle(request) if request.groups else _response(header)
+    Group = type(response).DescribeShareGroupOffsetsResponseGroup
+    Topic = Group.DescribeShareGroupOffsetsResponseTopic
+    for group in response.groups:
+        group.topics = [t for t in group.topics if access.topic(Op.DESCRIBE, t.topic_name)] + [
+            Topic(topic_name=t.topic_name, partitions=_partitions(
+                Topic.DescribeShareGroupOffsetsResponsePartition, "partition_index", t.partitions, start_offset=-1,
+                leader_epoch=-1, lag=-1, error_code=TOPIC_DENIED, error_message=NOT_AUTHORIZED))
+            for t in denied_topics.get(group.group_id, [])]
+    response.groups += [Group(group_id=g.group_id, topics=[], error_code=GROUP_DENIED, error_message=NOT_AUTHORIZED)
+                        for g in denied_groups]
+    return response
 
 
 def _described_group_denied(R, group_id: str, code: ErrorCode):
@@ -418,10 +458,20 @@ RULES: dict[int, Rule] = {
     ApiKey.SHARE_FETCH: _share("ShareFetchableTopicResponse", acknowledge_error_code=0, records=None,
                                acquired_records=[]),
     ApiKey.SHARE_ACKNOWLEDGE: _share("ShareAcknowledgeTopicResponse"),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: _group(Op.READ, _partition_results(
+        topic_check(Op.READ, lambda t: t.topic_name), "AlterShareGroupOffsetsResponseTopic",
+        "AlterShareGroupOffsetsResponsePartition", answers="responses", name="topic_name",
+        error_message=NOT_AUTHORIZED)),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: _group(Op.DELETE, per_resource(
+        "topics", topic_check(Op.READ, lambda t: t.topic_name), "responses",
+        lambda R, t, code: R.DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, error_code=code,
+                                                                  error_message=NOT_AUTHORIZED))),
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: _transaction(_transactional_group),
     ApiKey.END_TXN: _transaction(),
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: _committed("TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition",
                                          _transactional_group),
     ApiKey.DESCRIBE_TRANSACTIONS: per_resource(

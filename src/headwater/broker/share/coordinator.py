@@ -273,17 +273,54 @@ class ShareCoordinator:
     def forget_topic(self, topic: str) -> None:
         """A deleted topic: its share-partitions go, so a topic re-created under the name starts afresh."""
         for group in self.groups.values():
-            doomed = [key for key in group.partitions if key[0] == topic]
-            if doomed and (self.store is None or self.store.forget(group.group_id, doomed, configs=False)):
-                self._drop(group, doomed)
+            self._forget(group, {topic})
             for session in group.sessions.values():
                 session.partitions = {key for key in session.partitions if key[0] != topic}
+
+    def _forget(self, group: ShareGroup, topics: set[str]) -> bool:
+        """Drop the group's share-partitions of ``topics``, once the store has forgotten them."""
+        doomed = [key for key in group.partitions if key[0] in topics]
+        if doomed and self.store is not None and not self.store.forget(group.group_id, doomed, configs=False):
+            return False
+        self._drop(group, doomed)
+        return True
 
     @staticmethod
     def _drop(group: ShareGroup, keys: list[tuple[str, int]]) -> None:
         for key in keys:
             share_partition = group.partitions.pop(key)
             share_partition.reset_to(share_partition.end_offset)     # cancels any lock still running
+
+    # -- offsets (kafka-share-groups: DescribeShareGroupOffsets, Alter-, Delete-) --------------
+
+    def states(self, group_id: str) -> dict[tuple[str, int], SharePartition]:
+        """Every share-partition of the group with a delivery state (those replayed at start included)."""
+        group = self.group(group_id)
+        for _, topic, partition in [key for key in self._replayed if key[0] == group_id]:
+            if self.log_manager.get_log(topic, partition) is not None:
+                self.share_partition(group, topic, partition)
+        return group.partitions
+
+    def _empty(self, group_id: str, create: bool) -> ShareGroup:
+        group = self.group(group_id, create=create)
+        if group.members:
+            raise ShareError(ErrorCode.NON_EMPTY_GROUP, f"share group {group_id!r} has members: stop them first")
+        return group
+
+    def move_start_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Set the start offset of share-partitions of an empty group (created if it does not exist, as
+        Kafka): each is delivered again from there, with no record in flight."""
+        group = self._empty(group_id, create=True)
+        for (topic, partition), offset in offsets.items():
+            self.share_partition(group, topic, partition).move_to(offset)
+            self.changed(group, topic, partition)
+
+    def delete_start_offsets(self, group_id: str, topics: set[str]) -> None:
+        """Forget an empty group's delivery state of ``topics``: it starts afresh (share.auto.offset.reset)."""
+        self._empty(group_id, create=False)
+        self.states(group_id)
+        if not self._forget(self.groups[group_id], topics):
+            raise ShareError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write to the share-group state of {group_id!r}")
 
     # -- configs ------------------------------------------------------------------------------
 

@@ -218,14 +218,29 @@ class SharePartition:
         """Records before ``offset`` are gone from the log (retention, DeleteRecords): skip them."""
         if offset <= self.start_offset:
             return
-        for o in range(self.start_offset, min(offset, self.end_offset)):
-            record = self.records.pop(o)
-            if record.lock is not None:
-                record.lock.cancel()
+        _unlock([self.records.pop(o) for o in range(self.start_offset, min(offset, self.end_offset))])
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
 
+    def move_to(self, offset: int) -> None:
+        """An operator's reset of an empty group (AlterShareGroupOffsets), backwards or forwards:
+        delivery starts again at ``offset``, and what was in flight is forgotten."""
+        _unlock(list(self.records.values()))
+        self.records = {}
+        self.start_offset = self.end_offset = offset
+
     # -- observation --------------------------------------------------------------------------
+
+    def lag(self, end: int) -> int:
+        """The records from the start offset up to ``end`` (the high watermark) not yet delivered for good."""
+        done = sum(1 for o, r in self.records.items() if o < end and r.state in DONE)
+        return max(end - self.start_offset - done, 0)
 
     def count(self, state: RecordState) -> int:
         return sum(1 for r in self.records.values() if r.state == state)
+
+
+def _unlock(records: list[InFlight]) -> None:
+    for record in records:
+        if record.lock is not None:
+            record.lock.cancel()

@@ -1,6 +1,6 @@
 """The transaction APIs: InitProducerId with a transactional id, AddPartitionsToTxn,
-AddOffsetsToTxn, TxnOffsetCommit, EndTxn, and the admin APIs ListTransactions and
-DescribeTransactions. Listed in ``broker/apis``; the state machine is ``coordinator.py``.
+AddOffsetsToTxn, TxnOffsetCommit, EndTxn, and the admin APIs ListTransactions,
+DescribeTransactions and WriteTxnMarkers. Listed in ``broker/apis``; the state machine is ``coordinator.py``.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ EndTxnResponse = MESSAGE_CLASSES[ApiKey.END_TXN][1]
 TxnOffsetCommitResponse = MESSAGE_CLASSES[ApiKey.TXN_OFFSET_COMMIT][1]
 ListTransactionsResponse = MESSAGE_CLASSES[ApiKey.LIST_TRANSACTIONS][1]
 DescribeTransactionsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_TRANSACTIONS][1]
+WriteTxnMarkersResponse = MESSAGE_CLASSES[ApiKey.WRITE_TXN_MARKERS][1]
 
 
 def _fenced(error: ErrorCode, version: int, first_version_with_fenced: int) -> ErrorCode:
@@ -146,3 +147,32 @@ def _described(txn_id: str, txn: Transaction | None):
 async def describe_transactions(broker, header, request):
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
         _described(txn_id, broker.transactions.get(txn_id)) for txn_id in request.transactional_ids])
+
+
+async def write_txn_markers(broker, header, request):
+    """Markers written on an operator's word (``kafka-transactions abort``, for a transaction
+    hanging in a partition that its coordinator no longer knows), by the coordinator's own writer:
+    the last stable offset moves and an abort goes into the aborted index just the same. As
+    Kafka, a marker older than the producer's epoch in the partition is refused."""
+    Marker = WriteTxnMarkersResponse.WritableTxnMarkerResult
+    Topic = Marker.WritableTxnMarkerTopicResult
+    Partition = Topic.WritableTxnMarkerPartitionResult
+    return WriteTxnMarkersResponse(markers=[
+        Marker(producer_id=m.producer_id, topics=[
+            Topic(name=t.name, partitions=[
+                Partition(partition_index=p, error_code=_write_marker(broker, t.name, p, m.producer_id,
+                                                                      m.producer_epoch, m.transaction_result))
+                for p in t.partition_indexes])
+            for t in m.topics])
+        for m in request.markers])
+
+
+def _write_marker(broker, topic: str, partition: int, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
+    producers = broker.producers(topic, partition)
+    if producers is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if any(pid == producer_id and known > epoch for pid, known, _ in producers.active()):
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if not broker.txn_partitions.write_marker(topic, partition, producer_id, epoch, commit):
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.NONE
