@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/validation.py [--repeat N] [--smoke]
 
-1. ``records.validate_produce`` per batch, in-process, per codec and batch size (100-byte
+1. ``records.validator.validate_produce`` per batch, in-process, per codec and batch size (100-byte
    values, keyed): microseconds per batch and records per second of one core. Before the
    validator the broker read only the 61-byte header and the CRC; that cost is the first column.
    aiokafka's compiled reader walks the records; the last rows are batches it leaves to the
@@ -21,8 +21,9 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from headwater.records import (DECOMPRESSION_RATIO, MESSAGE_MAX_BYTES, Compression, Record, encode_batch, iter_batches,
-                               validate_produce)
+from headwater.records import Compression, Record, encode_batch, iter_batches
+from headwater.records.layout import DECOMPRESSION_RATIO, MESSAGE_MAX_BYTES
+from headwater.records.validator import validate_produce
 from headwater.testing import bench_arguments, zstd_bomb
 
 LIMIT = DECOMPRESSION_RATIO * MESSAGE_MAX_BYTES  # what the broker allows a batch to decompress to by default

@@ -30,6 +30,7 @@ import cramjam
 import psycopg2
 
 from headwater import records
+from headwater.records import layout
 from headwater.cli.broker import CONSOLE_READY, LISTENER_READY
 
 READY = "headwater broker listening on "
@@ -276,10 +277,10 @@ def rebuilt_batch(batch: bytes, body: bytes | None = None, **fields) -> bytes:
     """``batch`` with another records section and/or header fields (BatchHeader's names), its
     length and CRC made right: a bad batch that only the log validator can refuse."""
     header = records.read_header(batch)
-    body = batch[records.HEADER_SIZE:] if body is None else body
-    values = dataclasses.asdict(header) | {"batch_length": records.MIN_BATCH_LENGTH + len(body)} | fields
-    out = bytearray(records.HEADER.pack(*values.values()) + body)
-    records.reseal_crc(out)
+    body = batch[layout.HEADER_SIZE:] if body is None else body
+    values = dataclasses.asdict(header) | {"batch_length": layout.MIN_BATCH_LENGTH + len(body)} | fields
+    out = bytearray(layout.HEADER.pack(*values.values()) + body)
+    layout.reseal_crc(out)
     return bytes(out)
 
 

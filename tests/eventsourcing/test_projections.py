@@ -1,7 +1,6 @@
 """Projections on every store: views equal plain Python, checkpoints commit with the view
 per batch, a projection killed mid-batch resumes to the same view, rebuild swaps in a view
 made by changed code."""
-import json
 import os
 import subprocess
 import sys

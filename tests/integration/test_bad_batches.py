@@ -13,7 +13,7 @@ from kafka import KafkaConsumer, TopicPartition as KafkaPythonPartition
 
 from headwater import records
 from headwater.broker.groups.store import OFFSETS_TOPIC, offset_key
-from headwater.records import Compression, Record, encode_batch
+from headwater.records import Compression, Record, encode_batch, layout
 from headwater.testing import BrokerProcess, rebuilt_batch as rebuilt, wait_until, zstd_bomb
 
 from .clients import committed_offset
@@ -29,13 +29,13 @@ T0 = 1_700_000_000_000
 GOOD = batch(b"v")
 BAD_BATCHES = {
     # the offset delta 0 written in 6 bytes: Kafka's int32 varints have at most 5
-    "bad varint": rebuilt(GOOD, b"\x1a\x00\x00" + b"\x80" * 5 + b"\x00" + GOOD[records.HEADER_SIZE + 4:]),
+    "bad varint": rebuilt(GOOD, b"\x1a\x00\x00" + b"\x80" * 5 + b"\x00" + GOOD[layout.HEADER_SIZE + 4:]),
     "codec 7": rebuilt(GOOD, attributes=7),
     "corrupt snappy": rebuilt(GOOD, b"\x10\xff\xff\xff\xff\xff\x00", attributes=int(Compression.SNAPPY)),
-    "control batch": rebuilt(GOOD, b"\x00\x07garbage", attributes=records.ATTR_CONTROL),
+    "control batch": rebuilt(GOOD, b"\x00\x07garbage", attributes=layout.ATTR_CONTROL),
     "count mismatch": rebuilt(GOOD, records_count=3, last_offset_delta=2),
     "offset delta": encode_batch([Record(1, T0, b"k", b"v"), Record(1, T0, b"k", b"w")]),  # deltas 1, 1
-    "trailing bytes": rebuilt(GOOD, GOOD[records.HEADER_SIZE:] + b"\x00\x00"),
+    "trailing bytes": rebuilt(GOOD, GOOD[layout.HEADER_SIZE:] + b"\x00\x00"),
 }
 
 
@@ -67,8 +67,8 @@ def test_a_wrong_max_timestamp_is_rewritten_not_refused(seeded, codec):  # noqa:
     stored_batches = list(records.iter_batches(stored))  # validates each stored CRC
     assert [h.max_timestamp for _, h in stored_batches] == [-1, T0 + 5]
     # the batches as encode_batch seals them from their records, past the fields the broker stamps
-    assert [stored[pos + records.MAGIC_AT:pos + h.size] for pos, h in stored_batches] == \
-        [b[records.MAGIC_AT:] for b in batches]
+    assert [stored[pos + layout.MAGIC_AT:pos + h.size] for pos, h in stored_batches] == \
+        [b[layout.MAGIC_AT:] for b in batches]
     expected = [t for ts in stamps for t in ts]
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
     consumer.assign([TopicPartition("stamps", 0, OFFSET_BEGINNING)])
@@ -139,7 +139,7 @@ def test_a_poisoned_offsets_topic_never_stops_the_broker_from_starting(tmp_path)
     value = json.dumps({"offset": 1, "leader_epoch": -1, "metadata": "", "commit_timestamp": T0},
                        separators=(",", ":")).encode()
     poison = [
-        rebuilt(encode_batch([Record(0, T0, b"k", b"v")]), b"\x00\x07garbage", attributes=records.ATTR_CONTROL),
+        rebuilt(encode_batch([Record(0, T0, b"k", b"v")]), b"\x00\x07garbage", attributes=layout.ATTR_CONTROL),
         encode_batch([Record(0, T0, key, value.replace(b'"offset":1', b'"offset":Infinity'))]),
         encode_batch([Record(0, T0, b"[" * 100_000 + b"]" * 100_000, value)]),
         encode_batch([Record(0, T0, b"not json", b"{")]),
@@ -151,7 +151,7 @@ def test_a_poisoned_offsets_topic_never_stops_the_broker_from_starting(tmp_path)
     with open(segment, "ab") as f:
         for raw in poison:
             stamped = bytearray(raw)
-            records.set_base_offset(stamped, 0, offset)
+            layout.set_base_offset(stamped, 0, offset)
             f.write(stamped)
             offset += records.read_header(stamped).records_count
 
@@ -173,8 +173,8 @@ def test_a_poisoned_compacted_log_does_not_stop_the_cleaner_for_the_others(tmp_p
         proc.stop()
     segment = sorted((tmp_path / "data" / "a-poisoned-0").glob("*.log"))[-1]
     poison = bytearray(rebuilt(encode_batch([Record(0, T0, b"k", b"v")]), b"\x00\x07garbage",
-                               attributes=records.ATTR_CONTROL))
-    records.set_base_offset(poison, 0, _log_end(segment))
+                               attributes=layout.ATTR_CONTROL))
+    layout.set_base_offset(poison, 0, _log_end(segment))
     with open(segment, "ab") as f:
         f.write(poison)
 

@@ -22,7 +22,8 @@ from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnR
 
 from headwater.demo.payments import read_to_end
 from headwater.protocol.errors import ErrorCode
-from headwater.records import ATTR_TRANSACTIONAL, Record, encode_batch
+from headwater.records import Record, encode_batch
+from headwater.records.layout import ATTR_TRANSACTIONAL
 from headwater.testing import BrokerProcess
 
 from .clients import kcat, stable_end

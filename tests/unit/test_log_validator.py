@@ -1,11 +1,16 @@
-"""The log validator (records.validate_produce), in-process: every kind of bad batch is built
-from encode_batch, mutated, and re-sealed with a valid CRC, so only the validator can refuse it."""
+"""The log validator (records.validator), in-process: every kind of bad batch is built from
+encode_batch, mutated, and re-sealed with a valid CRC, so only the validator can refuse it."""
 import random
 
 import pytest
+from aiokafka.record._crecords import DefaultRecordBatch
 
-from headwater import records
-from headwater.records import Compression, CorruptRecordError, InvalidRecordError, Record, encode_batch
+from headwater.log import LogConfig
+from headwater.protocol.errors import ErrorCode
+from headwater.records import (Compression, CorruptRecordError, InvalidRecordError, Record, codecs, decode_records,
+                               encode_batch, layout, validator)
+from headwater.records.validator import Appendable, AppendRules, Refusal, Refused
+from headwater.records.varint import write_varint
 from headwater.testing import rebuilt_batch as rebuilt
 
 T0 = 1_700_000_000_000
@@ -17,7 +22,7 @@ def one_record(**kw) -> bytes:
 
 
 def validate(buf: bytes, keys_required: bool = False):
-    return records.validate_produce(bytearray(buf), max_uncompressed_bytes=LIMIT, keys_required=keys_required)
+    return validator.validate_produce(bytearray(buf), max_uncompressed_bytes=LIMIT, keys_required=keys_required)
 
 
 # The records section of one_record(): length 8, attributes, ts delta 0, offset delta 0,
@@ -26,7 +31,7 @@ GOOD_BODY = bytes([0x10, 0x00, 0x00, 0x00, 0x02]) + b"k" + bytes([0x02]) + b"v" 
 
 
 def test_the_body_layout_the_mutations_start_from():
-    assert one_record()[records.HEADER_SIZE:] == GOOD_BODY
+    assert one_record()[layout.HEADER_SIZE:] == GOOD_BODY
     assert validate(rebuilt(one_record(), GOOD_BODY))
 
 
@@ -58,7 +63,7 @@ def test_a_partial_batch_is_corrupt():
 
 def test_control_batches_are_refused():
     with pytest.raises(InvalidRecordError, match="control"):
-        validate(one_record(attributes=records.ATTR_CONTROL))
+        validate(one_record(attributes=layout.ATTR_CONTROL))
 
 
 @pytest.mark.parametrize("codec", [5, 6, 7])
@@ -69,7 +74,7 @@ def test_unknown_codecs_are_refused(codec):
 
 @pytest.mark.parametrize("codec", [c for c in Compression if c])
 def test_a_corrupt_compressed_payload_is_refused(codec):
-    payload = bytearray(records.compress(codec, GOOD_BODY * 1))
+    payload = bytearray(codecs.compress(codec, GOOD_BODY * 1))
     for i in range(len(payload) // 2, len(payload)):  # the back half: past any magic and frame header
         payload[i] ^= 0x5A
     with pytest.raises(InvalidRecordError):
@@ -78,7 +83,7 @@ def test_a_corrupt_compressed_payload_is_refused(codec):
 
 @pytest.mark.parametrize("codec", [c for c in Compression if c])
 def test_a_decompression_bomb_is_refused_at_the_limit(codec):
-    bomb = records.compress(codec, bytes(64 * LIMIT))  # 64 MiB of zeros in a few KiB (snappy: 3 MiB)
+    bomb = codecs.compress(codec, bytes(64 * LIMIT))  # 64 MiB of zeros in a few KiB (snappy: 3 MiB)
     with pytest.raises(InvalidRecordError, match=str(LIMIT)):
         validate(rebuilt(one_record(), bomb, attributes=int(codec)))
 
@@ -86,9 +91,9 @@ def test_a_decompression_bomb_is_refused_at_the_limit(codec):
 def test_decompression_within_the_limit_is_exact():
     body = GOOD_BODY
     for codec in (Compression.GZIP, Compression.LZ4, Compression.ZSTD):
-        assert bytes(records.decompress(codec, records.compress(codec, body), limit=len(body))) == body
+        assert bytes(codecs.decompress(codec, codecs.compress(codec, body), limit=len(body))) == body
         with pytest.raises(InvalidRecordError):
-            records.decompress(codec, records.compress(codec, body), limit=len(body) - 1)
+            codecs.decompress(codec, codecs.compress(codec, body), limit=len(body) - 1)
 
 
 @pytest.mark.parametrize("count, last_delta", [(2, 0), (1, 1), (0, 0), (2, 1)])
@@ -142,15 +147,15 @@ def test_a_null_header_key_is_refused():
 def test_a_wrong_max_timestamp_is_rewritten_as_kafka_does(codec, stamps, header_max):
     batch = encode_batch([Record(i, t, b"k", b"v") for i, t in enumerate(stamps)], compression=codec)
     wrong = bytearray(rebuilt(batch, max_timestamp=header_max))
-    [(pos, header)] = records.validate_produce(wrong, max_uncompressed_bytes=LIMIT)
-    assert header.max_timestamp == max(stamps) == records.validate_batch(wrong).max_timestamp  # CRC re-sealed
+    [(pos, header)] = validator.validate_produce(wrong, max_uncompressed_bytes=LIMIT)
+    assert header.max_timestamp == max(stamps) == layout.validate_batch(wrong).max_timestamp  # CRC re-sealed
     assert bytes(wrong) == batch  # nothing else changed
-    assert [r.timestamp for r in records.decode_records(wrong)[1]] == list(stamps)
+    assert [r.timestamp for r in decode_records(wrong)[1]] == list(stamps)
 
 
 def test_a_right_max_timestamp_leaves_the_batch_as_it_came(monkeypatch):
     batch = bytearray(encode_batch([Record(0, T0 + 5, b"a", b"1"), Record(1, T0, b"b", b"2")]))
-    monkeypatch.setattr(records, "reseal_crc", None)  # the hot path: no second CRC pass
+    monkeypatch.setattr(validator, "reseal_crc", None)  # the hot path: no second CRC pass
     assert validate(batch)[0][1].max_timestamp == T0 + 5
 
 
@@ -164,18 +169,18 @@ def test_compacted_topics_require_keys():
 def test_decode_records_refuses_garbage_with_invalid_record_not_index_error():
     garbage = rebuilt(one_record(), bytes([0x04, 0x00, 0x80]))
     with pytest.raises(InvalidRecordError):
-        records.decode_records(garbage)
+        decode_records(garbage)
     with pytest.raises(InvalidRecordError):
-        records.decode_records(rebuilt(one_record(), attributes=7))
+        decode_records(rebuilt(one_record(), attributes=7))
 
 
 def test_named_field_setters_match_the_header():
     out = bytearray(one_record())
-    records.set_partition_leader_epoch(out, 0, 9)
-    records.set_last_offset_delta(out, 0, 4)
-    records.set_max_timestamp(out, 0, T0 + 99)
-    records.reseal_crc(out)
-    header = records.validate_batch(out)
+    layout.set_partition_leader_epoch(out, 0, 9)
+    layout.set_last_offset_delta(out, 0, 4)
+    layout.set_max_timestamp(out, 0, T0 + 99)
+    layout.reseal_crc(out)
+    header = layout.validate_batch(out)
     assert (header.partition_leader_epoch, header.last_offset_delta, header.max_timestamp) == (9, 4, T0 + 99)
 
 
@@ -183,7 +188,7 @@ def test_named_field_setters_match_the_header():
 
 def varint(value: int) -> bytes:
     out = bytearray()
-    records._write_varint(out, value)
+    write_varint(out, value)
     return bytes(out)
 
 
@@ -194,9 +199,9 @@ def one_record_body(payload: bytes) -> bytes:
 
 def reader_parse(body: bytes, count: int = 1) -> list[tuple]:
     """What aiokafka's reader alone makes of ``body``: (offset delta, timestamp delta, key, value)."""
-    header = records.HEADER.pack(0, records.MIN_BATCH_LENGTH + len(body), -1, records.MAGIC, 0, 0, count - 1, 0, 0,
+    header = layout.HEADER.pack(0, layout.MIN_BATCH_LENGTH + len(body), -1, layout.MAGIC, 0, 0, count - 1, 0, 0,
                                  -1, -1, -1, count)
-    return [(r.offset, r.timestamp, r.key, r.value) for r in records.DefaultRecordBatch(header + body)]
+    return [(r.offset, r.timestamp, r.key, r.value) for r in DefaultRecordBatch(header + body)]
 
 
 CLIENT_RECORDS = {
@@ -211,22 +216,22 @@ CLIENT_RECORDS = {
 
 @pytest.mark.parametrize("name", list(CLIENT_RECORDS))
 def test_the_compiled_reader_vouches_for_what_clients_send(name):
-    body = encode_batch(CLIENT_RECORDS[name])[records.HEADER_SIZE:]
+    body = encode_batch(CLIENT_RECORDS[name])[layout.HEADER_SIZE:]
     count = len(CLIENT_RECORDS[name])
-    assert records._read_compiled(body, count, False) == records._walk_records(body, count, False) is not None
+    assert validator._read_compiled(body, count, False) == validator._walk_records(body, count, False) is not None
 
 
 def test_the_compiled_reader_vouches_for_negative_timestamp_deltas():
     # Java producers base a batch on its first record's timestamp: later records may be earlier
     body = b"".join(one_record_body(b"\x00" + varint(delta) + varint(offset) + b"\x02k\x02v\x00")
                     for offset, delta in enumerate((0, -5, -100_000, 3)))
-    assert records._read_compiled(body, 4, False) == records._walk_records(body, 4, False) == 3
+    assert validator._read_compiled(body, 4, False) == validator._walk_records(body, 4, False) == 3
 
 
 def test_validate_produce_takes_the_compiled_reader_for_what_clients_send(monkeypatch):
     def no_walk(*args):
         raise AssertionError("walked")
-    monkeypatch.setattr(records, "_walk_records", no_walk)
+    monkeypatch.setattr(validator, "_walk_records", no_walk)
     for codec in Compression:
         assert validate(b"".join(encode_batch(batch, compression=codec) for batch in CLIENT_RECORDS.values()))
 
@@ -241,7 +246,7 @@ def test_validate_produce_takes_the_compiled_reader_for_what_clients_send(monkey
 def test_what_the_compiled_reader_misreads_is_left_to_the_walk(payload, problem):
     body = one_record_body(payload)
     assert reader_parse(body)  # aiokafka alone would let it in
-    assert records._read_compiled(body, 1, False) is None
+    assert validator._read_compiled(body, 1, False) is None
     with pytest.raises(InvalidRecordError, match=problem):
         validate(rebuilt(one_record(), body))
 
@@ -271,7 +276,7 @@ def test_a_length_near_2_63_is_refused_not_raised(key_length):
 ])
 def test_what_only_the_compiled_reader_refuses_is_still_accepted(payload):
     body = one_record_body(payload)
-    assert records._read_compiled(body, 1, False) is None
+    assert validator._read_compiled(body, 1, False) is None
     assert validate(rebuilt(one_record(), body))
 
 
@@ -279,7 +284,7 @@ def test_the_compiled_reader_never_vouches_for_what_the_walk_refuses():
     """Ground truth is the walk: on thousands of mutations of small valid batches the compiled
     path either leaves the batch to the walk or agrees with it."""
     rng = random.Random(10)
-    seeds = [(encode_batch(batch)[records.HEADER_SIZE:], len(batch)) for batch in (
+    seeds = [(encode_batch(batch)[layout.HEADER_SIZE:], len(batch)) for batch in (
         [Record(0, T0, b"k", b"v")],
         [Record(0, T0, None, b"value"), Record(1, T0 + 70, b"key", None)],
         [Record(i, T0 - i, b"k%d" % i, b"v" * i, [("h", b"x")]) for i in range(4)],
@@ -299,8 +304,98 @@ def test_the_compiled_reader_never_vouches_for_what_the_walk_refuses():
                 del body[at]
         count = count if rng.random() < 0.8 else rng.randint(1, 5)
         keys_required = rng.random() < 0.3
-        compiled = records._read_compiled(bytes(body), count, keys_required)
+        compiled = validator._read_compiled(bytes(body), count, keys_required)
         if compiled is not None:
             vouched += 1
-            assert records._walk_records(bytes(body), count, keys_required) == compiled, body.hex()
+            assert validator._walk_records(bytes(body), count, keys_required) == compiled, body.hex()
     assert vouched > 300, vouched  # the mutations also reach bodies the reader does vouch for
+
+
+# --- validate: the one entry, with a topic's rules ---------------------------------------------
+
+RULES = AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT)
+
+
+def refusal(records: bytes | None, rules: AppendRules = RULES, now_ms: int = T0) -> Refusal:
+    checked = validator.validate(records, rules, now_ms)
+    assert isinstance(checked, Refusal), checked
+    return checked
+
+
+def test_every_refusal_is_a_kafka_error_code():
+    assert {reason.name for reason in Refused} <= set(ErrorCode.__members__)
+
+
+@pytest.mark.parametrize("records, rules, error, message", [
+    (None, RULES, Refused.INVALID_RECORD, "no record batch"),
+    (b"", RULES, Refused.INVALID_RECORD, "no record batch"),
+    (one_record(), AppendRules(max_request_bytes=50, max_batch_bytes=LIMIT), Refused.MESSAGE_TOO_LARGE,
+     "exceed message.max.bytes 50"),
+    (one_record()[:-1] + b"\x01", RULES, Refused.CORRUPT_MESSAGE, "CRC-32C mismatch"),
+    (one_record(attributes=layout.ATTR_CONTROL), RULES, Refused.INVALID_RECORD, "control"),
+    (one_record(), AppendRules(max_request_bytes=LIMIT, max_batch_bytes=50), Refused.MESSAGE_TOO_LARGE,
+     "exceeds the topic's max.message.bytes 50"),
+], ids=["null", "empty", "request too large", "bad CRC", "control batch", "batch too large"])
+def test_validate_refuses_with_the_error_kafka_answers(records, rules, error, message):
+    refused = refusal(records, rules)
+    assert refused.error is error and message in refused.message and refused.record_errors == []
+
+
+def test_keyless_records_on_a_compacted_topic_are_named():
+    batch = encode_batch([Record(i, T0, None if i in (1, 3) else b"k", b"v") for i in range(5)])
+    refused = refusal(batch, AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT, keys_required=True))
+    assert refused.error is Refused.INVALID_RECORD
+    assert [index for index, _ in refused.record_errors] == [1, 3]
+
+
+def test_timestamps_out_of_the_topics_bounds_are_named_and_records_without_one_pass():
+    stamps = [T0, T0 - 1001, -1, T0 + 501, T0 + 500, T0 - 1000]
+    rules = AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT, timestamp_before_max_ms=1000,
+                        timestamp_after_max_ms=500)
+    refused = refusal(encode_batch([Record(i, t, b"k", b"v") for i, t in enumerate(stamps)]), rules)
+    expected = [i for i, t in enumerate(stamps) if t != -1 and not T0 - 1000 <= t <= T0 + 500]
+    assert refused.error is Refused.INVALID_TIMESTAMP and [i for i, _ in refused.record_errors] == expected == [1, 3]
+    assert refused.message == refused.record_errors[0][1]
+    log_append_time = AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT, log_append_time=True,
+                                  timestamp_before_max_ms=1000, timestamp_after_max_ms=500)
+    assert isinstance(validator.validate(encode_batch([Record(0, 0, b"k", b"v")]), log_append_time, T0), Appendable)
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_batches_are_stored_in_the_topics_codec_with_their_producer_fields(codec):
+    sent = [encode_batch([Record(i, T0 + i, b"k%d" % i, b"v" * i) for i in range(20)], compression=c, producer_id=7,
+                         producer_epoch=1, base_sequence=20 * int(c)) for c in Compression]
+    rules = AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT, compression=codec)
+    buf, batches = validator.validate(b"".join(sent), rules, T0)
+    assert [header.compression for _, header in batches] == [codec] * len(sent)
+    assert [header.base_sequence for _, header in batches] == [20 * int(c) for c in Compression]
+    assert [decode_records(buf, pos)[1] for pos, _ in batches] == [decode_records(batch)[1] for batch in sent]
+
+
+def test_a_producers_codec_is_kept_when_the_topic_says_producer():
+    sent = encode_batch([Record(0, T0, b"k", b"v")], compression=Compression.LZ4)
+    buf, batches = validator.validate(sent, RULES, T0)
+    assert bytes(buf) == sent
+
+
+@pytest.mark.parametrize("configs, before, after", [
+    ({}, None, None),
+    ({"message.timestamp.difference.max.ms": "100"}, 100, 100),  # the deprecated config stands in for both
+    ({"message.timestamp.difference.max.ms": "100", "message.timestamp.before.max.ms": "7"}, 7, 100),
+    ({"message.timestamp.after.max.ms": "9"}, None, 9),
+])
+def test_a_topics_config_gives_the_rules(configs, before, after):
+    rules = LogConfig.from_topic_configs(configs, LogConfig()).append_rules(message_max_bytes=5000)
+    assert (rules.timestamp_before_max_ms, rules.timestamp_after_max_ms) == (before, after)
+    assert (rules.max_request_bytes, rules.max_batch_bytes) == (5000, LogConfig().max_message_bytes)
+
+
+@pytest.mark.parametrize("compression_type, codec", [
+    ("producer", None), ("uncompressed", Compression.NONE), ("gzip", Compression.GZIP),
+    ("snappy", Compression.SNAPPY), ("lz4", Compression.LZ4), ("zstd", Compression.ZSTD),
+])
+def test_compression_type_names_the_codec(compression_type, codec):
+    config = LogConfig.from_topic_configs({"compression.type": compression_type, "cleanup.policy": "compact"},
+                                          LogConfig())
+    rules = config.append_rules(message_max_bytes=LIMIT)
+    assert (rules.compression, rules.keys_required) == (codec, True)

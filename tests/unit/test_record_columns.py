@@ -7,8 +7,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from headwater.records import (ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, HEADER_SIZE, Compression,
-                               CorruptRecordError, Record, encode_batch, encode_marker)
+from headwater.records import Compression, CorruptRecordError, Record, encode_batch
+from headwater.records.control import encode_marker
+from headwater.records.layout import ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL, HEADER_SIZE
 from headwater.spark.record_columns import FetchedRecords, arrow_schema
 
 T0 = 1_700_000_000_000

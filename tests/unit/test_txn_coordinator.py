@@ -19,8 +19,9 @@ from headwater.broker.txn.transaction import TxnState
 from headwater.log.cleaner import clean_log
 from headwater.log.txn_index import AbortedTxn
 from headwater.protocol.errors import ErrorCode
-from headwater.records import (ATTR_TRANSACTIONAL, Record, decode_records, encode_batch, iter_batches,
-                               marker_is_commit)
+from headwater.records import Record, decode_records, encode_batch, iter_batches
+from headwater.records.control import marker_is_commit
+from headwater.records.layout import ATTR_TRANSACTIONAL
 
 from ..small_disk import fill_up, small_disk
 from .parts import close_appender, fsync_each_write, open_appender, open_groups

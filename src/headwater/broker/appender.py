@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
-from headwater.broker.append_policy import recompress, timestamp_errors
 from headwater.broker.config import BrokerConfig
 from headwater.broker.group_commit import GroupCommit
 from headwater.broker.growth import GrowthSignals
@@ -25,8 +24,9 @@ from headwater.broker.stats import BrokerStats
 from headwater.broker.txn.partitions import TxnPartitions
 from headwater.log import InvalidTopicError, Log, LogManager, PartitionLimitError, Topic, TopicExistsError
 from headwater.protocol.errors import ErrorCode
-from headwater.records import (DECOMPRESSION_RATIO, NO_PRODUCER_ID, BatchHeader, CorruptRecordError, InvalidRecordError,
-                               is_compressed, validate_produce)
+from headwater.records import BatchHeader
+from headwater.records.layout import NO_PRODUCER_ID, is_compressed
+from headwater.records.validator import Refusal, validate
 
 log = logging.getLogger("headwater.broker")
 
@@ -41,8 +41,8 @@ def is_internal_topic(name: str) -> bool:
     return name in INTERNAL_TOPICS
 
 
-def _worth_a_thread(records: bytes) -> bool:
-    return len(records) >= OFF_LOOP_BYTES or is_compressed(records)
+def _worth_a_thread(records: bytes | None) -> bool:
+    return records is not None and (len(records) >= OFF_LOOP_BYTES or is_compressed(records))
 
 
 # What a topic creation (CreateTopics, or auto-creation on Metadata and Produce) may fail with.
@@ -115,7 +115,7 @@ class Appender:
         if is_internal_topic(topic_name):
             return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  message=f"cannot append to internal topic {topic_name!r}")
-        target = self._target(topic_name, partition, records)
+        target = self._target(topic_name, partition)
         if isinstance(target, ProduceResult):
             return target
         if _worth_a_thread(records):
@@ -134,7 +134,7 @@ class Appender:
 
     def append(self, topic_name: str, partition: int, records: bytes | None, flush_policy: bool = True) -> ProduceResult:
         """Validate and append one partition's batches (on the caller's thread)."""
-        target = self._target(topic_name, partition, records)
+        target = self._target(topic_name, partition)
         if isinstance(target, ProduceResult):
             return target
         validated = self._validate(target, records)
@@ -142,42 +142,24 @@ class Appender:
             return validated
         return self.append_valid(Validated(target, partition, *validated), flush_policy=flush_policy)
 
-    def _target(self, topic_name: str, partition: int, records: bytes | None) -> Topic | ProduceResult:
-        """The topic to append ``records`` to, or the ProduceResult refusing them."""
+    def _target(self, topic_name: str, partition: int) -> Topic | ProduceResult:
+        """The topic to append to, or the ProduceResult refusing the append."""
         try:
             topic = self.topic_for_produce(topic_name)
         except tuple(CREATION_ERRORS) as exc:
             return ProduceResult(creation_error(exc), message=str(exc))
         if topic is None or not 0 <= partition < len(topic.partitions):
             return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if not records:
-            return ProduceResult(ErrorCode.INVALID_RECORD, message="no record batch in the request")
-        if len(records) > self.config.message_max_bytes:
-            limit = self.config.message_max_bytes
-            return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE,
-                                 message=f"{len(records)} bytes exceed message.max.bytes {limit}")
         return topic
 
-    def _validate(self, topic: Topic, records: bytes) -> tuple[bytearray, list] | ProduceResult:
-        """The batches as (buffer, [(position, header)]), or the ProduceResult refusing them."""
-        buf = bytearray(records)
-        try:
-            batches = validate_produce(buf, max_uncompressed_bytes=self.config.message_max_bytes * DECOMPRESSION_RATIO,
-                                       keys_required=topic.config.compact)
-        except InvalidRecordError as exc:
-            return ProduceResult(ErrorCode.INVALID_RECORD, message=str(exc), record_errors=exc.record_errors)
-        except CorruptRecordError as exc:
-            return ProduceResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
-        out_of_range = timestamp_errors(buf, batches, topic.config, int(time.time() * 1000))
-        if out_of_range:
-            return ProduceResult(ErrorCode.INVALID_TIMESTAMP, message=out_of_range[0][1], record_errors=out_of_range)
-        buf, batches = recompress(buf, batches, topic.config.compression_type)
-        limit = topic.config.max_message_bytes
-        for _, header in batches:
-            if header.size > limit:
-                return ProduceResult(ErrorCode.MESSAGE_TOO_LARGE, message=f"a batch of {header.size} bytes exceeds "
-                                     f"max.message.bytes {limit} of topic {topic.name!r}")
-        return buf, batches
+    def _validate(self, topic: Topic, records: bytes | None) -> tuple[bytearray, list] | ProduceResult:
+        """The log validator's answer for an append of ``records`` to ``topic``: the batches as
+        (buffer, [(position, header)]), or the ProduceResult refusing them."""
+        checked = validate(records, topic.config.append_rules(self.config.message_max_bytes), int(time.time() * 1000))
+        if isinstance(checked, Refusal):
+            return ProduceResult(ErrorCode[checked.error.name], message=checked.message,
+                                 record_errors=checked.record_errors)
+        return checked.buf, checked.batches
 
     def append_valid(self, valid: Validated, flush_policy: bool = False) -> ProduceResult:
         """Append batches that passed validation: producer sequence checks, then the log (which

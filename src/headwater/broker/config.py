@@ -6,7 +6,7 @@ from pathlib import Path
 
 from headwater.broker.security.listeners import Listener, SecurityProtocol, TlsSettings
 from headwater.broker.security.sasl import ALL_MECHANISMS
-from headwater.records import MESSAGE_MAX_BYTES
+from headwater.records.layout import MESSAGE_MAX_BYTES
 
 
 @dataclass

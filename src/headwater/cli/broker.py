@@ -19,7 +19,7 @@ from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
 from headwater.broker.server import serve
 from headwater.cli.common import CommandError, data_dir, name_value, non_negative_int, positive_float, positive_int
 from headwater.log import LogConfig
-from headwater.records import MESSAGE_MAX_BYTES
+from headwater.records.layout import MESSAGE_MAX_BYTES
 
 CONSOLE_READY = "headwater console on "  # the last line a broker with --http-listener prints when ready
 LISTENER_READY = "headwater listener "   # one line per --listener, after the first line

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import crc32c
 
 from headwater.fuzzing.corpus import HOSTILE_TOPIC, Seed, TIMESTAMP, field_paths, non_nullable_paths, set_path
-from headwater.records import (ATTR_COMPRESSION_MASK, ATTR_CONTROL, CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD,
-                               Compression, Record, encode_batch, read_header)
+from headwater.records import Compression, Record, encode_batch, read_header
+from headwater.records.layout import ATTR_COMPRESSION_MASK, ATTR_CONTROL, CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD
 
 _SIZE = struct.Struct(">i")
 # Extreme values per integer width: the edges, -1, and values that are large but plausible.

@@ -25,9 +25,10 @@ from pathlib import Path
 
 from aiokafka.errors import CorruptRecordException
 
-from headwater.records import (ATTR_LOG_APPEND_TIME, MESSAGE_MAX_BYTES, BatchHeader, Record,
-                               compiled_records, decode_records, record_boundaries, records_section,
-                               uncompressed_bound, with_records)
+from headwater.records import BatchHeader, Record, decode_records
+from headwater.records.decoding import compiled_records, record_boundaries
+from headwater.records.encoding import with_records
+from headwater.records.layout import ATTR_LOG_APPEND_TIME, MESSAGE_MAX_BYTES, records_section, uncompressed_bound
 
 from .layout import CLEANED, SEGMENT_SUFFIXES, segment_file
 from .segment import BatchInfo, Segment

@@ -8,12 +8,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from headwater.records import MESSAGE_MAX_BYTES
+from headwater.records import Compression
+from headwater.records.layout import MESSAGE_MAX_BYTES
+from headwater.records.validator import AppendRules
 
 DELETE = "delete"
 COMPACT = "compact"
 PRODUCER = "producer"  # compression.type: keep each batch as its producer compressed it
-COMPRESSION_TYPES = (PRODUCER, "uncompressed", "gzip", "snappy", "lz4", "zstd")
+CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
+          "lz4": Compression.LZ4, "zstd": Compression.ZSTD}  # compression.type: the broker recompresses to it
+COMPRESSION_TYPES = (PRODUCER, *CODECS)
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 
 
@@ -67,6 +71,18 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    def append_rules(self, message_max_bytes: int) -> AppendRules:
+        """What the log validator checks an append to this topic against; ``message_max_bytes``
+        is the broker's."""
+        # As Kafka: the deprecated difference.max.ms stands in for whichever of the two is unset.
+        difference = self.message_timestamp_difference_max_ms
+        before, after = self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms
+        return AppendRules(max_request_bytes=message_max_bytes, max_batch_bytes=self.max_message_bytes,
+                           keys_required=self.compact, log_append_time=self.log_append_time,
+                           timestamp_before_max_ms=difference if before is None else before,
+                           timestamp_after_max_ms=difference if after is None else after,
+                           compression=CODECS.get(self.compression_type))
 
     @classmethod
     def from_topic_configs(cls, configs: dict[str, str], defaults: LogConfig) -> LogConfig:

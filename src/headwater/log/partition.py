@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from headwater.records import (MIN_BATCH_LENGTH, BatchHeader, CorruptRecordError, decode_records, iter_batches,
-                               read_header, set_base_offset, set_log_append_time)
+from headwater.records import BatchHeader, CorruptRecordError, decode_records, iter_batches, read_header
+from headwater.records.layout import MIN_BATCH_LENGTH, set_base_offset, set_log_append_time
 
 from .config import LogConfig
 from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFSET, RECOVERY_POINT, TMP,

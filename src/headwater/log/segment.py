@@ -15,8 +15,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from headwater.records import (ATTR_LOG_APPEND_TIME, HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, BatchHeader,
-                               CorruptRecordError, decode_records, read_header, validate_batch)
+from headwater.records import BatchHeader, CorruptRecordError, decode_records, read_header
+from headwater.records.layout import ATTR_LOG_APPEND_TIME, HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, validate_batch
 
 from .files import SEGMENT_FILES, write_fully
 from .index import OffsetIndex, SparseIndex, TimeIndex

@@ -15,10 +15,12 @@ import numba
 import numpy as np
 import pyarrow as pa
 
-from headwater.records import (ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
-                               ATTRIBUTES_AT, BASE_TIMESTAMP_AT, BATCH_LENGTH_AT, HEADER_SIZE, LAST_OFFSET_DELTA_AT,
-                               LOG_OVERHEAD, MAGIC, MAGIC_AT, MAX_TIMESTAMP_AT, RECORDS_COUNT_AT, CorruptRecordError,
-                               decode_records, marker_is_commit, read_header, records_section, uncompressed_bound)
+from headwater.records import CorruptRecordError, decode_records, read_header
+from headwater.records.control import marker_is_commit
+from headwater.records.layout import (ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
+                                      ATTRIBUTES_AT, BASE_TIMESTAMP_AT, BATCH_LENGTH_AT, HEADER_SIZE,
+                                      LAST_OFFSET_DELTA_AT, LOG_OVERHEAD, MAGIC, MAGIC_AT, MAX_TIMESTAMP_AT,
+                                      RECORDS_COUNT_AT, records_section, uncompressed_bound)
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 COLUMNS = [

@@ -22,7 +22,7 @@ from headwater.broker.clock import Clock
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.group import CommittedOffset
 from headwater.protocol.errors import ErrorCode
-from headwater.records import NO_PRODUCER_ID
+from headwater.records.layout import NO_PRODUCER_ID
 
 from .partitions import TxnPartitions
 from .store import TransactionStore

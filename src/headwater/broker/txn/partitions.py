@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from headwater.log import Log
 from headwater.log.txn_index import AbortedTxn
-from headwater.records import BatchHeader, encode_marker
+from headwater.records import BatchHeader
+from headwater.records.control import encode_marker
 
 if TYPE_CHECKING:
     from headwater.broker.growth import GrowthSignals

@@ -1,0 +1,62 @@
+"""Records into batches: ``encode_batch``, and the rewrites of a stored batch (another codec,
+fewer records) that keep its header fields."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .codecs import Compression, compress
+from .layout import ATTR_COMPRESSION_MASK, MAGIC, NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader, records_section, sealed
+from .varint import write_bytes, write_varint
+
+
+@dataclass(slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def recompressed(buf, pos: int, header: BatchHeader, codec: Compression) -> bytes:
+    """The batch at ``pos`` with its records section compressed with ``codec`` instead: the
+    broker's side of a topic's ``compression.type``. Every other header field is kept
+    (producer id, epoch, sequence, timestamps), so idempotence and offsets are unchanged."""
+    payload = compress(codec, bytes(records_section(buf, pos, header)))
+    return sealed(replace(header, attributes=(header.attributes & ~ATTR_COMPRESSION_MASK) | int(codec)), payload)
+
+
+def with_records(header: BatchHeader, body: bytes, count: int, max_timestamp: int) -> bytes:
+    """The batch of ``header`` holding only ``count`` of its records, whose uncompressed bytes
+    are ``body``: compressed with its codec, every other header field kept (the offset range,
+    base timestamp, producer fields), so the records' offset and timestamp deltas still hold.
+    The log cleaner's rewrite of a batch that lost records."""
+    return sealed(replace(header, records_count=count, max_timestamp=max_timestamp), compress(header.compression, body))
+
+
+def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Compression = Compression.NONE,
+                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = NO_SEQUENCE,
+                 attributes: int = 0) -> bytes:
+    """Build one batch. Record offsets are kept relative to ``base_offset`` (gaps allowed, as compaction leaves)."""
+    if not records:
+        raise ValueError("a record batch holds at least one record")
+    base_ts = min(r.timestamp for r in records)
+    body = bytearray()
+    for r in records:
+        rec = bytearray(b"\x00")
+        write_varint(rec, r.timestamp - base_ts)
+        write_varint(rec, r.offset - base_offset)
+        write_bytes(rec, r.key)
+        write_bytes(rec, r.value)
+        write_varint(rec, len(r.headers))
+        for hkey, hval in r.headers:
+            write_bytes(rec, hkey.encode())
+            write_bytes(rec, hval)
+        write_varint(body, len(rec))
+        body += rec
+    header = BatchHeader(base_offset=base_offset, batch_length=0, partition_leader_epoch=-1, magic=MAGIC, crc=0,
+                         attributes=(attributes & ~ATTR_COMPRESSION_MASK) | int(compression),
+                         last_offset_delta=records[-1].offset - base_offset, base_timestamp=base_ts,
+                         max_timestamp=max(r.timestamp for r in records), producer_id=producer_id,
+                         producer_epoch=producer_epoch, base_sequence=base_sequence, records_count=len(records))
+    return sealed(header, compress(compression, bytes(body)))
