@@ -22,7 +22,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.log import layout
-from headwater.records import decode_records, iter_batches, marker_is_commit
+from headwater.records import decode_records, iter_batches
+from headwater.records.control import marker_is_commit
 from headwater.testing import BrokerProcess, java_process, run_java, wait_until
 
 from .clients import require_kafka_jars

@@ -69,7 +69,7 @@ def test_produced_batches_are_stored_as_before(broker):
     for compression_type in PRODUCED:
         broker.log_manager.create_topic(compression_type, 1, {"compression.type": compression_type})
         for batch in inputs():
-            assert broker.append(compression_type, 0, batch).error is ErrorCode.NONE
+            assert broker.appender.append(compression_type, 0, batch).error is ErrorCode.NONE
         plog = broker.log_manager.get_log(compression_type, 0)
         plog.append(bytearray(encode_marker(PID, 0, True, 7, T0 + 100)))
         plog.flush()

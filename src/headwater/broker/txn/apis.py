@@ -168,7 +168,7 @@ async def write_txn_markers(broker, header, request):
 
 
 def _write_marker(broker, topic: str, partition: int, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
-    producers = broker.producers(topic, partition)
+    producers = broker.appender.producers(topic, partition)
     if producers is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if any(pid == producer_id and known > epoch for pid, known, _ in producers.active()):
