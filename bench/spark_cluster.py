@@ -54,7 +54,8 @@ def run(master: str, bootstrap: str, workdir: Path, per_trigger: int, conf: list
     """One `headwater pipelines run windows` driver: its timings and what it wrote."""
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "headwater", "pipelines", "run", "windows", "--master", master,
-                           "--bootstrap-server", bootstrap, "--output", str(workdir), "--set", f"events={TOPIC}",
+                           "--bootstrap-server", bootstrap, "--output", str(workdir), "--trigger", "available-now",
+                           "--set", f"events={TOPIC}",
                            "--set", f"per-trigger={per_trigger}", *conf], capture_output=True, text=True,
                           env=SparkStandaloneCluster.driver_env())
     wall = time.monotonic() - started

@@ -102,13 +102,13 @@ def spark_cluster(tmp_path_factory):
 
 
 def pipelines_run(cluster, bootstrap: str, workdir: Path, names: list[str], **params: str) -> list[str]:
-    """The `headwater pipelines run` command line for `names` on the cluster, with the
-    PARAMS (and `params`) these pipelines take."""
+    """The `headwater pipelines run` command line for `names` on the cluster, to the end of
+    their topics, with the PARAMS (and `params`) these pipelines take."""
     given = {**PARAMS, **params}
     known = {k for n in names for k in PIPELINES[n].params}
     sets = [a for name, value in given.items() if name in known for a in ("--set", f"{name}={value}")]
     return [sys.executable, "-m", "headwater", "pipelines", "run", *names, "--master", cluster.master_url,
-            "--bootstrap-server", bootstrap, "--output", str(workdir), *sets]
+            "--bootstrap-server", bootstrap, "--output", str(workdir), "--trigger", "available-now", *sets]
 
 
 def run_cli(cluster, command: list[str], workdir: Path) -> None:

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from headwater.cli.main import main
+from headwater.cli.main import build_parser, main
 from headwater.pipelines.catalog import PIPELINES
 
 
@@ -15,6 +15,14 @@ def test_list_names_every_shipped_pipeline_with_its_parameters(capsys):
     assert [p["name"] for p in listed] == list(PIPELINES) == ["windows", "click-through", "revenue-view",
                                                                "card-testing"]
     assert "lateness=2 minutes" in listed[0]["parameters"]
+    assert [p["parameters"].split(", ")[-1] for p in listed] == [f"dead-letter={p}.dlq" for p in PIPELINES]
+
+
+def test_defaults_fit_a_live_stream():
+    """A micro-batch a second with what arrived, not the end of the topic in batches of 8."""
+    args = build_parser(["pipelines", "run", "windows"]).parse_args(["pipelines", "run", "windows"])
+    assert args.trigger == {"processingTime": "1 second"}
+    assert {p.params["per-trigger"] for p in PIPELINES.values()} == {"10000"}
 
 
 def _closed_port() -> int:
@@ -27,6 +35,8 @@ def _closed_port() -> int:
     (["nope"], "unknown pipeline 'nope' (known: windows, click-through, revenue-view, card-testing)"),
     (["windows", "--set", "orders=x"], "unknown parameter 'orders' for windows"),
     (["windows", "--master", "yarn"], "unsupported --master 'yarn'"),
+    (["windows", "card-testing", "--set", "dead-letter=bad"], "pipelines run together need dead-letter topics of "
+     "their own"),
     (["windows", "--master", "spark://127.0.0.1:{port}"], "cannot reach the Spark master spark://127.0.0.1:{port}"),
 ])
 def test_bad_runs_get_one_line(capsys, tmp_path, args, message):

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import socket
+import sys
 import time
 from pathlib import Path
 
 from headwater.cli.common import CommandError, add_connection_args, emit, name_value
 
 MASTER_TIMEOUT_S = 5.0
+LIVE_TRIGGER = "1 second"
 
 
 def trigger(text: str) -> dict:
@@ -30,8 +33,10 @@ def add_parser(subparsers) -> None:
     listing.set_defaults(func=list_pipelines)
 
     run = sub.add_parser("run", help="run pipelines from their topics into their sinks",
-                         description="Run the named pipelines one after another (all at once with an interval "
-                         "trigger) on the Spark master given, reading the broker's topics.")
+                         description="Run the named pipelines together until interrupted (one after another to the "
+                         "end of their topics with --trigger available-now or once) on the Spark master given, "
+                         "reading the broker's topics. A line per micro-batch on stderr says what each did; input "
+                         "records that are not the JSON a pipeline expects go to its dead-letter topic.")
     run.add_argument("names", nargs="+", metavar="NAME", help="pipelines to run (see `headwater pipelines list`)")
     run.add_argument("--master", default="local[2]",
                      help="Spark master URL: local[N] or spark://HOST:PORT (default %(default)s)")
@@ -40,9 +45,9 @@ def add_parser(subparsers) -> None:
                      "run stopped (default: OUTPUT/checkpoints)")
     run.add_argument("--output", type=Path, default=Path("headwater-output"),
                      help="directory of the SQLite and Parquet sinks (default %(default)s)")
-    run.add_argument("--trigger", type=trigger, default=trigger("available-now"),
-                     help="available-now (default: everything in the topics, then stop), once, or an interval "
-                     "such as '10 seconds' (run until interrupted)")
+    run.add_argument("--trigger", type=trigger, default=trigger(LIVE_TRIGGER),
+                     help=f"an interval such as '10 seconds': a micro-batch that often, with what arrived, until "
+                     f"interrupted (default: {LIVE_TRIGGER}); available-now: everything in the topics, then stop; once")
     run.add_argument("--set", type=name_value, action="append", default=[], dest="params", metavar="NAME=VALUE",
                      help="a pipeline parameter (topic names, lateness, ...: see `headwater pipelines list`)")
     run.add_argument("--conf", type=name_value, action="append", default=[], metavar="KEY=VALUE",
@@ -87,12 +92,17 @@ def run_pipelines(args) -> int:
     if set(params) - known:
         raise CommandError(f"unknown parameter {sorted(set(params) - known)[0]!r} for {', '.join(args.names)} "
                            f"(known: {', '.join(sorted(known))})")
+    dead_letters = [{**p.params, **params}["dead-letter"] for p in chosen]
+    if len(set(dead_letters)) < len(dead_letters):
+        raise CommandError("pipelines run together need dead-letter topics of their own: "
+                           "leave --set dead-letter=... to its default")
     check_master(args.master)
 
     from pyspark.errors import StreamingQueryException
 
     import headwater.spark
     from headwater.pipelines.catalog import Run
+    from headwater.pipelines.progress import follow
 
     args.output.mkdir(parents=True, exist_ok=True)
     spark = headwater.spark.session(args.master, app_name=f"headwater-pipelines {' '.join(args.names)}",
@@ -101,16 +111,15 @@ def run_pipelines(args) -> int:
     client = {"bootstrap.servers": args.bootstrap_server, **args.command_config}
     runs = [(p, Run(spark, client, args.checkpoint or args.output / "checkpoints", args.output, args.trigger,
                     {**p.params, **{k: v for k, v in params.items() if k in p.params}})) for p in chosen]
+    show = functools.partial(print, file=sys.stderr, flush=True)
     try:
         if "processingTime" in args.trigger:  # run until interrupted: all at once
-            for pipeline, run in runs:
-                pipeline.start(run)
-            spark.streams.awaitAnyTermination()
+            follow([pipeline.start(run) for pipeline, run in runs], show)
             return 0
         for pipeline, run in runs:  # one after another (transformWithState queries are better alone)
             started = time.monotonic()
             query = pipeline.start(run)
-            query.awaitTermination()
+            follow([query], show)
             batches = query.lastProgress["batchId"] + 1 if query.lastProgress else 0
             print(f"{pipeline.name}: {batches} micro-batches in {time.monotonic() - started:.1f} s", flush=True)
     except StreamingQueryException as exc:

@@ -6,7 +6,9 @@ checkpoints and outputs go, the trigger, its parameters) to a started streaming 
 Its parameters (topic names, lateness, window sizes, records per micro-batch) have
 defaults listed in `Pipeline.params` and are overridden with `--set name=value`.
 Event topics hold JSON values with an `event_id` and a `ts_ms` (event time, epoch ms);
-`reference` gives each pipeline's answer in plain Python.
+a record of another shape goes to the pipeline's dead-letter topic (`dead_letter`), and
+docs/spark.md lists each pipeline's input and output. `reference` gives each
+pipeline's answer in plain Python.
 """
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from headwater.pipelines import (analytics, cep, clocks, exactly_once, lateness, materialized_view, window_join,
-                                 windows)
+from headwater.pipelines import (analytics, cep, clocks, dead_letter, exactly_once, lateness, materialized_view,
+                                 progress, window_join, windows)
 
 
 @dataclass
@@ -30,26 +32,38 @@ class Run:
     output: Path  # SQLite databases and Parquet datasets go here
     trigger: dict  # keyword arguments of DataStreamWriter.trigger
     params: dict[str, str] = field(default_factory=dict)
+    bad: list[DataFrame] = field(default_factory=list)  # each reader's bad records, for `start`
 
-    def records(self, topics: str, per_trigger: str | None = None) -> DataFrame:
+    def records(self, shapes: dict[str, dead_letter.Shape]) -> DataFrame:
+        """The good records of the topics in `shapes`; the bad ones are counted and kept
+        for the dead-letter topic (see `start`)."""
+        topics = ",".join(shapes)
         reader = self.spark.readStream.format("headwater").option("subscribe", topics)
-        reader = reader.option("startingOffsets", "earliest")
+        reader = reader.option("startingOffsets", "earliest")  # a new pipeline's answer covers the whole topic
         for key, value in self.client.items():
             reader = reader.option(f"kafka.{key}", value)
-        if per_trigger:
-            reader = reader.option("maxOffsetsPerTrigger", per_trigger)
-        return reader.load()
+        records = reader.option("maxOffsetsPerTrigger", self.params["per-trigger"]).load()
+        # Two branches of one query, each scanning the micro-batch: only one observes it.
+        checked = dead_letter.checked(records, shapes)
+        self.bad.append(dead_letter.bad_records(
+            progress.observe_input(checked, topics, F.col(dead_letter.REASON).isNotNull())))
+        return dead_letter.checked(records, shapes).where(F.col(dead_letter.REASON).isNull()).drop(dead_letter.REASON)
 
     def events(self, topic: str, schema: str) -> DataFrame:
         """A topic of JSON events as columns plus `event_time` (from ts_ms), each
         delivered once and at most `lateness` behind the newest."""
-        events = (self.records(self.params[topic], self.params.get("per-trigger"))
-                  .select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select("e.*")
+        records = self.records({self.params[topic]: dead_letter.Shape(dead_letter.fields(schema))})
+        events = (records.select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select("e.*")
                   .withColumn("event_time", F.timestamp_millis("ts_ms")))
         return lateness.on_time(events, "event_time", self.params["lateness"])
 
     def start(self, name: str, frame: DataFrame, sink: Callable) -> StreamingQuery:
-        return (frame.writeStream.queryName(name).foreachBatch(sink)
+        """Run `frame` into `sink`, and the readers' bad records into the dead-letter topic."""
+        rows = progress.observe_output(frame)
+        for bad in self.bad:
+            rows = rows.unionByName(bad, allowMissingColumns=True)
+        sinks = dead_letter.WithDeadLetters(sink, dead_letter.DeadLetterTopic(self.client, self.params["dead-letter"]))
+        return (rows.writeStream.queryName(name).foreachBatch(sinks)
                 .option("checkpointLocation", str(self.checkpoint / name)).trigger(**self.trigger).start())
 
 
@@ -78,7 +92,8 @@ def _click_through(run: Run) -> StreamingQuery:
 
 
 def _revenue_view(run: Run) -> StreamingQuery:
-    tables = run.records(f"{run.params['orders']},{run.params['products']}")
+    tables = run.records({run.params["orders"]: dead_letter.Shape(materialized_view.ORDER, changelog=True),
+                          run.params["products"]: dead_letter.Shape(materialized_view.PRODUCT, changelog=True)})
     return run.start("revenue-view", tables, materialized_view.RevenueView(
         run.output / "view.db", run.params["orders"], run.params["products"]))
 
@@ -114,33 +129,42 @@ def _top_pages(run: Run) -> StreamingQuery:
 
 def _device_clocks(run: Run) -> StreamingQuery:
     p = run.params
-    readings = clocks.readings(run.records(p["readings"], p["per-trigger"]))
+    readings = clocks.readings(run.records({p["readings"]: dead_letter.Shape(dead_letter.fields(clocks.READING))}))
     windows_ = clocks.corrected_windows(readings, clocks.interval_ms(p["size"]), clocks.interval_ms(p["lateness"]),
                                         p["delay"])
     return run.start("device-clocks", windows_.withColumn("start_ms", F.unix_millis("window_start")),
                      exactly_once.ParquetPerBatch(run.output / "device_windows"))
 
 
-EVENTS = {"lateness": "2 minutes", "per-trigger": "8"}
+# Defaults for a live stream: a micro-batch takes what arrived since the last one, up to
+# `per-trigger` records (a backlog is read in batches of that size).
+LIVE = {"per-trigger": "10000"}
+EVENTS = {"lateness": "2 minutes", **LIVE}
 PAGE_VIEWS = {"page-views": "page-views", "size": "1 minute", **EVENTS}
+
+
+def _pipeline(name: str, summary: str, params: dict[str, str], start: Callable[[Run], StreamingQuery]) -> Pipeline:
+    return Pipeline(name, summary, {**params, "dead-letter": f"{name}.dlq"}, start)
+
+
 PIPELINES = {p.name: p for p in [
-    Pipeline("windows", "events per user in tumbling windows of event time -> SQLite windows.db",
-             {"events": "events", "size": "1 minute", **EVENTS}, _windows),
-    Pipeline("click-through", "searches x clicks of a session within a bound (stream-stream join) -> Parquet "
-             "search_outcomes/", {"searches": "searches", "clicks": "clicks", "within": "10 minutes", **EVENTS},
-             _click_through),
-    Pipeline("revenue-view", "orders x products changelogs (table-table join) as a view -> SQLite view.db",
-             {"orders": "orders", "products": "products"}, _revenue_view),
-    Pipeline("card-testing", "3 failed payments then a success on a card within 10 minutes (CEP) -> topic",
-             {"payments": "payments", "alerts": "payment-alerts", **EVENTS}, _card_testing),
-    Pipeline("latency-stats", "page views per window of `size` every `slide`: rate, mean (a rolling average when "
-             "slide < size), p50/p95/p99 latency (percentile_approx), distinct users (HyperLogLog) -> SQLite "
-             "latency_stats.db", {**PAGE_VIEWS, "slide": "1 minute", "accuracy": str(analytics.ACCURACY),
-                                  "rsd": str(analytics.RSD)}, _latency_stats),
-    Pipeline("top-pages", "the k most viewed pages per tumbling window -> SQLite top_pages.db",
-             {**PAGE_VIEWS, "k": "3"}, _top_pages),
-    Pipeline("device-clocks", "device readings per window of clock-corrected event time, with corrections for "
-             "stragglers and too-late counts -> Parquet device_windows/",
-             {"readings": "device-readings", "size": "1 minute", "lateness": "3 minutes", "delay": "10 seconds",
-              "per-trigger": "8"}, _device_clocks),
+    _pipeline("windows", "events per user in tumbling windows of event time -> SQLite windows.db",
+              {"events": "events", "size": "1 minute", **EVENTS}, _windows),
+    _pipeline("click-through", "searches x clicks of a session within a bound (stream-stream join) -> Parquet "
+              "search_outcomes/", {"searches": "searches", "clicks": "clicks", "within": "10 minutes", **EVENTS},
+              _click_through),
+    _pipeline("revenue-view", "orders x products changelogs (table-table join) as a view -> SQLite view.db",
+              {"orders": "orders", "products": "products", **LIVE}, _revenue_view),
+    _pipeline("card-testing", "3 failed payments then a success on a card within 10 minutes (CEP) -> topic",
+              {"payments": "payments", "alerts": "payment-alerts", **EVENTS}, _card_testing),
+    _pipeline("latency-stats", "page views per window of `size` every `slide`: rate, mean (a rolling average when "
+              "slide < size), p50/p95/p99 latency (percentile_approx), distinct users (HyperLogLog) -> SQLite "
+              "latency_stats.db", {**PAGE_VIEWS, "slide": "1 minute", "accuracy": str(analytics.ACCURACY),
+                                   "rsd": str(analytics.RSD)}, _latency_stats),
+    _pipeline("top-pages", "the k most viewed pages per tumbling window -> SQLite top_pages.db",
+              {**PAGE_VIEWS, "k": "3"}, _top_pages),
+    _pipeline("device-clocks", "device readings per window of clock-corrected event time, with corrections for "
+              "stragglers and too-late counts -> Parquet device_windows/",
+              {"readings": "device-readings", "size": "1 minute", "lateness": "3 minutes", "delay": "10 seconds",
+               **LIVE}, _device_clocks),
 ]}

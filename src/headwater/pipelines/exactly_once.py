@@ -174,10 +174,25 @@ class ParquetPerBatch:
 
 class TopicPerBatch:
     """Rows as JSON records to `topic`, key from `key_col`, partition = crc32(key) mod
-    partitions (fixed, so a replayed row goes where it went the first time)."""
+    partitions (fixed, so a replayed row goes where it went the first time). An empty
+    batch writes nothing and asks the broker nothing."""
 
     def __init__(self, client: dict, topic: str, key_col: str):
         self.client, self.topic, self.key_col = dict(client), topic, key_col
+
+    def record(self, row: Row) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]:
+        """The key, value and headers of a row's record."""
+        return str(row[self.key_col]).encode(), json.dumps(row.asDict(), default=str).encode(), []
+
+    def partitions(self) -> list[int]:
+        cluster = Cluster(self.client)
+        try:
+            partitions = [p for _, p in cluster.partitions(Subscription(topics=(self.topic,)))]
+        finally:
+            cluster.close()
+        if not partitions:
+            raise RuntimeError(f"TopicPerBatch: topic {self.topic!r} does not exist; create it first")
+        return partitions
 
     def _written(self, partitions: list[int]) -> dict[int, tuple[int, int]]:
         """(batch id, sequence) of the last record in each partition, (-1, -1) if none."""
@@ -202,24 +217,20 @@ class TopicPerBatch:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         rows = sorted(batch.collect(), key=_sort_key)
-        cluster = Cluster(self.client)
-        try:
-            partitions = [p for _, p in cluster.partitions(Subscription(topics=(self.topic,)))]
-        finally:
-            cluster.close()
-        if not partitions:
-            raise RuntimeError(f"TopicPerBatch: topic {self.topic!r} does not exist; create it first")
+        if not rows:
+            return
+        partitions = self.partitions()
         done = self._written(partitions)
         producer = Producer({**self.client, "acks": "all", "enable.idempotence": True})
         failures = []
         for seq, row in enumerate(rows):
-            key = str(row[self.key_col]).encode()
-            partition = partitions[zlib.crc32(key) % len(partitions)]
+            key, value, headers = self.record(row)
+            partition = partitions[zlib.crc32(key or b"") % len(partitions)]
             if (batch_id, seq) <= done[partition]:
                 continue  # written before the replay
-            value = json.dumps(row.asDict(), default=str).encode()
             producer.produce(self.topic, value, key, partition=partition,
-                             headers=[("spark.batch", str(batch_id).encode()), ("spark.seq", str(seq).encode())],
+                             headers=headers + [("spark.batch", str(batch_id).encode()),
+                                                ("spark.seq", str(seq).encode())],
                              on_delivery=lambda err, _: err and failures.append(err))
             producer.poll(0)
         if producer.flush(60) or failures:

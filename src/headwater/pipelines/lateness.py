@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 DEDUPE_OPERATOR = "dedupeWithinWatermark"
 
@@ -28,15 +29,16 @@ def on_time(events: DataFrame, time_col: str, lateness: str, id_cols=("event_id"
     return events.withWatermark(time_col, lateness).dropDuplicatesWithinWatermark(list(id_cols))
 
 
+def too_late(progress: StreamingQueryProgress) -> int:
+    """Events one micro-batch dropped for arriving after the watermark had passed them."""
+    return sum(op.numRowsDroppedByWatermark for op in progress.stateOperators if op.operatorName == DEDUPE_OPERATOR)
+
+
 def watermark_report(query: StreamingQuery) -> list[dict]:
     """Per micro-batch: the watermark in force, rows read, and too-late rows dropped."""
-    report = []
-    for progress in query.recentProgress:
-        dropped = sum(op.numRowsDroppedByWatermark for op in progress.stateOperators
-                      if op.operatorName == DEDUPE_OPERATOR)
-        report.append({"batch": progress.batchId, "watermark": progress.eventTime.get("watermark"),
-                       "rows": progress.numInputRows, "dropped_too_late": dropped})
-    return report
+    return [{"batch": progress.batchId, "watermark": progress.eventTime.get("watermark"),
+             "rows": progress.numInputRows, "dropped_too_late": too_late(progress)}
+            for progress in query.recentProgress]
 
 
 def dropped_events(query: StreamingQuery) -> int:

@@ -28,6 +28,9 @@ CREATE TABLE IF NOT EXISTS revenue_per_product (product_id TEXT PRIMARY KEY, nam
                                                 revenue REAL);
 CREATE TABLE IF NOT EXISTS view_batches (batch_id INTEGER PRIMARY KEY);
 """
+# The fields of the two changelogs' values (see `dead_letter.Shape`).
+ORDER = {"product_id": "string", "quantity": "long"}
+PRODUCT = {"name": "string", "price": "double"}
 
 
 class RevenueView:
