@@ -41,13 +41,14 @@ def _produce(bootstrap: str, views: list, readings: list) -> None:
         raise RuntimeError("the analytics chapter's events were not acknowledged")
 
 
-def _run(spark, bootstrap: str, workdir, name: str, **params) -> None:
+def run_pipeline(spark, bootstrap: str, workdir, name: str, **params) -> None:
+    """Run a shipped pipeline over everything in its topics, outputs and checkpoints in `workdir`."""
     run = Run(spark, {"bootstrap.servers": bootstrap}, workdir / "checkpoints", workdir, {"availableNow": True},
               {**PIPELINES[name].params, **params})
     PIPELINES[name].start(run).awaitTermination()
 
 
-def _rows(path, sql: str) -> list:
+def sqlite_rows(path, sql: str) -> list:
     db = sqlite3.connect(path)
     try:
         return db.execute(sql).fetchall()
@@ -57,8 +58,9 @@ def _rows(path, sql: str) -> list:
 
 def rolling_stats(spark, bootstrap, workdir, console, views: list) -> None:
     """1-minute windows every 30 seconds: rate, mean, p50/p95/p99, distinct users."""
-    _run(spark, bootstrap, workdir, "latency-stats", slide="30 seconds", **{"per-trigger": str(VIEWS_PER_BATCH)})
-    got = _rows(workdir / "latency_stats.db", "SELECT start_ms, events, per_second, mean, p50, p95, p99, "
+    run_pipeline(spark, bootstrap, workdir, "latency-stats", slide="30 seconds",
+                 **{"per-trigger": str(VIEWS_PER_BATCH)})
+    got = sqlite_rows(workdir / "latency_stats.db", "SELECT start_ms, events, per_second, mean, p50, p95, p99, "
                 "distinct_users FROM latency_stats ORDER BY start_ms")
     batches = reference.micro_batches(views, VIEWS_PER_BATCH)
     kept, _, watermark = reference.admitted(batches, LATENESS_MS)
@@ -92,16 +94,18 @@ def rolling_stats(spark, bootstrap, workdir, console, views: list) -> None:
 
 def top_pages(spark, bootstrap, workdir, console, views: list) -> None:
     """The three most viewed pages per minute, ranked exactly."""
-    _run(spark, bootstrap, workdir, "top-pages", k="3", **{"per-trigger": str(VIEWS_PER_BATCH)})
+    run_pipeline(spark, bootstrap, workdir, "top-pages", k="3", **{"per-trigger": str(VIEWS_PER_BATCH)})
     got = {}
-    for start, page, events in _rows(workdir / "top_pages.db",
+    for start, page, events in sqlite_rows(workdir / "top_pages.db",
                                      "SELECT start_ms, page, events FROM top_pages ORDER BY start_ms, rank"):
         got.setdefault(start, []).append((page, events))
     kept, _, watermark = reference.admitted(reference.micro_batches(views, VIEWS_PER_BATCH), LATENESS_MS)
     expected = reference.top_keys(kept, watermark, MINUTE, "page", 3)
     if got != expected:
-        raise CheckFailed(f"top-pages: Spark's top pages differ from plain Python's: "
-                          f"{[(clock(s), got.get(s), expected.get(s)) for s in expected if got.get(s) != expected[s]][:3]}")
+        wrong = [(clock(s), got.get(s), expected.get(s)) for s in set(got) | set(expected)
+                 if got.get(s) != expected.get(s)]
+        raise CheckFailed(f"top-pages: Spark's top pages differ from plain Python's (window, Spark, Python): "
+                          f"{wrong[:3]}")
     table = report_table("top 3 pages per minute", "minute", "1st", "2nd", "3rd")
     for start, top in sorted(got.items()):
         if sum(n for _, n in top) >= 50:
@@ -112,14 +116,15 @@ def top_pages(spark, bootstrap, workdir, console, views: list) -> None:
 
 def device_clocks(spark, bootstrap, workdir, console, readings: list) -> None:
     """Skewed device clocks corrected by the broker's; stragglers publish corrections or are counted."""
-    _run(spark, bootstrap, workdir, "device-clocks", **{"per-trigger": str(READINGS_PER_BATCH)})
+    run_pipeline(spark, bootstrap, workdir, "device-clocks", **{"per-trigger": str(READINGS_PER_BATCH)})
     got = sorted((r.device_id, r.start_ms, r.kind, r.events, r.revision, r.offset_ms)
                  for r in spark.read.parquet(str(workdir / "device_windows")).collect())
     expected = sorted(reference.corrected_windows(reference.micro_batches(readings, READINGS_PER_BATCH), MINUTE,
                                                   3 * MINUTE, 10_000))
     if got != expected:
-        raise CheckFailed(f"device-clocks: Spark's rows differ from plain Python's: only Spark has "
-                          f"{sorted(set(got) - set(expected))[:3]}, only Python has {sorted(set(expected) - set(got))[:3]}")
+        only_spark, only_python = sorted(set(got) - set(expected)), sorted(set(expected) - set(got))
+        raise CheckFailed(f"device-clocks: Spark's rows differ from plain Python's: only Spark has {only_spark[:3]}, "
+                          f"only Python has {only_python[:3]}")
     offsets = {device: offset for device, *_, offset in got}
     wrong = [d for d, offset in offsets.items() if not 0 <= offset + SKEWS_MS[d] <= MAX_DELAY_MS]
     if wrong:
