@@ -86,6 +86,8 @@ def rolling_stats(spark, bootstrap, workdir, console, views: list) -> None:
                           *(f"{found:.1f} [{e:.1f}]" for found, e in zip(percentiles, exact_p)),
                           f"{users} [{want['distinct_keys']}]")
     console.print(table)
+    console.print("the percentiles' bound is on rank, not on milliseconds: in the sparse tail (p99) a few ranks "
+                  "can be tens of milliseconds")
     console.print(f"[green]✓[/] latency-stats: rates and rolling means equal plain Python's; each percentile's rank "
                   f"is within n/{analytics.ACCURACY} (percentile_approx's accuracy {analytics.ACCURACY}) per merged "
                   f"micro-batch summary of the exact one; distinct users (HyperLogLog++, rsd {analytics.RSD}) within "
@@ -134,7 +136,7 @@ def device_clocks(spark, bootstrap, workdir, console, readings: list) -> None:
     for device, _, kind, events, *_ in got:
         late[device] += events if kind == "too-late" else 0
     table = report_table("device readings per minute of corrected event time", "device", "clock skew (true)",
-                         "offset estimated", "results", "corrections", "too-late readings", numbers=5)
+                         "offset: min(received - sent)", "results", "corrections", "too-late readings", numbers=5)
     for device, skew in SKEWS_MS.items():
         table.add_row(device, f"{skew / 1000:+.1f} s", f"{offsets[device] / 1000:+.3f} s", str(kinds[device, "result"]),
                       str(kinds[device, "correction"]), str(late[device]))
