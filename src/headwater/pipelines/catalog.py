@@ -130,9 +130,9 @@ def _top_pages(run: Run) -> StreamingQuery:
 def _device_clocks(run: Run) -> StreamingQuery:
     p = run.params
     readings = clocks.readings(run.records({p["readings"]: dead_letter.Shape(dead_letter.fields(clocks.READING))}))
-    windows_ = clocks.corrected_windows(readings, clocks.interval_ms(p["size"]), clocks.interval_ms(p["lateness"]),
-                                        p["delay"])
-    return run.start("device-clocks", windows_.withColumn("start_ms", F.unix_millis("window_start")),
+    counted = clocks.corrected_windows(readings, clocks.interval_ms(p["size"]), clocks.interval_ms(p["lateness"]),
+                                       p["delay"])
+    return run.start("device-clocks", counted.withColumn("start_ms", F.unix_millis("window_start")),
                      exactly_once.ParquetPerBatch(run.output / "device_windows"))
 
 
