@@ -13,7 +13,8 @@ def test_list_names_every_shipped_pipeline_with_its_parameters(capsys):
     assert main(["pipelines", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in listed] == list(PIPELINES) == ["windows", "click-through", "revenue-view",
-                                                               "card-testing"]
+                                                               "card-testing", "latency-stats", "top-pages",
+                                                               "device-clocks"]
     assert "lateness=2 minutes" in listed[0]["parameters"]
     assert [p["parameters"][-1] for p in listed] == [f"dead-letter={p}.dlq" for p in PIPELINES]
 
@@ -32,7 +33,8 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["nope"], "unknown pipeline 'nope' (known: windows, click-through, revenue-view, card-testing)"),
+    (["nope"], "unknown pipeline 'nope' (known: windows, click-through, revenue-view, card-testing, "
+              "latency-stats, top-pages, device-clocks)"),
     (["windows", "--set", "orders=x"], "unknown parameter 'orders' for windows"),
     (["windows", "--master", "yarn"], "unsupported --master 'yarn'"),
     (["windows", "card-testing", "--set", "dead-letter=bad"], "pipelines run together need dead-letter topics of "

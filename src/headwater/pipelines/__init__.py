@@ -8,6 +8,8 @@ One concept per module:
 - sliding: a sliding window per event
 - event_order: replaying a keyed stream in event-time order (for the processors below)
 - cep: complex event processing (a pattern over a keyed stream)
+- analytics: rates, rolling averages, percentiles, distinct counts and top keys per window
+- clocks: device clock skew corrected by the broker's clock; corrections for stragglers
 - window_join: stream-stream join (searches x clicks, click-through rate)
 - changelog: reading a compacted changelog topic (key = id, value = JSON row, null = delete)
 - enrichment: stream-table join (clicks enriched with the profile as of their time)

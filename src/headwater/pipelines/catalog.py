@@ -20,8 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from headwater.pipelines import (cep, dead_letter, exactly_once, lateness, materialized_view, progress,
-                                 window_join, windows)
+from headwater.pipelines import (analytics, cep, clocks, dead_letter, exactly_once, lateness, materialized_view,
+                                 progress, window_join, windows)
 
 
 @dataclass
@@ -107,10 +107,41 @@ def _card_testing(run: Run) -> StreamingQuery:
     return run.start("card-testing", alerts, exactly_once.TopicPerBatch(run.client, run.params["alerts"], "payment_id"))
 
 
+PAGE_VIEW = "event_id string, user_id string, page string, latency_ms double, ts_ms long"
+
+
+def _latency_stats(run: Run) -> StreamingQuery:
+    p = run.params
+    stats = analytics.window_stats(run.events("page-views", PAGE_VIEW), "event_time", p["size"], p["slide"],
+                                   "latency_ms", "user_id", int(p["accuracy"]), float(p["rsd"]))
+    rows = stats.select(F.unix_millis("window_start").alias("start_ms"), F.unix_millis("window_end").alias("end_ms"),
+                        "events", "per_second", "mean", "p50", "p95", "p99",
+                        F.col("distinct_keys").alias("distinct_users"))
+    return run.start("latency-stats", rows, exactly_once.SqliteUpsert(run.output / "latency_stats.db",
+                                                                      "latency_stats", ["start_ms"]))
+
+
+def _top_pages(run: Run) -> StreamingQuery:
+    counts = analytics.key_counts(run.events("page-views", PAGE_VIEW), "event_time", run.params["size"], "page")
+    rows = counts.select(F.unix_millis("window_start").alias("start_ms"), "page", "events")
+    sink = exactly_once.SqliteUpsert(run.output / "top_pages.db", "top_pages", ["start_ms", "rank"])
+    return run.start("top-pages", rows, analytics.TopKeys(int(run.params["k"]), "start_ms", "page", sink))
+
+
+def _device_clocks(run: Run) -> StreamingQuery:
+    p = run.params
+    readings = clocks.readings(run.records({p["readings"]: dead_letter.Shape(dead_letter.fields(clocks.READING))}))
+    counted = clocks.corrected_windows(readings, clocks.interval_ms(p["size"]), clocks.interval_ms(p["lateness"]),
+                                       p["delay"])
+    return run.start("device-clocks", counted.withColumn("start_ms", F.unix_millis("window_start")),
+                     exactly_once.ParquetPerBatch(run.output / "device_windows"))
+
+
 # Defaults for a live stream: a micro-batch takes what arrived since the last one, up to
 # `per-trigger` records (a backlog is read in batches of that size).
 LIVE = {"per-trigger": "10000"}
 EVENTS = {"lateness": "2 minutes", **LIVE}
+PAGE_VIEWS = {"page-views": "page-views", "size": "1 minute", **EVENTS}
 
 
 def _pipeline(name: str, summary: str, params: dict[str, str], start: Callable[[Run], StreamingQuery]) -> Pipeline:
@@ -127,4 +158,14 @@ PIPELINES = {p.name: p for p in [
               {"orders": "orders", "products": "products", **LIVE}, _revenue_view),
     _pipeline("card-testing", "3 failed payments then a success on a card within 10 minutes (CEP) -> topic",
               {"payments": "payments", "alerts": "payment-alerts", **EVENTS}, _card_testing),
+    _pipeline("latency-stats", "page views per window of `size` every `slide`: rate, mean (a rolling average when "
+              "slide < size), p50/p95/p99 latency (percentile_approx), distinct users (HyperLogLog) -> SQLite "
+              "latency_stats.db", {**PAGE_VIEWS, "slide": "1 minute", "accuracy": str(analytics.ACCURACY),
+                                   "rsd": str(analytics.RSD)}, _latency_stats),
+    _pipeline("top-pages", "the k most viewed pages per tumbling window -> SQLite top_pages.db",
+              {**PAGE_VIEWS, "k": "3"}, _top_pages),
+    _pipeline("device-clocks", "device readings per window of clock-corrected event time, with corrections for "
+              "stragglers and too-late counts -> Parquet device_windows/",
+              {"readings": "device-readings", "size": "1 minute", "lateness": "3 minutes", "delay": "10 seconds",
+               **LIVE}, _device_clocks),
 ]}

@@ -7,6 +7,8 @@ milliseconds; a result is emitted only once the final watermark has passed it.
 """
 from __future__ import annotations
 
+import bisect
+import math
 from collections import Counter, defaultdict
 
 
@@ -45,14 +47,68 @@ def admitted(batches: list[list[dict]], lateness_ms: int, time_field: str = "ts_
     return kept, dropped, final_watermark
 
 
-def window_counts(kept: list, final_watermark: int, size: int, slide: int | None = None) -> dict[int, int]:
-    """Events per window start, for windows of `size` every `slide` (tumbling if equal)."""
+def window_events(kept: list, final_watermark: int, size: int, slide: int | None = None) -> dict[int, list]:
+    """The events of each closed window, by window start, for windows of `size` every
+    `slide` (tumbling if equal)."""
     slide = slide or size
-    counts = Counter()
+    held = defaultdict(list)
     for e in kept:
         newest = e["ts_ms"] // slide * slide  # the last window holding the event starts here
-        counts.update(range(newest - size + slide, newest + 1, slide))
-    return {start: n for start, n in counts.items() if start + size <= final_watermark}
+        for start in range(newest - size + slide, newest + 1, slide):
+            held[start].append(e)
+    return {start: events for start, events in held.items() if start + size <= final_watermark}
+
+
+def window_counts(kept: list, final_watermark: int, size: int, slide: int | None = None) -> dict[int, int]:
+    """Events per window start, for windows of `size` every `slide` (tumbling if equal)."""
+    return {start: len(events) for start, events in window_events(kept, final_watermark, size, slide).items()}
+
+
+def batch_of(batches: list[list[dict]]) -> dict[str, int]:
+    """event id -> the micro-batch it was first read in."""
+    found = {}
+    for i, batch in enumerate(batches):
+        for e in batch:
+            found.setdefault(e["event_id"], i)
+    return found
+
+
+def window_stats(kept: list, final_watermark: int, size: int, slide: int, value: str, key: str,
+                 batch_of: dict[str, int]) -> dict[int, dict]:
+    """window start -> events, per_second, mean of `value`, its values sorted, the
+    micro-batches that brought them (each one a partial summary merged into the
+    window's: for `within_rank_error`) and the exact number of distinct `key`s."""
+    out = {}
+    for start, events in window_events(kept, final_watermark, size, slide).items():
+        values = sorted(e[value] for e in events)
+        out[start] = {"events": len(events), "per_second": len(events) / (size / 1000),
+                      "mean": math.fsum(values) / len(values), "sorted": values,
+                      "summaries": len({batch_of[e["event_id"]] for e in events}),
+                      "distinct_keys": len({e[key] for e in events})}
+    return out
+
+
+def percentile_rank(n: int, p: float) -> int:
+    """The exact percentile's rank (1-based) among n sorted values: the smallest value
+    with at least p of the values at or below it."""
+    return math.ceil(p * n)
+
+
+def within_rank_error(sorted_values: list, found, p: float, accuracy: int, summaries: int = 1) -> bool:
+    """Whether `found` is one of the values and one of its ranks (1-based; several when
+    repeated) lies within summaries * n/accuracy of the exact percentile's rank: the
+    bound of percentile_approx for a summary built in one pass (summaries=1); merging
+    and compressing a partial summary may add up to n/accuracy each time."""
+    n = len(sorted_values)
+    first, last = bisect.bisect_left(sorted_values, found) + 1, bisect.bisect_right(sorted_values, found)
+    slack = summaries * n / accuracy
+    return first <= last and first - slack <= percentile_rank(n, p) <= last + slack
+
+
+def top_keys(kept: list, final_watermark: int, size: int, key: str, k: int) -> dict[int, list[tuple]]:
+    """window start -> the k (key, events) with most events, ties broken by key."""
+    return {start: sorted(Counter(e[key] for e in events).items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+            for start, events in window_events(kept, final_watermark, size).items()}
 
 
 def late_events(kept: list) -> int:
@@ -144,3 +200,42 @@ def revenue_per_product(orders: dict, products: dict) -> dict[str, tuple]:
             _, n, revenue = view.get(order["product_id"], (None, 0, 0.0))
             view[order["product_id"]] = (product["name"], n + 1, revenue + order["quantity"] * product["price"])
     return view
+
+
+def corrected_windows(batches: list[list[dict]], size: int, lateness: int, delay: int) -> list[tuple]:
+    """The rule of `clocks.corrected_windows` over device readings (event_ms, sent_ms,
+    received_ms) in micro-batches: rows (device, window start, kind, events, revision,
+    offset estimate) with kind "result", "correction" or "too-late"."""
+    offsets, windows, out = {}, {}, []  # windows: (device, start) -> [events, revision]
+    watermark, newest = 0, None
+    for batch in batches + [[]]:  # the last micro-batch has no data: it only moves the watermark
+        by_device = defaultdict(list)
+        for e in batch:
+            by_device[e["device_id"]].append(e)
+        for device, events in by_device.items():
+            offset = offsets[device] = min([offsets.get(device, math.inf)]
+                                           + [e["received_ms"] - e["sent_ms"] for e in events])
+            too_late, touched = Counter(), set()
+            for e in events:
+                start = (e["event_ms"] + offset) // size * size
+                if start + size + lateness <= watermark:
+                    too_late[start] += 1
+                else:
+                    windows.setdefault((device, start), [0, -1])[0] += 1
+                    touched.add(start)
+            out += [(device, start, "too-late", n, None, offset) for start, n in too_late.items()]
+            for start in touched:
+                window = windows[(device, start)]
+                if start + size <= watermark:
+                    window[1] += 1
+                    out.append((device, start, "result" if window[1] == 0 else "correction", *window, offset))
+        for (device, start), window in list(windows.items()):
+            if window[1] == -1 and start + size <= watermark:
+                window[1] = 0
+                out.append((device, start, "result", *window, offsets[device]))
+            if start + size + lateness <= watermark:
+                del windows[(device, start)]
+        if batch:
+            newest = max([newest or 0] + [e["received_ms"] for e in batch])
+            watermark = max(watermark, newest - delay)
+    return out
