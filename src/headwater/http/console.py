@@ -31,7 +31,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from headwater.broker.acl_operations import AclOperation
+from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.broker import Broker
 from headwater.broker.groups.group import CommittedOffset
 from headwater.broker.groups.reset import MODES, ResetTo
