@@ -15,7 +15,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from headwater import records
-from headwater.broker.acl_operations import AclOperation
+from headwater.broker.security.acl_operations import AclOperation
 from headwater.protocol.errors import ErrorCode
 from headwater.testing import BrokerProcess
 

@@ -10,7 +10,7 @@ from headwater.broker.clock import Clock
 from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
-from headwater.broker.growth import GrowthSignals
+from headwater.broker.wakeups import GrowthSignals
 from headwater.broker.stats import BrokerStats
 from headwater.broker.txn.partitions import TxnPartitions
 from headwater.log import LogManager

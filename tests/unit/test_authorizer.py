@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from headwater.broker.acl_operations import AclOperation as Op
+from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.acls import (OPERATION_ALL, AclBinding, AclFilter, AclStore, Authorizer, PatternType,
                                            Permission, ResourceType)
 

@@ -4,7 +4,7 @@ import random
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from headwater.broker.http.metrics import StatsCollector
+from headwater.http.metrics import StatsCollector
 from headwater.broker.stats import LATENCY_BUCKETS, BrokerStats
 from headwater.protocol.messages import ApiKey
 

@@ -2,7 +2,7 @@
 internal topics left out, and a burst spread over the rate window instead of one sample's spike."""
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
-from headwater.broker.http.history import History
+from headwater.http.history import History
 from headwater.records import Record, encode_batch
 
 

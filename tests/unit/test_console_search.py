@@ -6,7 +6,7 @@ import pytest
 
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
-from headwater.broker.http.search import BadFilter, Filter, search
+from headwater.http.search import BadFilter, Filter, search
 from headwater.records import Record, encode_batch
 
 RECORDS = [(f"order-{i}".encode() if i % 7 else None,

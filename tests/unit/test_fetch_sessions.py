@@ -7,7 +7,7 @@ from typing import NamedTuple
 import pytest
 
 from headwater.broker.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, MAX_EPOCH, NO_SESSION, FetchSessionCache
-from headwater.broker.growth import GrowthSignals, Watch
+from headwater.broker.wakeups import GrowthSignals, Watch
 from headwater.protocol.errors import ErrorCode
 
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from headwater.broker.group_commit import GroupCommit
+from headwater.broker.fsync_rounds import GroupCommit
 from headwater.log import Log, LogConfig
 from headwater.records import Record, encode_batch
 

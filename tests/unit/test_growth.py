@@ -11,7 +11,7 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.apis import ADVERTISED
 from headwater.broker.apis.fetch import fetch
 from headwater.broker.apis.log_admin import delete_records
-from headwater.broker.growth import GrowthSignals
+from headwater.broker.wakeups import GrowthSignals
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey, RequestHeader, parse_request
 from headwater.records import Record, encode_batch
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from headwater.broker.config import BrokerConfig
-from headwater.broker.group_commit import GroupCommit
-from headwater.broker.growth import GrowthSignals
+from headwater.broker.fsync_rounds import GroupCommit
+from headwater.broker.wakeups import GrowthSignals
 from headwater.broker.producer_state import Duplicate, PartitionProducers
 from headwater.broker.stats import BrokerStats
 from headwater.broker.txn.partitions import TxnPartitions

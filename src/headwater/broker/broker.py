@@ -15,7 +15,7 @@ from headwater.broker.fetch_sessions import FetchSessionCache
 from headwater.broker.groups.consumer_group import ConsumerGroupCoordinator
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
-from headwater.broker.growth import GrowthSignals
+from headwater.broker.wakeups import GrowthSignals
 from headwater.broker.share.coordinator import ShareCoordinator
 from headwater.broker.share.dead_letters import DeadLetterWriter
 from headwater.broker.share.store import ShareStateStore

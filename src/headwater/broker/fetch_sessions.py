@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from headwater.broker.clock import Clock
-from headwater.broker.growth import GrowthSignals, Watch
+from headwater.broker.wakeups import GrowthSignals, Watch
 from headwater.protocol.errors import ErrorCode
 
 NO_SESSION = 0       # the session id of a fetch (or a response) without a session

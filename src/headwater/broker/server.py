@@ -13,6 +13,8 @@ import signal
 import struct
 import time
 import traceback
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from cryptography import x509
 
@@ -22,7 +24,6 @@ from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.endpoint import client_host
 from headwater.broker.ingest.udp import close_udp_listeners, log_udp_stats, start_udp_listeners
-from headwater.broker.http.listener import HttpListener
 from headwater.broker.log_maintenance import LogMaintenance
 from headwater.broker.security import authorization, connection
 from headwater.broker.security.connection import Connection, FailedLogins
@@ -37,8 +38,15 @@ _SIZE = struct.Struct(">i")
 PRE_AUTHENTICATION_MAX_BYTES = 512 * 1024
 
 
+class Service(Protocol):
+    """Something served beside the Kafka listeners, on the broker's loop: started after them,
+    stopped before them. The CLI adds the HTTP console this way, so the broker core knows no HTTP."""
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
 class Server:
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: Broker, services: Sequence[Callable[[Server], Service]] = ()):
         self.broker = broker
         self._connections: set[asyncio.Task] = set()
         self._bugs_seen: set[tuple[str, str, int]] = set()  # (exception, file, line) already logged in full
@@ -48,9 +56,7 @@ class Server:
         self.maintenance = LogMaintenance(broker.log_manager, cfg.retention_check_interval_ms, cfg.cleaner_interval_ms,
                                           cfg.cleaner_io_max_bytes_per_second, moved=broker.growth.notify,
                                           stats=broker.stats)
-        self.http: HttpListener | None = None
-        if cfg.http_listener is not None:
-            self.http = HttpListener(self, *cfg.http_listener, allow_writes=cfg.console_allow_writes)
+        self.services = [service(self) for service in services]
 
     @property
     def connections(self) -> int:
@@ -66,13 +72,13 @@ class Server:
             self._servers.append(server)
         port = cfg.port = cfg.listeners[0].port
         self.maintenance.start()
-        if self.http is not None:
-            await self.http.start()
+        for service in self.services:
+            await service.start()
         return port
 
     async def stop(self) -> None:
-        if self.http is not None:
-            await self.http.stop()
+        for service in reversed(self.services):
+            await service.stop()
         for server in self._servers:
             server.close()
         for task in list(self._connections):
@@ -188,9 +194,9 @@ def tls_principal(writer: asyncio.StreamWriter) -> str | None:
     return "User:" + x509.load_der_x509_certificate(der).subject.rfc4514_string()
 
 
-async def serve(config: BrokerConfig, ready=None) -> None:
+async def serve(config: BrokerConfig, ready=None, services: Sequence[Callable[[Server], Service]] = ()) -> None:
     """Run a broker until SIGTERM or SIGINT, then shut down cleanly (logs closed, marker written)."""
-    server = Server(Broker(config))
+    server = Server(Broker(config), services)
     await server.start()
     try:
         udp = await start_udp_listeners(server.broker, config.udp_listeners)
@@ -200,7 +206,7 @@ async def serve(config: BrokerConfig, ready=None) -> None:
     udp_stats = asyncio.create_task(log_udp_stats(udp))
     log.info("listening on %s, data in %s", ", ".join(map(str, config.listeners)), config.data_dir)
     if ready is not None:
-        ready(config.listeners, server.http.address if server.http else None)
+        ready(config.listeners)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

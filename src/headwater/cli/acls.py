@@ -7,7 +7,7 @@ from __future__ import annotations
 from confluent_kafka import admin as wire
 from confluent_kafka.admin import AdminClient
 
-from headwater.broker.acl_operations import AclOperation
+from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.security.acls import (CLUSTER_NAME, OPERATION_ALL, OPERATION_ANY, AclBinding, AclFilter,
                                            AclStore, PatternType, Permission, ResourceType)
 from headwater.cli.common import (CommandError, add_client_args, add_offline_args, admin_result, client_config, confirm,

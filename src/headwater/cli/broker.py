@@ -16,8 +16,9 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.security.listeners import Listener, TlsSettings
 from headwater.broker.security.sasl import ALL_MECHANISMS
 from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
-from headwater.broker.server import serve
+from headwater.broker.server import Server, serve
 from headwater.cli.common import CommandError, data_dir, name_value, non_negative_int, positive_float, positive_int
+from headwater.http.listener import HttpListener
 from headwater.log import LogConfig
 from headwater.records.layout import MESSAGE_MAX_BYTES
 
@@ -182,12 +183,19 @@ def run(args) -> int:
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
 
-    def ready(listeners: list[Listener], http: tuple[str, int] | None) -> None:
+    consoles: list[HttpListener] = []  # the one --http-listener asks for, once the server has built it
+
+    def console(server: Server) -> HttpListener:
+        consoles.append(HttpListener(server, *config.http_listener, allow_writes=config.console_allow_writes))
+        return consoles[-1]
+
+    def ready(listeners: list[Listener]) -> None:
         print(f"headwater broker listening on {listeners[0].host}:{listeners[0].port}", flush=True)
         for listener in listeners if args.listener else ():
             print(f"{LISTENER_READY}{listener}", flush=True)
-        if http is not None:
-            print(f"{CONSOLE_READY}{'https' if config.http_tls else 'http'}://{http[0]}:{http[1]}/", flush=True)
+        for http in consoles:
+            host, port = http.address
+            print(f"{CONSOLE_READY}{'https' if config.http_tls else 'http'}://{host}:{port}/", flush=True)
 
     # CPython collects its youngest generation every 700 new container objects; a broker's requests
     # make thousands (a fetch on 2,000 partitions: futures, tuples, response objects), and each
@@ -195,7 +203,7 @@ def run(args) -> int:
     # third of an idle consumer's cost (bench/idle_consumer.py). Cycles are still collected.
     gc.set_threshold(*GC_THRESHOLDS)
     try:
-        asyncio.run(serve(config, ready))
+        asyncio.run(serve(config, ready, [console] if config.http_listener is not None else []))
     except ssl.SSLError as exc:
         raise CommandError(f"cannot load the TLS files (certificate {args.ssl_certfile}, key {args.ssl_keyfile}, "
                            f"CA {args.ssl_cafile}): {exc}") from exc

@@ -1,7 +1,7 @@
 """DescribeCluster: the cluster as admin clients see it, one broker that is also the controller."""
 from __future__ import annotations
 
-from headwater.broker.acl_operations import CLUSTER_OPERATIONS, authorized_operations
+from headwater.broker.security.acl_operations import CLUSTER_OPERATIONS, authorized_operations
 from headwater.broker.security import connection
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 from headwater.broker.fetch_sessions import NO_SESSION, FetchContext, FetchPosition, Partition
-from headwater.broker.growth import GrowthSignals, Watch
+from headwater.broker.wakeups import GrowthSignals, Watch
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES

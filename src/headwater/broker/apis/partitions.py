@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from headwater.broker.acl_operations import TOPIC_OPERATIONS, bit_field
+from headwater.broker.security.acl_operations import TOPIC_OPERATIONS, bit_field
 from headwater.broker.appender import CREATION_ERRORS, creation_error
 from headwater.log import PartitionCountError, UnknownTopicError
 from headwater.protocol.errors import ErrorCode

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from headwater.broker.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
+from headwater.broker.security.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
 from headwater.broker.apis.partitions import replica_assignment_error
 from headwater.broker.apis.topic_configs import topic_entries
 from headwater.broker.appender import CREATION_ERRORS, creation_error

@@ -1,7 +1,7 @@
 """DescribeGroups, ListGroups, DeleteGroups: the operator's view of groups."""
 from __future__ import annotations
 
-from headwater.broker.acl_operations import GROUP_OPERATIONS, authorized_operations
+from headwater.broker.security.acl_operations import GROUP_OPERATIONS, authorized_operations
 from headwater.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 

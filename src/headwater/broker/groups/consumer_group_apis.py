@@ -4,7 +4,7 @@ On the wire partitions go by topic ID; the state machine (``consumer_group``) wo
 """
 from __future__ import annotations
 
-from headwater.broker.acl_operations import GROUP_OPERATIONS, bit_field
+from headwater.broker.security.acl_operations import GROUP_OPERATIONS, bit_field
 from headwater.broker.endpoint import client_host
 from headwater.protocol.consumer_group_messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 from headwater.protocol.errors import ErrorCode

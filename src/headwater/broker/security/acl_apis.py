@@ -5,7 +5,7 @@ from itertools import groupby
 
 from kafka.protocol.admin import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 
-from headwater.broker.acl_operations import AclOperation
+from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.security.acls import (OPERATION_ALL, AclBinding, AclFilter, PatternType, Permission,
                                            ResourceType)
 from headwater.protocol.errors import ErrorCode

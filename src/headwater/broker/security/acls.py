@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from headwater.broker.acl_operations import AclOperation
+from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.security.watched_file import WatchedJson
 
 FILE_NAME = "acls.json"

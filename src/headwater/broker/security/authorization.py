@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from headwater.broker.acl_operations import AclOperation as Op
+from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.acls import CLUSTER_NAME, Authorizer, ResourceType
 from headwater.broker.security.connection import Connection
 from headwater.broker.security.listeners import SecurityProtocol

@@ -18,7 +18,7 @@ from headwater.records import BatchHeader
 from headwater.records.control import encode_marker
 
 if TYPE_CHECKING:
-    from headwater.broker.growth import GrowthSignals
+    from headwater.broker.wakeups import GrowthSignals
     from headwater.log import LogManager
 
 log = logging.getLogger("headwater.txn")

@@ -17,9 +17,9 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from headwater.broker.fetch_sessions import FetchSessionCache
-from headwater.broker.http.state import (PartitionOffsets, SharePartitionView, consumer_groups, group_offsets,
+from headwater.http.state import (PartitionOffsets, SharePartitionView, consumer_groups, group_offsets,
                                          share_partitions)
-from headwater.broker.http.transactions import TransactionCollector
+from headwater.http.transactions import TransactionCollector
 from headwater.broker.stats import LATENCY_BUCKETS, BrokerStats
 from headwater.protocol.messages import ApiKey
 

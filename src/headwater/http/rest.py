@@ -29,12 +29,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from headwater.broker.acl_operations import AclOperation
+from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.appender import ProduceResult
 from headwater.broker.broker import Broker
-from headwater.broker.http.admin import Admin
-from headwater.broker.http.login import peer
-from headwater.broker.http.state import records_from
+from headwater.http.admin import Admin
+from headwater.http.login import peer
+from headwater.http.state import records_from
 from headwater.broker.partitioner import partition_for
 from headwater.broker.quotas import PRODUCER_BYTE_RATE
 from headwater.broker.security.acls import ResourceType

@@ -25,7 +25,7 @@ from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
-from headwater.broker.acl_operations import AclOperation
+from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.security.acls import CLUSTER_NAME, ResourceType
 from headwater.broker.security.connection import FailedLogins
 

@@ -14,7 +14,7 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from headwater.broker.acl_operations import AclOperation
+from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.apis import ENDPOINTS
 from headwater.broker.broker import Broker
 from headwater.broker.security import authorization

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from jsonpath_ng.ext import parse as parse_path
 
-from headwater.broker.http.state import records_from
+from headwater.http.state import records_from
 from headwater.log import Log
 from headwater.records import Record
 

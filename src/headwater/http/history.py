@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from headwater.broker.broker import Broker
-from headwater.broker.http.state import consumer_groups, group_offsets
+from headwater.http.state import consumer_groups, group_offsets
 
 SAMPLE_INTERVAL_S = 2.0
 KEPT_SAMPLES = 300   # ten minutes at the default interval

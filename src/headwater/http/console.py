@@ -31,20 +31,20 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from headwater.broker.acl_operations import AclOperation
+from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.broker import Broker
 from headwater.broker.groups.group import CommittedOffset
 from headwater.broker.groups.reset import MODES, ResetTo
-from headwater.broker.http.admin import Admin, Refused
-from headwater.broker.http.history import RATE_WINDOW_S, History
-from headwater.broker.http.login import ConsoleLogin, peer
-from headwater.broker.http.metrics import BrokerMetrics
-from headwater.broker.http.rest import RestApi, produce
-from headwater.broker.http.search import SCAN_BUDGET, SHOWN, BadFilter, Filter, search
-from headwater.broker.http.segments import KeepEncodedSeparators, segment
-from headwater.broker.http.state import (CDC_POSITIONS_TOPIC, GroupView, connector_positions, consumer_group,
+from headwater.http.admin import Admin, Refused
+from headwater.http.history import RATE_WINDOW_S, History
+from headwater.http.login import ConsoleLogin, peer
+from headwater.http.metrics import BrokerMetrics
+from headwater.http.rest import RestApi, produce
+from headwater.http.search import SCAN_BUDGET, SHOWN, BadFilter, Filter, search
+from headwater.http.segments import KeepEncodedSeparators, segment
+from headwater.http.state import (CDC_POSITIONS_TOPIC, GroupView, connector_positions, consumer_group,
                                          consumer_groups, group_offsets, records_from, share_partitions)
-from headwater.broker.http.transactions import held_back, transactions
+from headwater.http.transactions import held_back, transactions
 from headwater.broker.security.acls import CLUSTER_NAME, OPERATION_ALL, AclBinding, PatternType, Permission, ResourceType
 from headwater.log import Log, Topic
 from headwater.protocol.errors import ErrorCode

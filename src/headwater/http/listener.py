@@ -12,11 +12,12 @@ import socket
 
 import uvicorn
 
-from headwater.broker.http.console import Console
-from headwater.broker.http.history import History
-from headwater.broker.http.login import ConsoleLogin
-from headwater.broker.http.metrics import BrokerMetrics
+from headwater.http.console import Console
+from headwater.http.history import History
+from headwater.http.login import ConsoleLogin
+from headwater.http.metrics import BrokerMetrics
 from headwater.broker.security.listeners import SecurityProtocol
+from headwater.broker.server import Server
 
 SHUTDOWN_GRACE_S = 1  # open pages (a live tail) get this long to finish when the broker stops
 
@@ -28,7 +29,7 @@ class _LoopServer(uvicorn.Server):
 
 
 class HttpListener:
-    def __init__(self, server, host: str, port: int, allow_writes: bool):
+    def __init__(self, server: Server, host: str, port: int, allow_writes: bool):
         broker = server.broker
         metrics = BrokerMetrics(broker, lambda: server.connections)
         self.history = History(broker)
