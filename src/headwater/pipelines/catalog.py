@@ -18,7 +18,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from headwater.pipelines import cep, exactly_once, lateness, materialized_view, window_join, windows
+from headwater.pipelines import (cep, derived, exactly_once, lateness, materialized_view, standing_queries,
+                                 window_join, windows)
 
 
 @dataclass
@@ -90,6 +91,23 @@ def _card_testing(run: Run) -> StreamingQuery:
     return run.start("card-testing", alerts, exactly_once.TopicPerBatch(run.client, run.params["alerts"], "payment_id"))
 
 
+def _percolator(run: Run) -> StreamingQuery:
+    both = run.records(f"{run.params['queries']},{run.params['documents']}", run.params["per-trigger"])
+    return run.start("percolator", both, standing_queries.Percolator(
+        run.output / "percolator.db", run.client, run.params["queries"], run.params["matches"]))
+
+
+def _search_index(run: Run) -> StreamingQuery:
+    changes = run.records(run.params["changes"], run.params["per-trigger"])
+    return run.start("search-index", changes, derived.SearchIndex(run.output / "search.db",
+                                                                  run.params["fields"].split(",")))
+
+
+def _cache(run: Run) -> StreamingQuery:
+    changes = run.records(run.params["changes"], run.params["per-trigger"])
+    return run.start("cache", changes, derived.Cache(run.output / "cache.db"))
+
+
 EVENTS = {"lateness": "2 minutes", "per-trigger": "8"}
 PIPELINES = {p.name: p for p in [
     Pipeline("windows", "events per user in tumbling windows of event time -> SQLite windows.db",
@@ -101,4 +119,11 @@ PIPELINES = {p.name: p for p in [
              {"orders": "orders", "products": "products"}, _revenue_view),
     Pipeline("card-testing", "3 failed payments then a success on a card within 10 minutes (CEP) -> topic",
              {"payments": "payments", "alerts": "payment-alerts", **EVENTS}, _card_testing),
+    Pipeline("percolator", "documents matched against the standing queries of a compacted topic, as of each "
+             "document's time -> topic keyed by query id", {"queries": "queries", "documents": "documents",
+                                                           "matches": "matches", "per-trigger": "10000"}, _percolator),
+    Pipeline("search-index", "a CDC topic's rows in a full-text index (SQLite FTS5), exactly once -> search.db",
+             {"changes": "shop.main.products", "fields": "name", "per-trigger": "10000"}, _search_index),
+    Pipeline("cache", "a CDC topic's rows in a key-value cache, exactly once -> SQLite cache.db",
+             {"changes": "shop.main.products", "per-trigger": "10000"}, _cache),
 ]}
