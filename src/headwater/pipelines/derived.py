@@ -172,6 +172,13 @@ def search(path: str, word: str) -> set[str]:
                                         "WHERE search MATCH ?", (json.dumps(word),))}
 
 
+def indexed(path: str, fields: list[str]) -> dict[str, dict]:
+    """key -> the row's indexed fields, as the index holds them."""
+    return {key: dict(zip(fields, values)) for key, *values in _read(
+        path, f"SELECT k.key, {', '.join(f's.{f}' for f in fields)} FROM search s JOIN search_keys k "
+              "ON k.docid = s.rowid")}
+
+
 def cached(path: str) -> dict[str, dict]:
     return {key: json.loads(value) for key, value in _read(path, "SELECT key, value FROM cache")}
 
