@@ -13,7 +13,7 @@ def test_list_names_every_shipped_pipeline_with_its_parameters(capsys):
     assert main(["pipelines", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in listed] == list(PIPELINES) == ["windows", "click-through", "revenue-view",
-                                                               "card-testing"]
+                                                               "card-testing", "percolator", "search-index", "cache"]
     assert "lateness=2 minutes" in listed[0]["parameters"]
 
 
@@ -24,7 +24,8 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["nope"], "unknown pipeline 'nope' (known: windows, click-through, revenue-view, card-testing)"),
+    (["nope"], "unknown pipeline 'nope' (known: windows, click-through, revenue-view, card-testing, "
+                "percolator, search-index, cache)"),
     (["windows", "--set", "orders=x"], "unknown parameter 'orders' for windows"),
     (["windows", "--master", "yarn"], "unsupported --master 'yarn'"),
     (["windows", "--master", "spark://127.0.0.1:{port}"], "cannot reach the Spark master spark://127.0.0.1:{port}"),
