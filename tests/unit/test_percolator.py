@@ -31,6 +31,12 @@ def test_a_field_of_the_wrong_type_is_an_error_of_that_query_only():
         compile_query({"term": ["title", "tent"]}).matches({"title": 7})
 
 
+def test_equality_with_an_array_or_object_is_found_by_the_index_too():
+    index = QueryIndex()
+    index.put("tags", compile_query({"field": "tags", "op": "=", "value": ["a", "b"]}))
+    assert index.match({"tags": ["a", "b"]}) == (["tags"], [])
+
+
 @pytest.mark.parametrize("spec", [
     "tent", [], {}, {"title": "tent"}, {"all": []}, {"term": ["title", "two words"]}, {"term": ["title", "!!"]},
     {"field": "price", "op": "~", "value": 1}, {"field": "price", "op": "<", "value": None},

@@ -106,7 +106,9 @@ def _compare(field: str, op: str, value) -> Query:
             raise FieldTypeError(f"field {field} is {type(found).__name__}, the query compares it {op} "
                                  f"{type(value).__name__}")
         return compare(found, value)
-    return Query(evaluate, frozenset({("=", field, _canonical(value))}) if op == "=" else None)
+    # Documents are keyed by their scalar fields only (see `document_keys`).
+    keyed = op == "=" and not isinstance(value, (dict, list))
+    return Query(evaluate, frozenset({("=", field, _canonical(value))}) if keyed else None)
 
 
 def _all(parts: list[Query]) -> Query:
