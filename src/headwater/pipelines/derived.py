@@ -122,8 +122,9 @@ class SearchIndex(DerivedStore):
                        "CREATE TABLE IF NOT EXISTS search_keys (docid INTEGER PRIMARY KEY, key TEXT UNIQUE);")
 
     def upsert(self, db, key: str, row: dict) -> None:
-        found = db.execute("SELECT docid FROM search_keys WHERE key = ?", (key,)).fetchone()
-        docid = found[0] if found else db.execute("INSERT INTO search_keys (key) VALUES (?)", (key,)).lastrowid
+        # Insert first: the write lock is then held, so a concurrent writer cannot add the key in between.
+        db.execute("INSERT OR IGNORE INTO search_keys (key) VALUES (?)", (key,))
+        docid, = db.execute("SELECT docid FROM search_keys WHERE key = ?", (key,)).fetchone()
         before = db.execute(f"SELECT {', '.join(self.fields)} FROM search WHERE rowid = ?", (docid,)).fetchone()
         # A TOASTed column PostgreSQL did not resend keeps the text indexed before.
         values = [before[i] if row.get(f) == UNAVAILABLE and before else _text(row.get(f))
