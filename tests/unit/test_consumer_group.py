@@ -10,16 +10,7 @@ from headwater.broker.groups.consumer_group import (ConsumerGroupCoordinator, Co
                                                     HeartbeatRequest, MemberState)
 from headwater.protocol.errors import ErrorCode
 
-from .clock import ManualClock
-
 SESSION_MS, REBALANCE_MS = 45_000, 60_000
-
-
-@pytest.fixture
-def clock():
-    clock = ManualClock()
-    yield clock
-    clock.close()
 
 
 @pytest.fixture
