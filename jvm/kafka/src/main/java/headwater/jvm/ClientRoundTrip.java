@@ -11,11 +11,8 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
-import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * Java's own clients against a broker: an idempotent KafkaProducer sends {@code count} keyed
@@ -35,14 +32,7 @@ public final class ClientRoundTrip {
         Properties producerConfig = Programs.config(bootstrap, args, 4);
         producerConfig.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         producerConfig.put(ProducerConfig.ACKS_CONFIG, "all");
-        try (KafkaProducer<String, String> producer =
-                 new KafkaProducer<>(producerConfig, new StringSerializer(), new StringSerializer())) {
-            for (int i = 0; i < count; i++) {
-                String key = "k" + i;
-                RecordMetadata sent = producer.send(new ProducerRecord<>(topic, key, "v" + i)).get();
-                Programs.print("sent", sent.partition(), sent.offset(), key, "v" + i);
-            }
-        }
+        Programs.sendKeyed(producerConfig, topic, count);
 
         Properties consumerConfig = Programs.classicConsumer(bootstrap, args, 4, group);
         try (KafkaConsumer<String, String> consumer =

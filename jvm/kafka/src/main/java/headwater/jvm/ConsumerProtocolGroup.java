@@ -16,11 +16,8 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * {@code members} KafkaConsumers with {@code group.protocol=consumer} (KIP-848: the broker
@@ -59,13 +56,7 @@ public final class ConsumerProtocolGroup {
                                   assigned.getKey(), tp.partition());
             }
         }
-        try (KafkaProducer<String, String> producer =
-                 new KafkaProducer<>(config, new StringSerializer(), new StringSerializer())) {
-            for (int i = 0; i < count; i++) {
-                RecordMetadata sent = producer.send(new ProducerRecord<>(topic, "k" + i, "v" + i)).get();
-                Programs.print("sent", sent.partition(), sent.offset(), "k" + i, "v" + i);
-            }
-        }
+        Programs.sendKeyed(config, topic, count);
         Instant deadline = Instant.now().plusSeconds(60);
         while (received.get() < count && Instant.now().isBefore(deadline)) {
             Thread.sleep(50);

@@ -5,6 +5,11 @@ import java.io.IOException;
 import java.io.Reader;
 import java.util.Properties;
 
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.serialization.StringSerializer;
+
 /** What the test programs share: their client configuration and their JSON-lines output. */
 final class Programs {
 
@@ -31,6 +36,17 @@ final class Programs {
         config.put("auto.offset.reset", "earliest");
         config.put("enable.auto.commit", "false");
         return config;
+    }
+
+    /** Sends records k0..k{count-1} with values v0..v{count-1}, each awaited, printing a {@code sent} line. */
+    static void sendKeyed(Properties config, String topic, int count) throws Exception {
+        try (KafkaProducer<String, String> producer =
+                 new KafkaProducer<>(config, new StringSerializer(), new StringSerializer())) {
+            for (int i = 0; i < count; i++) {
+                RecordMetadata sent = producer.send(new ProducerRecord<>(topic, "k" + i, "v" + i)).get();
+                print("sent", sent.partition(), sent.offset(), "k" + i, "v" + i);
+            }
+        }
     }
 
     // Keys and values are the ASCII the tests send: no escaping needed.
