@@ -408,6 +408,7 @@ def _librdkafka() -> ctypes.CDLL:
     lib.rd_kafka_mock_cluster_bootstraps.restype = ctypes.c_char_p
     lib.rd_kafka_mock_cluster_bootstraps.argtypes = [pointer]
     lib.rd_kafka_mock_topic_create.argtypes = [pointer, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    lib.rd_kafka_mock_partition_set_leader.argtypes = [pointer, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
     lib.rd_kafka_err2str.restype, lib.rd_kafka_err2str.argtypes = ctypes.c_char_p, [ctypes.c_int]
     return lib
 
@@ -419,9 +420,10 @@ def _destroy_mock(lib: ctypes.CDLL, cluster: int, handle: int) -> None:
 
 class MockKafkaCluster:
     """librdkafka's mock cluster: `brokers` Kafka-protocol brokers (in C, inside this
-    process, each on its own loopback port) that auto-create topics (4 partitions each) with
-    partition leaders spread over the brokers; `topics` are created up front with the partitions
-    given. A second implementation of the protocol, for client-side code that must not assume
+    process, each on its own loopback port) that auto-create topics (4 partitions each, each
+    led by a broker drawn at random); `topics` are created up front with the partitions given and
+    their leaders dealt round-robin from broker 1, so a test can count on some partition led by a
+    broker other than the bootstrap one. A second implementation of the protocol, for client-side code that must not assume
     one broker, and a peer for the benches. It lives as long as this object."""
 
     def __init__(self, brokers: int = 3, topics: dict[str, int] | None = None):
@@ -443,6 +445,8 @@ class MockKafkaCluster:
             if code:
                 raise RuntimeError(f"cannot create mock topic {name!r} with {partitions} partition(s): "
                                    f"{lib.rd_kafka_err2str(code).decode()}")
+            for partition in range(partitions):
+                lib.rd_kafka_mock_partition_set_leader(cluster, name.encode(), partition, partition % brokers + 1)
         # the mock numbers its brokers from 1 and lists them in that order
         addresses = lib.rd_kafka_mock_cluster_bootstraps(cluster).decode().split(",")
         self.brokers = dict(enumerate(addresses, 1))

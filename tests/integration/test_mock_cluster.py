@@ -26,7 +26,7 @@ from .clients import confluent_produce, sample_messages
 
 @pytest.fixture(scope="module")
 def mock():
-    return MockKafkaCluster(3)
+    return MockKafkaCluster(3, {topic: 4 for topic in ("cli-topic", "shop.main.items", "push-topic")})
 
 
 def led_elsewhere(mock: MockKafkaCluster, topic: str) -> set[int]:

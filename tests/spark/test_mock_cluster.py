@@ -14,7 +14,7 @@ from headwater.testing import MockKafkaCluster
 
 @pytest.fixture(scope="module")
 def mock():
-    return MockKafkaCluster(3)
+    return MockKafkaCluster(3, {"spark-in": 4, "spark-out": 4})
 
 
 def test_source_and_sinks_on_three_brokers(spark, mock, tmp_path):
