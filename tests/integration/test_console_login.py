@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                   ResourcePatternType, ResourceType)
 from selenium.webdriver.common.by import By
@@ -272,3 +272,41 @@ def test_rest_produce_needs_write_on_the_topic(secured):
     assert refused.value.code == 403 and "TOPIC_AUTHORIZATION_FAILED" in refused.value.read().decode()
     with produce("alice") as response:
         assert json.loads(response.read())["offset"] >= len(VALUES)
+
+
+def test_resetting_offsets_needs_read_on_the_group_and_the_topic(secured):
+    alice = {"bootstrap.servers": secured.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": PASSWORD}
+    group, end = "ledger-auditors", TopicPartition(TOPIC, 0, len(VALUES))
+    consumer = Consumer({**alice, "group.id": group})
+    consumer.commit(offsets=[end], asynchronous=False)
+    consumer.close()
+    admin = AdminClient(alice)
+    bindings = [AclBinding(resource, name, ResourcePatternType.LITERAL, "User:dave", "*", operation,
+                           AclPermissionType.ALLOW)
+                for resource, name, operation in ((ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+                                                  (ResourceType.GROUP, group, AclOperation.READ))]
+    for future in admin.create_acls(bindings).values():
+        future.result(30)
+
+    def reset(user: str):
+        return fetch(secured, f"/groups/{group}/reset", {"topic": TOPIC, "to": "earliest", "confirm": "yes"},
+                     headers=basic(user, PASSWORD))
+
+    def committed() -> int:
+        reader = Consumer({**alice, "group.id": group})
+        try:
+            return reader.committed([TopicPartition(TOPIC, 0)], timeout=30)[0].offset
+        finally:
+            reader.close()
+
+    status, _, body = reset("dave")   # READ on the group, none on the topic
+    assert status == 403 and "TOPIC_AUTHORIZATION_FAILED" in body
+    assert committed() == len(VALUES)
+    status, _, body = reset("alice")
+    assert status == 303, body
+    assert committed() == 0
+    for future in admin.delete_acls([AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal,
+                                                      b.host, b.operation, b.permission_type)
+                                     for b in bindings]).values():
+        future.result(30)

@@ -100,6 +100,20 @@ class Admin:
         _check(result)
         return result.low_watermark
 
+    # --- consumer groups ------------------------------------------------------------------------
+
+    async def commit_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Commit ``offsets`` (partition -> offset) for an empty group, as a reset by an admin client
+        does (generation -1, no member): READ on the group and on the topic, as for any commit."""
+        Topic = ENDPOINTS[ApiKey.OFFSET_COMMIT].api.request.OffsetCommitRequestTopic
+        response = await self._call(
+            ApiKey.OFFSET_COMMIT, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+            group_instance_id=None, retention_time_ms=-1, topics=[Topic(name=topic, partitions=[
+                Topic.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                                                   committed_metadata="") for p, o in sorted(offsets.items())])])
+        for result in response.topics[0].partitions:
+            _check(result)
+
     # --- ACLs -----------------------------------------------------------------------------------
 
     async def acls(self) -> list[AclBinding]:

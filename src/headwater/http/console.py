@@ -33,7 +33,6 @@ from starlette.staticfiles import StaticFiles
 
 from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.broker import Broker
-from headwater.broker.groups.group import CommittedOffset
 from headwater.broker.groups.reset import MODES, ResetTo
 from headwater.http.admin import Admin, Refused
 from headwater.http.history import RATE_WINDOW_S, History
@@ -47,7 +46,6 @@ from headwater.http.state import (CDC_POSITIONS_TOPIC, GroupView, connector_posi
 from headwater.http.transactions import held_back, transactions
 from headwater.broker.security.acls import CLUSTER_NAME, OPERATION_ALL, AclBinding, PatternType, Permission, ResourceType
 from headwater.log import Log, Topic
-from headwater.protocol.errors import ErrorCode
 from headwater.records import Record
 
 log = logging.getLogger("headwater.console")
@@ -303,7 +301,7 @@ class Console:
         """Reset a group's offsets on one topic: the first POST shows the new offsets and asks
         for confirmation; the POST with confirm=yes commits them. Refused while the group has
         members, as `headwater groups reset-offsets` refuses."""
-        form, _ = await self._write(request)
+        form, admin = await self._write(request)
         group = self._group(request)
         topic = self.broker.log_manager.topics.get(form.get("topic", ""))
         if topic is None:
@@ -326,10 +324,7 @@ class Console:
         if form.get("confirm") != "yes":
             return self.page("reset.html", group=group, topic=topic.name, to=form.get("to"),
                              value=form.get("value", ""), rows=rows)
-        error = self.broker.groups.commit(group.group_id, -1, "", None,
-                                          {(topic.name, r["partition"]): CommittedOffset(r["new"]) for r in rows})
-        if error:
-            raise HTTPException(409, f"could not commit the offsets of {group.group_id!r}: {ErrorCode(error).name}")
+        await _act(admin.commit_offsets(group.group_id, topic.name, {r["partition"]: r["new"] for r in rows}))
         log.info("console reset offsets of group %r on %s to %r", group.group_id, topic.name, reset_to)
         return RedirectResponse(request.url_for("group", group=group.group_id), status_code=303)
 
