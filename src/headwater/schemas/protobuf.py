@@ -1,0 +1,155 @@
+"""Protobuf schemas: .proto text compiled by protoc (grpcio-tools carries it as a Python
+extension) into descriptors, and the wire-compatibility rules of protobuf's language guide,
+as Confluent's registry applies them, between a reader's and a writer's descriptors."""
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from importlib.resources import files
+
+from google.protobuf import descriptor_pb2, text_format
+from grpc_tools import _protoc_compiler, protoc
+
+from headwater.schemas.invalid import InvalidSchema
+
+Field = descriptor_pb2.FieldDescriptorProto
+MAIN = "registered_schema.proto"
+WELL_KNOWN = str(files("grpc_tools") / "_proto")  # google/protobuf/*.proto, importable by every schema
+# An import path: relative, slash-separated, no "." or ".." segments (it becomes a file name).
+IMPORT_PATH = re.compile(r"(?!.*(^|/)\.\.?(/|$))[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*")
+# Scalar types the wire format reads as one another (protobuf's language guide).
+WIRE_COMPATIBLE = [
+    {Field.TYPE_INT32, Field.TYPE_UINT32, Field.TYPE_INT64, Field.TYPE_UINT64, Field.TYPE_BOOL},
+    {Field.TYPE_SINT32, Field.TYPE_SINT64},
+    {Field.TYPE_FIXED32, Field.TYPE_SFIXED32},
+    {Field.TYPE_FIXED64, Field.TYPE_SFIXED64},
+    {Field.TYPE_STRING, Field.TYPE_BYTES},
+]
+LENGTH_DELIMITED = {Field.TYPE_STRING, Field.TYPE_BYTES, Field.TYPE_MESSAGE}
+
+
+@dataclass(frozen=True)
+class ProtobufSchema:
+    file: descriptor_pb2.FileDescriptorProto
+
+    @property
+    def canonical(self) -> str:
+        # The descriptor, not the text: comments, whitespace and option order do not count.
+        return text_format.MessageToString(self.file)
+
+    def messages(self) -> dict[str, descriptor_pb2.DescriptorProto]:
+        """Every message, nested ones too, by its name within the package."""
+        found = {}
+        pending = [("", m) for m in self.file.message_type]
+        while pending:
+            prefix, message = pending.pop()
+            name = prefix + message.name
+            found[name] = message
+            pending += [(name + ".", nested) for nested in message.nested_type]
+        return found
+
+    def type_name(self, field: descriptor_pb2.FieldDescriptorProto) -> str:
+        package = f".{self.file.package}." if self.file.package else "."
+        return field.type_name.removeprefix(package)
+
+
+def parse(schema: str, references: dict[str, str]) -> ProtobufSchema:
+    for name in references:
+        if not IMPORT_PATH.fullmatch(name) or name == MAIN:
+            raise InvalidSchema(f"Invalid schema: reference name {name!r} is not an import path")
+    with tempfile.TemporaryDirectory(prefix="proto-") as root:
+        for name, text in {MAIN: schema, **references}.items():
+            path = os.path.join(root, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(text)
+        includes = [root.encode(), WELL_KNOWN.encode()]
+        try:  # compiles to Python code only to get protoc's errors as an exception, not on stderr
+            _protoc_compiler.get_protos(MAIN.encode(), includes)
+        except _protoc_compiler.ProtocErrors as e:
+            raise InvalidSchema(f"Invalid schema: {_errors(e, root)}") from e
+        descriptors = os.path.join(root, "descriptors.pb")
+        status = protoc.main(["protoc", f"-I{root}", f"-I{WELL_KNOWN}", f"--descriptor_set_out={descriptors}", MAIN])
+        if status != 0:
+            raise InvalidSchema(f"Invalid schema: protoc exited with {status}")
+        with open(descriptors, "rb") as data:
+            files = descriptor_pb2.FileDescriptorSet.FromString(data.read()).file
+    main = files[0]
+    main.ClearField("name")
+    return ProtobufSchema(main)
+
+
+def _errors(errors: "_protoc_compiler.ProtocErrors", root: str) -> str:
+    lines = []
+    for error in errors.errors():
+        where = _text(error.filename).removeprefix(root + os.sep).replace(MAIN, "schema")
+        if error.line >= 0:  # protoc counts from 0 here; people count from 1
+            where += f":{error.line + 1}:{error.column + 1}"
+        lines.append(f"{where}: {_text(error.message)}")
+    return "; ".join(lines)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def problems(reader: ProtobufSchema, writer: ProtobufSchema) -> list[str]:
+    """What keeps a reader with `reader` from reading every message written with `writer`."""
+    readers = reader.messages()
+    found = []
+    for name, written in writer.messages().items():
+        if name not in readers:
+            found.append(f"message {name}: missing in the reader's schema")
+        else:
+            found += _message(name, readers[name], written, reader, writer)
+    return found
+
+
+def _message(name: str, read: descriptor_pb2.DescriptorProto, written: descriptor_pb2.DescriptorProto,
+             reader: ProtobufSchema, writer: ProtobufSchema) -> list[str]:
+    read_fields = {f.number: f for f in read.field}
+    written_fields = {f.number: f for f in written.field}
+    found = []
+    for number in written_fields.keys() - read_fields.keys():
+        if written_fields[number].label == Field.LABEL_REQUIRED:
+            found.append(f"{name}.{written_fields[number].name} = {number}: a required field the reader lacks")
+    for number in read_fields.keys() - written_fields.keys():
+        if read_fields[number].label == Field.LABEL_REQUIRED:
+            found.append(f"{name}.{read_fields[number].name} = {number}: a required field the writer lacks")
+    for number in sorted(read_fields.keys() & written_fields.keys()):
+        r, w = read_fields[number], written_fields[number]
+        where = f"{name}.{r.name} = {number}"
+        if _kind(r, reader) != _kind(w, writer):
+            found.append(f"{where}: {_kind(w, writer)} in the writer, {_kind(r, reader)} in the reader")
+        elif (r.label == Field.LABEL_REPEATED) != (w.label == Field.LABEL_REPEATED) and r.type not in LENGTH_DELIMITED:
+            found.append(f"{where}: repeated in one schema and not the other (only strings, bytes and messages may change)")
+        elif (r.label == Field.LABEL_REQUIRED) != (w.label == Field.LABEL_REQUIRED):
+            found.append(f"{where}: required in one schema and not the other")
+    return found + _oneofs(name, read, written, read_fields, written_fields)
+
+
+def _kind(field: descriptor_pb2.FieldDescriptorProto, schema: ProtobufSchema) -> str:
+    """A field's type, named so that two wire-compatible types get the same name."""
+    if field.type_name:
+        return f"{'enum' if field.type == Field.TYPE_ENUM else 'message'} {schema.type_name(field)}"
+    group = next((g for g in WIRE_COMPATIBLE if field.type in g), {field.type})
+    return "/".join(sorted(Field.Type.Name(t).removeprefix("TYPE_").lower() for t in group))
+
+
+def _oneofs(name: str, read: descriptor_pb2.DescriptorProto, written: descriptor_pb2.DescriptorProto,
+            read_fields: dict, written_fields: dict) -> list[str]:
+    """A field may move into a new oneof alone; moving several into a new oneof, or one into a
+    oneof the writer already had, makes data with more than one of them set unreadable."""
+    found = []
+    for index, oneof in enumerate(read.oneof_decl):
+        members = [n for n, f in read_fields.items() if f.HasField("oneof_index") and f.oneof_index == index
+                   and not f.proto3_optional and n in written_fields]
+        writer_oneofs = {written_fields[n].oneof_index if written_fields[n].HasField("oneof_index")
+                         and not written_fields[n].proto3_optional else None for n in members}
+        if None not in writer_oneofs:
+            continue  # no field moved into this oneof
+        if len(members) > 1:
+            moved = sorted(written_fields[n].name for n in members)
+            found.append(f"{name}: fields {moved} moved into oneof {oneof.name}, where only one of them can be read")
+    return found
