@@ -56,7 +56,7 @@ def _parse_references(references: dict[str, str], named: dict[str, Any]) -> None
     pending = {name: _json(text) for name, text in references.items()}
     while pending:
         unknown: dict[str, str] = {}
-        for name, body in list(pending.items()):
+        for name, body in pending.items():
             trial = dict(named)
             try:
                 parse_schema(body, trial, _write_hint=False)
@@ -66,10 +66,10 @@ def _parse_references(references: dict[str, str], named: dict[str, Any]) -> None
             except (SchemaParseException, ValueError, TypeError, AttributeError, KeyError) as e:
                 raise InvalidSchema(f"Invalid schema: reference {name!r}: {e}") from e
             named.update(trial)
-            del pending[name]
-        if len(unknown) == len(pending) and unknown:
+        if len(unknown) == len(pending):
             name, missing = next(iter(unknown.items()))
             raise InvalidSchema(f"Invalid schema: reference {name!r} uses unknown type {missing!r}")
+        pending = {name: pending[name] for name in unknown}
 
 
 def problems(reader: AvroSchema, writer: AvroSchema) -> list[str]:
