@@ -41,7 +41,34 @@ def parse(schema: str, references: dict[str, str]) -> AvroSchema:
         raise InvalidSchema(f"Invalid schema: unknown type {e.name!r} (no such named type and no reference to it)") from e
     except (SchemaParseException, ValueError, TypeError, AttributeError, KeyError) as e:
         raise InvalidSchema(f"Invalid schema: {e}") from e
+    _check_unions_and_fields(root, set())
     return AvroSchema(root, named)
+
+
+def _check_unions_and_fields(schema: Any, seen: set[str]) -> None:
+    """What the specification forbids and fastavro lets through: a union holding two schemas
+    of one type (or name) or another union, and a record naming two fields alike."""
+    if isinstance(schema, list):
+        branches = [_type_name(b) for b in schema]
+        if "union" in branches or len(set(branches)) < len(branches):
+            raise InvalidSchema(f"Invalid schema: union {branches} repeats a type or holds a union")
+        for branch in schema:
+            _check_unions_and_fields(branch, seen)
+    elif isinstance(schema, dict):
+        kind = schema["type"]
+        if kind in ("record", "error") and schema["name"] not in seen:
+            seen.add(schema["name"])
+            names = [f["name"] for f in schema["fields"]]
+            if len(set(names)) < len(names):
+                raise InvalidSchema(f"Invalid schema: record {schema['name']} names a field twice: {names}")
+            for f in schema["fields"]:
+                _check_unions_and_fields(f["type"], seen)
+        elif kind == "array":
+            _check_unions_and_fields(schema["items"], seen)
+        elif kind == "map":
+            _check_unions_and_fields(schema["values"], seen)
+        elif not isinstance(kind, str) or kind not in NAMED:
+            _check_unions_and_fields(kind, seen)
 
 
 def _json(text: str) -> Any:
@@ -147,9 +174,11 @@ def _type(schema: Any) -> str:
 
 
 def _type_name(schema: Any) -> str:
+    if isinstance(schema, list):
+        return "union"
     if isinstance(schema, dict) and schema["type"] in NAMED:
         return f"{schema['type']} {schema['name']}"
-    return _type(schema) if not isinstance(schema, list) else "union"
+    return _type(schema) if isinstance(_type(schema), str) else _type_name(schema["type"])
 
 
 def _same_name(reader: dict, writer: dict) -> bool:

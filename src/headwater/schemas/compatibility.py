@@ -2,6 +2,8 @@
 which decides "the same schema"), and which compatibility rules does it break against the
 versions before it. Each format's rules live in its own module; this one applies the levels."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 
 from headwater.schemas import avro, json_schema, protobuf
@@ -31,26 +33,39 @@ def _format(schema_type: str) -> ModuleType:
 
 def parse(schema_type: str, schema: str, references: dict[str, str]) -> str:
     """The canonical text of a valid schema; InvalidSchema otherwise."""
-    return _format(schema_type).parse(schema, references).canonical
+    with _bounded_nesting():
+        return _format(schema_type).parse(schema, references).canonical
+
+
+@contextmanager
+def _bounded_nesting() -> Iterator[None]:
+    # The parsers and the rules recurse once per level of nesting: a schema nested past
+    # Python's recursion limit is refused as invalid rather than failing the request.
+    try:
+        yield
+    except RecursionError:
+        raise InvalidSchema("Invalid schema: nested too deeply") from None
 
 
 def incompatibilities(schema_type: str, new: str, previous: list[str], level: str,
                       references: dict[str, str]) -> list[str]:
     """Why `new` may not follow `previous` (oldest first: every version for the transitive
-    levels, the latest for the others) at `level`; empty when it may."""
+    levels, the latest for the others) at `level`; empty when it may. `references` serves
+    the new schema and the previous ones alike."""
     if level not in LEVELS:
         raise ValueError(f"unknown compatibility level {level!r}")
     backward, forward = LEVELS[level]
     if not (backward or forward):
         return []
     fmt = _format(schema_type)
-    current = fmt.parse(new, references)
     found = []
-    for index, text in enumerate(previous):
-        old = fmt.parse(text, references)
-        label = f"previous schema {index + 1} of {len(previous)}"
-        if backward:
-            found += [f"new schema reading data written with {label}: {p}" for p in fmt.problems(current, old)]
-        if forward:
-            found += [f"{label} reading data written with the new schema: {p}" for p in fmt.problems(old, current)]
+    with _bounded_nesting():
+        current = fmt.parse(new, references)
+        for index, text in enumerate(previous):
+            old = fmt.parse(text, references)
+            label = f"previous schema {index + 1} of {len(previous)}"
+            if backward:
+                found += [f"new schema reading data written with {label}: {p}" for p in fmt.problems(current, old)]
+            if forward:
+                found += [f"{label} reading data written with the new schema: {p}" for p in fmt.problems(old, current)]
     return found

@@ -38,6 +38,8 @@ def _document(text: str, what: str) -> Any:
         document = json.loads(text)
     except ValueError as e:
         raise InvalidSchema(f"Invalid schema: {what} is not JSON: {e}") from e
+    if not isinstance(document, (dict, bool)):
+        raise InvalidSchema(f"Invalid schema: {what} is neither an object nor a boolean")
     try:
         validators.validator_for(document, default=Draft7Validator).check_schema(document)
     except SchemaError as e:
