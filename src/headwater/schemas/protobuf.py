@@ -1,6 +1,7 @@
 """Protobuf schemas: .proto text compiled by protoc (grpcio-tools carries it as a Python
 extension) into descriptors, and the wire-compatibility rules of protobuf's language guide,
-as Confluent's registry applies them, between a reader's and a writer's descriptors."""
+as Confluent's registry applies them (messages by name, fields by number; a repeated field
+may become singular and back), between a reader's and a writer's descriptors."""
 
 import os
 import re
@@ -26,7 +27,6 @@ WIRE_COMPATIBLE = [
     {Field.TYPE_FIXED64, Field.TYPE_SFIXED64},
     {Field.TYPE_STRING, Field.TYPE_BYTES},
 ]
-LENGTH_DELIMITED = {Field.TYPE_STRING, Field.TYPE_BYTES, Field.TYPE_MESSAGE}
 
 
 @dataclass(frozen=True)
@@ -96,37 +96,35 @@ def _text(value: bytes | str) -> str:
 
 def problems(reader: ProtobufSchema, writer: ProtobufSchema) -> list[str]:
     """What keeps a reader with `reader` from reading every message written with `writer`."""
-    readers = reader.messages()
     found = []
+    if reader.file.package != writer.file.package:
+        found.append(f"package: {writer.file.package!r} in the writer, {reader.file.package!r} in the reader")
+    readers = reader.messages()
     for name, written in writer.messages().items():
         if name not in readers:
             found.append(f"message {name}: missing in the reader's schema")
         else:
-            found += _message(name, readers[name], written, reader, writer)
+            found += _fields(name, readers[name], written, reader, writer)
+            found += _oneofs(name, readers[name], written)
     return found
 
 
-def _message(name: str, read: descriptor_pb2.DescriptorProto, written: descriptor_pb2.DescriptorProto,
-             reader: ProtobufSchema, writer: ProtobufSchema) -> list[str]:
+def _fields(name: str, read: descriptor_pb2.DescriptorProto, written: descriptor_pb2.DescriptorProto,
+            reader: ProtobufSchema, writer: ProtobufSchema) -> list[str]:
     read_fields = {f.number: f for f in read.field}
     written_fields = {f.number: f for f in written.field}
     found = []
-    for number in written_fields.keys() - read_fields.keys():
-        if written_fields[number].label == Field.LABEL_REQUIRED:
-            found.append(f"{name}.{written_fields[number].name} = {number}: a required field the reader lacks")
-    for number in read_fields.keys() - written_fields.keys():
-        if read_fields[number].label == Field.LABEL_REQUIRED:
-            found.append(f"{name}.{read_fields[number].name} = {number}: a required field the writer lacks")
-    for number in sorted(read_fields.keys() & written_fields.keys()):
-        r, w = read_fields[number], written_fields[number]
+    for number, w in sorted(written_fields.items()):
+        if number not in read_fields and w.label == Field.LABEL_REQUIRED:
+            found.append(f"{name}.{w.name} = {number}: a required field the reader lacks")
+    for number, r in sorted(read_fields.items()):
         where = f"{name}.{r.name} = {number}"
-        if _kind(r, reader) != _kind(w, writer):
+        w = written_fields.get(number)
+        if r.label == Field.LABEL_REQUIRED and (w is None or w.label != Field.LABEL_REQUIRED):
+            found.append(f"{where}: required in the reader, not always written by the writer")
+        elif w is not None and _kind(r, reader) != _kind(w, writer):
             found.append(f"{where}: {_kind(w, writer)} in the writer, {_kind(r, reader)} in the reader")
-        elif (r.label == Field.LABEL_REPEATED) != (w.label == Field.LABEL_REPEATED) and r.type not in LENGTH_DELIMITED:
-            found.append(f"{where}: repeated in one schema and not the other (only strings, bytes and messages may change)")
-        elif (r.label == Field.LABEL_REQUIRED) != (w.label == Field.LABEL_REQUIRED):
-            found.append(f"{where}: required in one schema and not the other")
-    return found + _oneofs(name, read, written, read_fields, written_fields)
+    return found
 
 
 def _kind(field: descriptor_pb2.FieldDescriptorProto, schema: ProtobufSchema) -> str:
@@ -137,19 +135,31 @@ def _kind(field: descriptor_pb2.FieldDescriptorProto, schema: ProtobufSchema) ->
     return "/".join(sorted(Field.Type.Name(t).removeprefix("TYPE_").lower() for t in group))
 
 
-def _oneofs(name: str, read: descriptor_pb2.DescriptorProto, written: descriptor_pb2.DescriptorProto,
-            read_fields: dict, written_fields: dict) -> list[str]:
-    """A field may move into a new oneof alone; moving several into a new oneof, or one into a
-    oneof the writer already had, makes data with more than one of them set unreadable."""
+def _oneof_members(message: descriptor_pb2.DescriptorProto) -> dict[str, dict[int, str]]:
+    """Each real oneof (not proto3's `optional`) by name: its fields' numbers and names."""
+    members: dict[str, dict[int, str]] = {o.name: {} for o in message.oneof_decl}
+    for f in message.field:
+        if f.HasField("oneof_index") and not f.proto3_optional:
+            members[message.oneof_decl[f.oneof_index].name][f.number] = f.name
+    return {name: fields for name, fields in members.items() if fields}
+
+
+def _oneofs(name: str, read: descriptor_pb2.DescriptorProto, written: descriptor_pb2.DescriptorProto) -> list[str]:
+    """A field may move into a new oneof alone; moving several into a oneof (or one into a oneof
+    that had others) makes data with more than one of them set unreadable, and so does a field
+    leaving a oneof the reader still has."""
+    read_oneofs, written_oneofs = _oneof_members(read), _oneof_members(written)
+    in_written_oneof = {n for fields in written_oneofs.values() for n in fields}
+    written_numbers = {f.number for f in written.field}
     found = []
-    for index, oneof in enumerate(read.oneof_decl):
-        members = [n for n, f in read_fields.items() if f.HasField("oneof_index") and f.oneof_index == index
-                   and not f.proto3_optional and n in written_fields]
-        writer_oneofs = {written_fields[n].oneof_index if written_fields[n].HasField("oneof_index")
-                         and not written_fields[n].proto3_optional else None for n in members}
-        if None not in writer_oneofs:
-            continue  # no field moved into this oneof
-        if len(members) > 1:
-            moved = sorted(written_fields[n].name for n in members)
-            found.append(f"{name}: fields {moved} moved into oneof {oneof.name}, where only one of them can be read")
+    for oneof, fields in sorted(read_oneofs.items()):
+        members = [n for n in fields if n in written_numbers]
+        moved = sorted(fields[n] for n in members if n not in in_written_oneof)
+        if moved and len(members) > 1:
+            found.append(f"{name}.{oneof}: fields {moved} moved into a oneof with {len(members) - 1} other field(s) the writer writes")
+    for oneof, fields in sorted(written_oneofs.items()):
+        if oneof in read_oneofs:
+            gone = sorted(f for n, f in fields.items() if n not in read_oneofs[oneof])
+            if gone:
+                found.append(f"{name}.{oneof}: the writer's oneof fields {gone} are not in the reader's oneof")
     return found
