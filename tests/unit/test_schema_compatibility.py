@@ -151,6 +151,8 @@ JSON = [
     ("open model: add required property", obj({"a": S}), obj({"a": S, "b": S}, required=["b"]), False, True),
     ("closed model: add required property", obj({"a": S}, closed=True), obj({"a": S, "b": S}, closed=True, required=["b"]), False, False),
     ("make property required", obj({"a": S}), obj({"a": S}, required=["a"]), False, True),
+    ("closed model: add required property with a default", obj({"a": S}, closed=True),
+     obj({"a": S, "b": {"type": "string", "default": ""}}, closed=True, required=["b"]), True, False),
     ("open to closed", obj({"a": S}), obj({"a": S}, closed=True), False, True),
     ("closed to open", obj({"a": S}, closed=True), obj({"a": S}), True, False),
     ("partially open: new property with the rest's schema", obj({"a": S}, additionalProperties=N),

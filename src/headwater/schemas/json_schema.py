@@ -172,10 +172,12 @@ class _Comparison:
 
     def _properties(self, reader: dict, r_res, writer: dict, w_res, path: str) -> list[str]:
         found = []
-        added_required = sorted(set(reader.get("required", [])) - set(writer.get("required", [])))
+        r_props, w_props = reader.get("properties", {}), writer.get("properties", {})
+        # A newly required property the reader has a default for is one it can fill in (Confluent's rule).
+        added_required = sorted(name for name in set(reader.get("required", [])) - set(writer.get("required", []))
+                                if not (isinstance(r_props.get(name), dict) and "default" in r_props[name]))
         if added_required:
             found.append(f"{path}/required: the reader requires {added_required}, which the writer may leave out")
-        r_props, w_props = reader.get("properties", {}), writer.get("properties", {})
         for name in sorted(w_props.keys() | r_props.keys()):
             where = f"{path}/properties/{name}"
             r_schema, w_schema = _property(reader, name), _property(writer, name)
