@@ -262,6 +262,7 @@ INVALID = [
     ("PROTOBUF", 'syntax = "proto3"; message User { Nope x = 1; }', {}, '"Nope" is not defined'),
     ("PROTOBUF", 'syntax = "proto3"; import "../../etc/hostname"; message A {}', {}, "not allowed"),
     ("PROTOBUF", 'syntax = "proto3"; message A {}', {"../escape.proto": ""}, "not an import path"),
+    ("PROTOBUF", 'syntax = "proto3"; message A {} // \ud800', {}, "not UTF-8"),
     ("JSON", "{not json", {}, "not JSON"),
     ("JSON", "123", {}, "neither an object nor a boolean"),
     ("JSON", '{"items":' * 3000 + "{}" + "}" * 3000, {}, "nested too deeply"),

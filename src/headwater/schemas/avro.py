@@ -27,8 +27,8 @@ class AvroSchema:
 
     @property
     def canonical(self) -> str:
-        # Defaults, aliases and logical types stay: they change how data resolves, so two
-        # schemas that differ in them are two versions (the Parsing Canonical Form drops them).
+        # Defaults, aliases and logical types stay (the Parsing Canonical Form drops them): a
+        # default or an alias changes how data resolves, so schemas differing in one are two versions.
         return json.dumps(self.root, sort_keys=True, separators=(",", ":"))
 
 
@@ -36,7 +36,7 @@ def parse(schema: str, references: dict[str, str]) -> AvroSchema:
     named: dict[str, Any] = {}
     _parse_references(references, named)
     try:
-        root = parse_schema(_json(schema), named, _write_hint=False)
+        root = _parsed(_json(schema), named)
     except UnknownType as e:
         raise InvalidSchema(f"Invalid schema: unknown type {e.name!r} (no such named type and no reference to it)") from e
     except (SchemaParseException, ValueError, TypeError, AttributeError, KeyError) as e:
@@ -71,6 +71,13 @@ def _check_unions_and_fields(schema: Any, seen: set[str]) -> None:
             _check_unions_and_fields(kind, seen)
 
 
+def _parsed(schema: Any, named: dict[str, Any]) -> Any:
+    parsed = parse_schema(schema, named)
+    if isinstance(parsed, dict):  # fastavro marks what it parsed; the marks are not the schema
+        return {k: v for k, v in parsed.items() if not k.startswith("__fastavro") and k != "__named_schemas"}
+    return parsed
+
+
 def _json(text: str) -> Any:
     try:
         return json.loads(text)
@@ -86,7 +93,7 @@ def _parse_references(references: dict[str, str], named: dict[str, Any]) -> None
         for name, body in pending.items():
             trial = dict(named)
             try:
-                parse_schema(body, trial, _write_hint=False)
+                _parsed(body, trial)
             except UnknownType as e:
                 unknown[name] = e.name
                 continue

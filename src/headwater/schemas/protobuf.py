@@ -58,24 +58,26 @@ def parse(schema: str, references: dict[str, str]) -> ProtobufSchema:
     for name in references:
         if not IMPORT_PATH.fullmatch(name) or name == MAIN:
             raise InvalidSchema(f"Invalid schema: reference name {name!r} is not an import path")
-    with tempfile.TemporaryDirectory(prefix="proto-") as root:
+    with tempfile.TemporaryDirectory(prefix="proto-") as workdir:
+        root = os.path.join(workdir, "sources")
         for name, text in {MAIN: schema, **references}.items():
             path = os.path.join(root, name)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as out:
-                out.write(text)
-        includes = [root.encode(), WELL_KNOWN.encode()]
+            try:
+                with open(path, "w", encoding="utf-8") as out:
+                    out.write(text)
+            except UnicodeEncodeError as e:
+                raise InvalidSchema(f"Invalid schema: {name if name != MAIN else 'the schema'} is not UTF-8 text") from e
         try:  # compiles to Python code only to get protoc's errors as an exception, not on stderr
-            _protoc_compiler.get_protos(MAIN.encode(), includes)
+            _protoc_compiler.get_protos(MAIN.encode(), [root.encode(), WELL_KNOWN.encode()])
         except _protoc_compiler.ProtocErrors as e:
             raise InvalidSchema(f"Invalid schema: {_errors(e, root)}") from e
-        descriptors = os.path.join(root, "descriptors.pb")
+        descriptors = os.path.join(workdir, "descriptors.pb")
         status = protoc.main(["protoc", f"-I{root}", f"-I{WELL_KNOWN}", f"--descriptor_set_out={descriptors}", MAIN])
         if status != 0:
             raise InvalidSchema(f"Invalid schema: protoc exited with {status}")
         with open(descriptors, "rb") as data:
-            files = descriptor_pb2.FileDescriptorSet.FromString(data.read()).file
-    main = files[0]
+            main = descriptor_pb2.FileDescriptorSet.FromString(data.read()).file[0]
     main.ClearField("name")
     return ProtobufSchema(main)
 
