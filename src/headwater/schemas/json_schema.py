@@ -61,7 +61,7 @@ def _resolver(schema: JsonSchema):
     return schema.registry.resolver_with_root(Resource.from_contents(schema.root, default_specification=DRAFT7))
 
 
-def _check_references(node: Any, resolver, seen: set) -> None:
+def _check_references(node: Any, resolver, seen: set[int]) -> None:
     """Every $ref, in the schema and in what it refers to, must lead somewhere."""
     if isinstance(node, list):
         for item in node:
@@ -74,9 +74,8 @@ def _check_references(node: Any, resolver, seen: set) -> None:
             resolved = resolver.lookup(ref)
         except Unresolvable as e:
             raise InvalidSchema(f"Invalid schema: $ref {ref!r} refers to nothing (no such reference)") from e
-        key = (id(resolved.contents), resolved.resolver._base_uri)
-        if key not in seen:
-            seen.add(key)
+        if id(resolved.contents) not in seen:
+            seen.add(id(resolved.contents))
             _check_references(resolved.contents, resolved.resolver, seen)
     for key, value in node.items():
         if key not in ("enum", "const", "default", "examples"):
