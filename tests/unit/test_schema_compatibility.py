@@ -3,11 +3,15 @@ the verdict Confluent's registry gives by its documentation (for Avro the specif
 resolution rules; for Protobuf the language guide's wire rules; for JSON Schema the open and
 closed content models), plus transitive chains, NONE, canonical texts and invalid schemas."""
 
+import base64
 import json
+from importlib.resources import files
 
 import pytest
+from google.protobuf import descriptor_pb2
 
 from headwater.schemas.compatibility import InvalidSchema, incompatibilities, parse
+from headwater.schemas.protobuf import serialized
 
 B, F = "BACKWARD", "FORWARD"
 
@@ -278,3 +282,41 @@ def test_invalid_schemas_are_refused_with_a_reason(schema_type, schema, refs, sa
     with pytest.raises(InvalidSchema) as refused:
         parse(schema_type, schema, refs)
     assert says in str(refused.value)
+
+
+def serialized_pb(module) -> str:
+    """What confluent-kafka's ProtobufSerializer registers: its file's descriptor, in base64."""
+    return base64.standard_b64encode(module.DESCRIPTOR.serialized_pb).decode("ascii")
+
+
+def test_protobuf_schemas_sent_as_serialized_descriptors_are_the_same_schemas():
+    from google.protobuf import api_pb2, source_context_pb2, timestamp_pb2, type_pb2
+
+    well_known = files("grpc_tools") / "_proto" / "google" / "protobuf"
+    text = (well_known / "timestamp.proto").read_text()
+    assert parse("PROTOBUF", serialized_pb(timestamp_pb2), {}) == parse("PROTOBUF", text, {})
+    # a serialized file whose imports are serialized references, or left to the well-known types
+    refs = {"google/protobuf/source_context.proto": serialized_pb(source_context_pb2),
+            "google/protobuf/type.proto": serialized_pb(type_pb2)}
+    assert parse("PROTOBUF", serialized_pb(api_pb2), refs) == parse("PROTOBUF", serialized_pb(api_pb2), {})
+    # .proto text importing a reference registered in serialized form
+    user = proto("message User { geo.Point home = 1; }")
+    geo = serialized(PROTO_REFERENCES["geo.proto"], {})
+    assert parse("PROTOBUF", user, {"geo.proto": geo}) == parse("PROTOBUF", user, PROTO_REFERENCES)
+    # and the serialized form of a text schema reads back as the same schema
+    assert parse("PROTOBUF", serialized(user, PROTO_REFERENCES), PROTO_REFERENCES) == parse("PROTOBUF", user, PROTO_REFERENCES)
+    old = serialized(proto("message User { int32 age = 1; }"), PROTO_REFERENCES)
+    assert incompatibilities("PROTOBUF", proto("message User { string age = 1; }"), [old], B, PROTO_REFERENCES)
+
+
+def test_serialized_protobuf_with_a_type_that_resolves_to_nothing_is_refused():
+    broken = descriptor_pb2.FileDescriptorProto(name="x.proto", package="x", syntax="proto3")
+    message = broken.message_type.add(name="M")
+    message.field.add(name="f", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+                      type_name=".nowhere.N", label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    text = base64.standard_b64encode(broken.SerializeToString()).decode("ascii")
+    with pytest.raises(InvalidSchema, match="nowhere.N"):
+        parse("PROTOBUF", text, {})
+    broken.dependency.append("missing.proto")
+    with pytest.raises(InvalidSchema, match="missing.proto"):
+        parse("PROTOBUF", base64.standard_b64encode(broken.SerializeToString()).decode("ascii"), {})

@@ -1,24 +1,16 @@
-"""Protobuf schemas: .proto text compiled by protoc (grpcio-tools carries it as a Python
-extension) into descriptors, and the wire-compatibility rules of protobuf's language guide,
-as Confluent's registry applies them (messages by name, fields by number; a repeated field
-may become singular and back), between a reader's and a writer's descriptors."""
+"""Protobuf schemas: their descriptors (from proto_files), and the wire-compatibility rules of
+protobuf's language guide as Confluent's registry applies them (messages by name, fields by
+number; a repeated field may become singular and back), between a reader's and a writer's
+descriptors."""
 
-import os
-import re
-import tempfile
+import base64
 from dataclasses import dataclass
-from importlib.resources import files
 
 from google.protobuf import descriptor_pb2, text_format
-from grpc_tools import _protoc_compiler, protoc
 
-from headwater.schemas.invalid import InvalidSchema
+from headwater.schemas.proto_files import compile_schema
 
 Field = descriptor_pb2.FieldDescriptorProto
-MAIN = "registered_schema.proto"
-WELL_KNOWN = str(files("grpc_tools") / "_proto")  # google/protobuf/*.proto, importable by every schema
-# An import path: relative, slash-separated, no "." or ".." segments (it becomes a file name).
-IMPORT_PATH = re.compile(r"(?!.*(^|/)\.\.?(/|$))[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*")
 # Scalar types the wire format reads as one another (protobuf's language guide).
 WIRE_COMPATIBLE = [
     {Field.TYPE_INT32, Field.TYPE_UINT32, Field.TYPE_INT64, Field.TYPE_UINT64, Field.TYPE_BOOL},
@@ -55,45 +47,14 @@ class ProtobufSchema:
 
 
 def parse(schema: str, references: dict[str, str]) -> ProtobufSchema:
-    for name in references:
-        if not IMPORT_PATH.fullmatch(name) or name == MAIN:
-            raise InvalidSchema(f"Invalid schema: reference name {name!r} is not an import path")
-    with tempfile.TemporaryDirectory(prefix="proto-") as workdir:
-        root = os.path.join(workdir, "sources")
-        for name, text in {MAIN: schema, **references}.items():
-            path = os.path.join(root, name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            try:
-                with open(path, "w", encoding="utf-8") as out:
-                    out.write(text)
-            except UnicodeEncodeError as e:
-                raise InvalidSchema(f"Invalid schema: {name if name != MAIN else 'the schema'} is not UTF-8 text") from e
-        try:  # compiles to Python code only to get protoc's errors as an exception, not on stderr
-            _protoc_compiler.get_protos(MAIN.encode(), [root.encode(), WELL_KNOWN.encode()])
-        except _protoc_compiler.ProtocErrors as e:
-            raise InvalidSchema(f"Invalid schema: {_errors(e, root)}") from e
-        descriptors = os.path.join(workdir, "descriptors.pb")
-        status = protoc.main(["protoc", f"-I{root}", f"-I{WELL_KNOWN}", f"--descriptor_set_out={descriptors}", MAIN])
-        if status != 0:
-            raise InvalidSchema(f"Invalid schema: protoc exited with {status}")
-        with open(descriptors, "rb") as data:
-            main = descriptor_pb2.FileDescriptorSet.FromString(data.read()).file[0]
+    main = compile_schema(schema, references)
     main.ClearField("name")
     return ProtobufSchema(main)
 
 
-def _errors(errors: "_protoc_compiler.ProtocErrors", root: str) -> str:
-    lines = []
-    for error in errors.errors():
-        where = _text(error.filename).removeprefix(root + os.sep).replace(MAIN, "schema")
-        if error.line >= 0:  # protoc counts from 0 here; people count from 1
-            where += f":{error.line + 1}:{error.column + 1}"
-        lines.append(f"{where}: {_text(error.message)}")
-    return "; ".join(lines)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+def serialized(schema: str, references: dict[str, str]) -> str:
+    """The schema as confluent-kafka's clients ask for it (`format=serialized`): a base64 FileDescriptorProto."""
+    return base64.standard_b64encode(parse(schema, references).file.SerializeToString()).decode("ascii")
 
 
 def problems(reader: ProtobufSchema, writer: ProtobufSchema) -> list[str]:
