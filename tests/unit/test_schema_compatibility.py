@@ -152,6 +152,7 @@ JSON = [
     ("closed model: add optional property", obj({"a": S}, closed=True), obj({"a": S, "b": S}, closed=True), True, False),
     ("open model: remove optional property", obj({"a": S, "b": S}), obj({"a": S}), True, False),
     ("closed model: remove optional property", obj({"a": S, "b": S}, closed=True), obj({"a": S}, closed=True), False, True),
+    ("closed model: remove a property the writer forbade", obj({"a": S, "b": False}, closed=True), obj({"a": S}, closed=True), True, True),
     ("open model: add required property", obj({"a": S}), obj({"a": S, "b": S}, required=["b"]), False, True),
     ("closed model: add required property", obj({"a": S}, closed=True), obj({"a": S, "b": S}, closed=True, required=["b"]), False, False),
     ("make property required", obj({"a": S}), obj({"a": S}, required=["a"]), False, True),

@@ -180,7 +180,7 @@ class _Comparison:
         for name in sorted(w_props.keys() | r_props.keys()):
             where = f"{path}/properties/{name}"
             r_schema, w_schema = _property(reader, name), _property(writer, name)
-            if name not in r_props and r_schema is False:
+            if name not in r_props and r_schema is False and w_schema is not False:
                 found.append(f"{where}: removed from a closed content model (the reader refuses it, the writer may write it)")
             elif name not in w_props and w_schema is not False and not _anything(r_schema) and _anything(w_schema):
                 found.append(f"{where}: added to an open content model (the writer may write it with any value)")
