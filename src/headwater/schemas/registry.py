@@ -19,6 +19,7 @@ registry's. Errors are ``RegistryError``s carrying the HTTP status and Confluent
 """
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -129,7 +130,7 @@ def setting_key(keytype: str, subject: str | None) -> dict:
 
 class Registry:
     def __init__(self, storage: Storage, clock: Clock, max_schema_bytes: int):
-        # max_schema_bytes: what one record of the _schemas topic may carry (its message.max.bytes)
+        # max_schema_bytes: the longest schema (JSON-escaped) one record of the _schemas topic may carry
         self.storage, self.clock, self.max_schema_bytes = storage, clock, max_schema_bytes
         self._subjects: dict[str, dict[int, Version]] = {}
         self._by_id: dict[int, Version] = {}      # the first version that registered each id
@@ -323,10 +324,10 @@ class Registry:
             raise invalid_schema(f"unknown schema type {schema_type!r}: one of {', '.join(SCHEMA_TYPES)}")
         if not isinstance(schema, str):
             raise invalid_schema("the schema must be a string")
-        size = len(schema.encode())
+        size = len(json.dumps(schema))   # as the record carries it, escaped
         if size > self.max_schema_bytes:
-            raise invalid_schema(f"the schema is {size} bytes; the _schemas topic holds at most "
-                                 f"{self.max_schema_bytes} per schema (message.max.bytes)")
+            raise invalid_schema(f"the schema is {size} bytes as stored; a _schemas record holds at most "
+                                 f"{self.max_schema_bytes} (message.max.bytes)")
         refs = self._resolve(references)
         texts = self._reference_texts(refs)
         try:

@@ -16,6 +16,12 @@ from headwater.schemas.registry import StorageUnavailable
 
 log = logging.getLogger("headwater.schemas")
 SCHEMAS_TOPIC = "_schemas"
+RECORD_FRAMING = 4096   # a record's key, its value's other fields and the batch around them
+
+
+def max_schema_bytes(message_max_bytes: int) -> int:
+    """The longest schema (as its record carries it, JSON-escaped) a _schemas record can hold."""
+    return message_max_bytes - RECORD_FRAMING
 
 
 class SchemasTopic:
