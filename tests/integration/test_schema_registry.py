@@ -19,6 +19,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from headwater.cli.main import main
 from headwater.testing import BrokerProcess
 
 from .clients import confluent_consume, confluent_produce
@@ -194,6 +195,46 @@ def test_console_pages_list_subjects_and_diff_versions(broker, client):
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(broker.console_url + "registry/paged-value?to=7", timeout=30)
     assert missing.value.code == 404
+
+
+def test_the_schemas_command(broker, tmp_path, capsys):
+    def headwater(*args: str) -> tuple[int, str, str]:
+        status = main(["schemas", *args, "--url", broker.console_url])
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    money = tmp_path / "money.avsc"
+    money.write_text(json.dumps(MONEY))
+    status, out, _ = headwater("register", "cli-money", str(money), "--json")
+    registered, = json.loads(out)
+    assert status == 0 and registered["version"] == 1
+    assert registered["id"] == SchemaRegistryClient({"url": broker.console_url}).get_latest_version(
+        "cli-money").schema_id
+    order = tmp_path / "order.schema"
+    order.write_text(json.dumps(ORDER))
+    status, out, _ = headwater("register", "cli-order", str(order), "--type", "AVRO", "--reference",
+                               "shop.Money=cli-money:latest")
+    assert status == 0 and "version 1 of cli-order" in out
+    status, out, _ = headwater("list", "--json")
+    listed = {row["subject"]: row for row in json.loads(out)}
+    assert listed["cli-money"] == {"subject": "cli-money", "versions": 1, "latest": 1, "id": registered["id"],
+                                   "type": "AVRO"}
+    status, out, _ = headwater("show", "cli-order", "--json")
+    assert json.loads(out)["references"] == [{"name": "shop.Money", "subject": "cli-money", "version": 1}]
+    status, out, _ = headwater("show", "cli-money")
+    assert out.splitlines()[0].startswith("subject cli-money  version 1") and json.loads(
+        out.split("\n", 1)[1]) == MONEY
+    status, out, _ = headwater("check", "cli-money", str(money), "--json")
+    assert (status, json.loads(out)) == (0, {"is_compatible": True, "messages": []})
+    status, _, err = headwater("check", "cli-money", str(money), "--version", "9")
+    assert status == 1 and err.strip() == "headwater: error: Version 9 not found for subject 'cli-money'. " \
+                                          "(error 40402)"
+    bad = tmp_path / "bad.avsc"
+    bad.write_text("{nope")
+    status, _, err = headwater("register", "cli-money", str(bad))
+    assert status == 1 and "(error 42201)" in err
+    assert main(["schemas", "list", "--url", "http://127.0.0.1:9"]) == 1
+    assert "cannot reach the schema registry at http://127.0.0.1:9/" in capsys.readouterr().err
 
 
 def test_a_restart_keeps_every_schema_and_id(broker):
