@@ -8,7 +8,7 @@ import json
 import pytest
 
 from headwater.records import Record, encode_batch
-from headwater.schemas.registry import LATEST, Registry, RegistryError, parse_version
+from headwater.schemas.registry import COMPATIBILITY, LATEST, MODE, Registry, RegistryError, parse_version
 from headwater.schemas.store import SCHEMAS_TOPIC, SchemasTopic
 
 from .parts import close_appender, fsync_each_write, open_appender
@@ -67,9 +67,9 @@ def test_a_restart_keeps_every_schema_id_and_setting(tmp_path, clock):
     appender = open_appender(tmp_path / "data")
     registry = open_registry(appender, clock)
     ids = [registry.register(f"s{i}", "JSON", json.dumps({"type": "object", "title": f"t{i}"}), []) for i in range(3)]
-    registry.set_compatibility("s1", "full")
-    registry.set_mode(None, "READONLY")
-    registry.set_mode(None, "READWRITE")
+    registry.set_setting(COMPATIBILITY, "s1", "full")
+    registry.set_setting(MODE, None, "READONLY")
+    registry.set_setting(MODE, None, "READWRITE")
     registry.delete_version("s2", 1)
     registry.delete_version("s2", 1, permanent=True)   # id 3 is gone, and never handed out again
     before = {s: [registry.version(s, v).to_json() for v in registry.versions(s)] for s in registry.subjects()}
@@ -137,8 +137,8 @@ def test_bad_input_is_refused_and_nothing_is_stored(registry, appender):
     refused(42201, registry.register, "s", "AVRO", 12, [])
     big = json.dumps({"type": "record", "name": "Big", "doc": "x" * MAX_SCHEMA_BYTES, "fields": []})
     assert "message.max.bytes" in refused(42201, registry.register, "s", "AVRO", big, []).message
-    refused(42203, registry.set_compatibility, "s", "SIDEWAYS")
-    refused(42204, registry.set_mode, "s", "WRITEONLY")
+    refused(42203, registry.set_setting, COMPATIBILITY, "s", "SIDEWAYS")
+    refused(42204, registry.set_setting, MODE, "s", "WRITEONLY")
     assert log_end(appender) == end
     for text in ("0", "x", str(2**31), "-2"):
         refused(42202, parse_version, text)
@@ -149,24 +149,24 @@ def test_settings_per_subject_fall_back_to_the_registry(registry):
     assert registry.compatibility() == "BACKWARD" and registry.mode() == "READWRITE"
     refused(40408, registry.compatibility, "s")
     assert registry.compatibility("s", default_to_global=True) == "BACKWARD"
-    registry.set_compatibility(None, "forward_transitive")
-    registry.set_compatibility("s", "NONE")
+    registry.set_setting(COMPATIBILITY, None, "forward_transitive")
+    registry.set_setting(COMPATIBILITY, "s", "NONE")
     assert (registry.compatibility(), registry.compatibility("s")) == ("FORWARD_TRANSITIVE", "NONE")
-    assert registry.delete_compatibility("s") == "NONE"
+    assert registry.delete_setting(COMPATIBILITY, "s") == "NONE"
     assert registry.compatibility("s", default_to_global=True) == "FORWARD_TRANSITIVE"
-    assert registry.delete_compatibility(None) == "FORWARD_TRANSITIVE" and registry.compatibility() == "BACKWARD"
+    assert registry.delete_setting(COMPATIBILITY, None) == "FORWARD_TRANSITIVE" and registry.compatibility() == "BACKWARD"
     refused(40409, registry.mode, "s")
-    registry.set_mode("s", "READONLY")
+    registry.set_setting(MODE, "s", "READONLY")
     refused(42205, registry.register, "s", "AVRO", avro("A", "a"), [])
     registry.register("t", "AVRO", avro("A", "a"), [])                  # other subjects still write
     refused(42205, registry.register, "t", "AVRO", avro("B", "b"), [], schema_id=7)  # ids only when importing
-    refused(42205, registry.set_mode, None, "IMPORT")                   # there are subjects
-    registry.delete_mode("s")
-    registry.set_mode("u", "IMPORT")
+    refused(42205, registry.set_setting, MODE, None, "IMPORT")                   # there are subjects
+    registry.delete_setting(MODE, "s")
+    registry.set_setting(MODE, "u", "IMPORT")
     assert registry.register("u", "AVRO", avro("B", "b"), [], schema_id=42, number=5) == 42
     assert (registry.version("u", LATEST).version, registry.by_id(42).subject) == (5, "u")
     refused(42205, registry.register, "u", "AVRO", avro("C", "c"), [], schema_id=42)  # 42 is another schema
-    registry.delete_mode("u")
+    registry.delete_setting(MODE, "u")
     assert registry.register("v", "AVRO", avro("D", "d"), []) == 43     # ids go on above imported ones
 
 

@@ -37,7 +37,8 @@ from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.security.acls import ResourceType
 from headwater.http.admin import Admin
 from headwater.http.login import peer
-from headwater.schemas.registry import SCHEMA_TYPES, Registry, RegistryError, Version, parse_version
+from headwater.schemas.registry import (COMPATIBILITY, MODE, SCHEMA_TYPES, Registry, RegistryError, Setting, Version,
+                                       parse_version)
 from headwater.schemas.store import SCHEMAS_TOPIC
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -118,10 +119,10 @@ class SchemaRegistryApi:
             Route(schema_id + "/versions", self.id_versions),
             Route(schema_id + "/subjects", self.id_subjects),
             Route("/schemas/types", self.types),
-            Route("/config", self.config, methods=["GET", "PUT", "DELETE"]),
-            Route("/config/{subject:segment}", self.config, methods=["GET", "PUT", "DELETE"]),
-            Route("/mode", self.mode, methods=["GET", "PUT"]),
-            Route("/mode/{subject:segment}", self.mode, methods=["GET", "PUT", "DELETE"]),
+            Route("/config", self._setting(COMPATIBILITY), methods=["GET", "PUT", "DELETE"]),
+            Route("/config/{subject:segment}", self._setting(COMPATIBILITY), methods=["GET", "PUT", "DELETE"]),
+            Route("/mode", self._setting(MODE), methods=["GET", "PUT"]),
+            Route("/mode/{subject:segment}", self._setting(MODE), methods=["GET", "PUT", "DELETE"]),
             Route("/compatibility" + subject + "/versions", self.compatibility, methods=["POST"]),
             Route("/compatibility" + version, self.compatibility, methods=["POST"]),
         ]
@@ -245,28 +246,20 @@ class SchemaRegistryApi:
 
     # --- settings and checks ---------------------------------------------------------------------
 
-    @_api
-    async def config(self, request: Request):
-        subject = request.path_params.get("subject")
-        if request.method == "GET":
-            return {"compatibilityLevel": self.registry.compatibility(subject, _flag(request, "defaultToGlobal"))}
-        self._may_change(request)
-        if request.method == "DELETE":
-            return {"compatibilityLevel": self.registry.delete_compatibility(subject)}
-        body = await self._body(request)
-        level = body.get("compatibility", body.get("compatibilityLevel"))
-        return {"compatibility": self.registry.set_compatibility(subject, level)}
-
-    @_api
-    async def mode(self, request: Request):
-        subject = request.path_params.get("subject")
-        if request.method == "GET":
-            return {"mode": self.registry.mode(subject, _flag(request, "defaultToGlobal"))}
-        self._may_change(request)
-        if request.method == "DELETE":
-            return {"mode": self.registry.delete_mode(subject)}
-        body = await self._body(request)
-        return {"mode": self.registry.set_mode(subject, body.get("mode"), _flag(request, "force"))}
+    def _setting(self, setting: Setting) -> Callable[[Request], Awaitable[Response]]:
+        """GET, PUT and DELETE of a setting, the registry's or (a path with a subject) a subject's."""
+        @_api
+        async def endpoint(self: SchemaRegistryApi, request: Request):
+            subject = request.path_params.get("subject")
+            if request.method == "GET":
+                return {setting.field: self.registry.setting(setting, subject, _flag(request, "defaultToGlobal"))}
+            self._may_change(request)
+            if request.method == "DELETE":
+                return {setting.field: self.registry.delete_setting(setting, subject)}
+            body = await self._body(request)
+            chosen = body.get(setting.request_field, body.get(setting.field))
+            return {setting.request_field: self.registry.set_setting(setting, subject, chosen, _flag(request, "force"))}
+        return functools.partial(endpoint, self)
 
     @_api
     async def compatibility(self, request: Request):

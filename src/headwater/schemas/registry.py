@@ -33,7 +33,6 @@ log = logging.getLogger("headwater.schemas")
 SCHEMA_TYPES = ("AVRO", "PROTOBUF", "JSON")
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
-DEFAULT_LEVEL, DEFAULT_MODE = "BACKWARD", "READWRITE"
 MAX_VERSION = 2**31 - 1
 LATEST = -1   # "latest", or -1, as a version
 ID_KEY = {"keytype": "ID", "magic": 0}
@@ -106,6 +105,23 @@ class Version:
                 "deleted": self.deleted, "ts": self.ts}
 
 
+@dataclass(frozen=True)
+class Setting:
+    """A per-subject setting that falls back to the registry's: the compatibility level or the mode."""
+    keytype: str                # its records' key type
+    field: str                  # its records' (and GET answers') value field
+    request_field: str          # what a PUT sends (and is answered with)
+    allowed: tuple[str, ...]
+    default: str
+    invalid: int                # the error code of a value not allowed
+    unset: int                  # the error code of a subject without its own
+
+
+COMPATIBILITY = Setting("CONFIG", "compatibilityLevel", "compatibility", LEVELS, "BACKWARD", 42203, 40408)
+MODE = Setting("MODE", "mode", "mode", MODES, "READWRITE", 42204, 40409)
+SETTINGS = {s.keytype: s for s in (COMPATIBILITY, MODE)}
+
+
 def parse_version(text: str | int) -> int:
     """A version as a URL or a reference names it: 1..2^31-1, or "latest" / -1 (LATEST)."""
     if isinstance(text, str) and text.lower() == "latest":
@@ -136,8 +152,7 @@ class Registry:
         self._by_id: dict[int, Version] = {}      # the first version that registered each id
         self._ids: dict[tuple, int] = {}          # (type, canonical text, references) -> id
         self._canonical: dict[int, str] = {}
-        self._levels: dict[str | None, str] = {}
-        self._modes: dict[str | None, str] = {}
+        self._settings: dict[str, dict[str | None, str]] = {keytype: {} for keytype in SETTINGS}
         self._next_id = 1
         self.catch_up()
 
@@ -162,17 +177,15 @@ class Registry:
         keytype = key["keytype"]
         if keytype == "SCHEMA":
             self._apply_schema(str(key["subject"]), int(key["version"]), value)
-        elif keytype in ("CONFIG", "MODE"):
-            settings, field = (self._levels, "compatibilityLevel") if keytype == "CONFIG" else (self._modes, "mode")
-            subject = key["subject"]
+        elif keytype in SETTINGS:
+            setting, values, subject = SETTINGS[keytype], self._settings[keytype], key["subject"]
             if value is None:
-                settings.pop(subject, None)
+                values.pop(subject, None)
             else:
-                allowed = LEVELS if keytype == "CONFIG" else MODES
-                setting = str(value[field]).upper()
-                if setting not in allowed:
-                    raise ValueError(f"unknown {field} {setting!r}")
-                settings[None if subject is None else str(subject)] = setting
+                chosen = str(value[setting.field]).upper()
+                if chosen not in setting.allowed:
+                    raise ValueError(f"unknown {setting.field} {chosen!r}")
+                values[None if subject is None else str(subject)] = chosen
         elif keytype == "ID":
             self._next_id = max(self._next_id, int(value["next"]))
         else:
@@ -269,21 +282,23 @@ class Registry:
         return [v for versions in self._subjects.values() for v in versions.values()
                 if any(r.subject == target.subject and r.version == target.version for r in v.references)]
 
-    def compatibility(self, subject: str | None = None, default_to_global: bool = False) -> str:
+    def setting(self, setting: Setting, subject: str | None = None, default_to_global: bool = False) -> str:
+        """The subject's own (an error if it has none), its or else the registry's (``default_to_global``),
+        or the registry's (no subject)."""
         self.catch_up()
+        values = self._settings[setting.keytype]
         if subject is None or default_to_global:
-            return self._levels.get(subject) or self._levels.get(None) or DEFAULT_LEVEL
-        if subject not in self._levels:
-            raise RegistryError(404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured")
-        return self._levels[subject]
+            return values.get(subject) or values.get(None) or setting.default
+        if subject not in values:
+            raise RegistryError(404, setting.unset, f"Subject '{subject}' does not have subject-level "
+                                                    f"{setting.request_field} configured")
+        return values[subject]
+
+    def compatibility(self, subject: str | None = None, default_to_global: bool = False) -> str:
+        return self.setting(COMPATIBILITY, subject, default_to_global)
 
     def mode(self, subject: str | None = None, default_to_global: bool = False) -> str:
-        self.catch_up()
-        if subject is None or default_to_global:
-            return self._modes.get(subject) or self._modes.get(None) or DEFAULT_MODE
-        if subject not in self._modes:
-            raise RegistryError(404, 40409, f"Subject '{subject}' does not have subject-level mode configured")
-        return self._modes[subject]
+        return self.setting(MODE, subject, default_to_global)
 
     # --- schemas in, checked -------------------------------------------------------------------------
 
@@ -436,8 +451,7 @@ class Registry:
             self._unreferenced(version, permanent)
         if permanent:
             self._write([(schema_key(subject, v.version), None) for v in every]
-                        + [(setting_key(k, subject), None) for k, s in (("CONFIG", self._levels), ("MODE", self._modes))
-                           if subject in s])
+                        + [(setting_key(k, subject), None) for k, values in self._settings.items() if subject in values])
             return [v.version for v in every]
         self._write([(schema_key(subject, v.version), {**v.to_json(), "deleted": True}) for v in live])
         return [v.version for v in live]
@@ -461,32 +475,20 @@ class Registry:
 
     # --- settings --------------------------------------------------------------------------------
 
-    def set_compatibility(self, subject: str | None, level: object) -> str:
+    def set_setting(self, setting: Setting, subject: str | None, value: object, force: bool = False) -> str:
         self.catch_up()
-        level = str(level).upper() if isinstance(level, str) else ""
-        if level not in LEVELS:
-            raise RegistryError(422, 42203, f"Invalid compatibility level. Valid values are {', '.join(LEVELS)}")
-        self._write([(setting_key("CONFIG", subject), {"compatibilityLevel": level})])
-        return level
-
-    def delete_compatibility(self, subject: str | None) -> str:
-        """Back to the registry's level (the subject's), or to the default (the registry's); returns the old one."""
-        previous = self.compatibility(subject)
-        self._write([(setting_key("CONFIG", subject), None)])
-        return previous
-
-    def set_mode(self, subject: str | None, mode: object, force: bool = False) -> str:
-        self.catch_up()
-        mode = str(mode).upper() if isinstance(mode, str) else ""
-        if mode not in MODES:
-            raise RegistryError(422, 42204, f"Invalid mode. Valid values are {', '.join(MODES)}")
-        if mode == "IMPORT" and not force and (self.subjects() if subject is None else
-                                               self._versions(subject, deleted=True)):
+        value = value.upper() if isinstance(value, str) else ""
+        if value not in setting.allowed:
+            raise RegistryError(422, setting.invalid, f"Invalid {setting.request_field}. Valid values are "
+                                                      f"{', '.join(setting.allowed)}")
+        if value == "IMPORT" and not force and (self.subjects() if subject is None else
+                                                self._versions(subject, deleted=True)):
             raise not_permitted("Cannot import since found existing subjects")
-        self._write([(setting_key("MODE", subject), {"mode": mode})])
-        return mode
+        self._write([(setting_key(setting.keytype, subject), {setting.field: value})])
+        return value
 
-    def delete_mode(self, subject: str | None) -> str:
-        previous = self.mode(subject)
-        self._write([(setting_key("MODE", subject), None)])
+    def delete_setting(self, setting: Setting, subject: str | None) -> str:
+        """Back to the registry's (a subject's), or to the default (the registry's); returns the old one."""
+        previous = self.setting(setting, subject)
+        self._write([(setting_key(setting.keytype, subject), None)])
         return previous
