@@ -184,3 +184,12 @@ def test_records_another_writer_appends_are_applied_and_garbage_skipped(registry
     assert registry.version("x", 1).id == 10 and registry.by_id(10).schema_type == "AVRO"
     assert registry.register("y", "AVRO", '"string"', []) == 10
     assert registry.register("y", "AVRO", '"int"', []) == 11
+
+
+def test_a_deleted_and_recreated_schemas_topic_is_read_from_its_start(registry, appender):
+    registry.register("a", "AVRO", avro("A", "a"), [])
+    registry.register("a", "AVRO", avro("A", "a", "b"), [])
+    appender.log_manager.delete_topic(SCHEMAS_TOPIC)      # an operator's DeleteTopics: the next write recreates it
+    assert registry.register("b", "AVRO", avro("B", "b"), []) == 3
+    assert registry.versions("b") == [1]
+    assert appender.log_manager.topics[SCHEMAS_TOPIC].config.compact

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterator
 
 from headwater.broker.appender import Append
-from headwater.broker.internal_topic import InternalTopic, json_bytes, replay
+from headwater.broker.internal_topic import TOPIC_CONFIGS, InternalTopic, json_bytes, replay
 from headwater.log import LogManager
 from headwater.schemas.registry import StorageUnavailable
 
@@ -31,6 +31,8 @@ class SchemasTopic:
         self._next_offset = 0
 
     def write(self, pairs: list[tuple[dict, dict | None]]) -> None:
+        if SCHEMAS_TOPIC not in self._logs.topics:   # an operator deleted it: made again, compacted
+            self._logs.create_topic(SCHEMAS_TOPIC, 1, TOPIC_CONFIGS)
         error = self._topic.write([(json_bytes(key), None if value is None else json_bytes(value))
                                    for key, value in pairs])
         if error:
@@ -38,7 +40,11 @@ class SchemasTopic:
 
     def read(self) -> Iterator[tuple[dict, dict | None]]:
         plog = self._logs.get_log(SCHEMAS_TOPIC, 0)
-        if plog is None or plog.log_end_offset <= self._next_offset:
+        if plog is None:
+            return
+        if plog.log_end_offset < self._next_offset:   # not the log read so far: deleted and made again
+            self._next_offset = 0
+        if plog.log_end_offset == self._next_offset:
             return
         end = plog.log_end_offset
         for record in replay(plog, SCHEMAS_TOPIC, self._next_offset):
