@@ -351,7 +351,10 @@ class Registry:
             raise invalid_schema(str(exc)) from None
         return (schema_type, canonical, refs), texts
 
-    def _problems(self, subject: str, identity: tuple, texts: dict[str, str], against: list[Version]) -> list[str]:
+    def _problems(self, subject: str, schema_type: str, schema: str, texts: dict[str, str],
+                  against: list[Version]) -> list[str]:
+        """Why ``schema`` may not follow ``against`` (the texts as registered: a canonical form
+        may leave out what compatibility depends on, such as Avro's defaults)."""
         level = self.compatibility(subject, default_to_global=True)
         if level == "NONE" or not against:
             return []
@@ -359,16 +362,15 @@ class Registry:
             against = against[-1:]
         for previous in against:
             texts = {**self._reference_texts(previous.references), **texts}
-        return incompatibilities(identity[0], identity[1], [self._canonical[v.id] for v in against], level, texts)
+        return incompatibilities(schema_type, schema, [v.schema for v in against], level, texts)
 
     def register(self, subject: str, schema_type: str, schema: str, references: list,
                  schema_id: int | None = None, number: int | None = None) -> int:
         """The id of the schema under the subject: the existing one if the subject has it, else a
         new version (with the id the same schema has under any subject, or a new one)."""
         self.catch_up()
+        self._writable(subject)
         mode = self.mode(subject, default_to_global=True)
-        if mode.startswith("READONLY"):
-            raise not_permitted(f"Subject {subject} is in read-only mode")
         if (schema_id is not None or number is not None) and mode != "IMPORT":
             raise not_permitted(f"Subject {subject} is not in import mode: a schema id or version cannot be given")
         identity, texts = self._checked(schema_type, schema, references)
@@ -383,7 +385,7 @@ class Registry:
             if other is not None and self._canonical[new_id] != identity[1]:
                 raise not_permitted(f"Overwrite new schema with id {new_id} is not permitted.")
         else:
-            problems = self._problems(subject, identity, texts, live)
+            problems = self._problems(subject, schema_type, schema, texts, live)
             if problems:
                 raise RegistryError(409, 409, f"Schema being registered is incompatible with an earlier schema for "
                                               f"subject \"{subject}\", details: {problems}")
@@ -415,12 +417,12 @@ class Registry:
         """Why the schema may not follow the subject's version ``number`` (LATEST: its newest;
         None: the versions its compatibility level compares with); empty if it may."""
         self.catch_up()
-        identity, texts = self._checked(schema_type, schema, references)
+        _, texts = self._checked(schema_type, schema, references)
         if number is None or (number == LATEST and not self._versions(subject, False)):
             against = self._versions(subject, False)
         else:
             against = [self.version(subject, number)]
-        return self._problems(subject, identity, texts, against)
+        return self._problems(subject, schema_type, schema, texts, against)
 
     # --- deletes ---------------------------------------------------------------------------------
 
