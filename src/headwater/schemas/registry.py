@@ -347,8 +347,8 @@ class Registry:
         texts = self._reference_texts(refs)
         try:
             canonical = parse(schema_type, schema, texts)
-        except InvalidSchema as exc:
-            raise invalid_schema(str(exc)) from None
+        except InvalidSchema as exc:   # its message is what 42201 reports
+            raise RegistryError(422, 42201, str(exc)) from None
         return (schema_type, canonical, refs), texts
 
     def _problems(self, subject: str, schema_type: str, schema: str, texts: dict[str, str],
