@@ -310,3 +310,38 @@ def test_resetting_offsets_needs_read_on_the_group_and_the_topic(secured):
                                                       b.host, b.operation, b.permission_type)
                                      for b in bindings]).values():
         future.result(30)
+
+
+def test_schema_registry_needs_a_login_and_write_on_schemas_to_change(secured):
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": PASSWORD})
+    describe = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:dave", "*",
+                          AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    write = AclBinding(ResourceType.TOPIC, "_schemas", ResourcePatternType.LITERAL, "User:dave", "*",
+                       AclOperation.WRITE, AclPermissionType.ALLOW)
+
+    def registry(user: str | None) -> SchemaRegistryClient:
+        login = {"basic.auth.user.info": f"{user}:{PASSWORD}"} if user else {}
+        return SchemaRegistryClient({"url": secured.console_url, "max.retries": 0, **login})
+
+    def refused(call, *args) -> tuple[int, int]:
+        with pytest.raises(SchemaRegistryError) as caught:
+            call(*args)
+        return caught.value.http_status_code, caught.value.error_code
+
+    schema = Schema('"string"', "AVRO")
+    assert refused(registry(None).get_subjects)[0] == 401
+    schema_id = registry("alice").register_schema("ledger-value", schema)
+    admin.create_acls([describe])[describe].result(30)
+    assert registry("dave").get_subjects() == ["ledger-value"]          # DESCRIBE on the cluster lets him read
+    assert refused(registry("dave").register_schema, "dave-value", schema) == (403, 40301)
+    assert refused(registry("dave").delete_subject, "ledger-value") == (403, 40301)
+    admin.create_acls([write])[write].result(30)
+    try:
+        assert registry("dave").register_schema("dave-value", schema) == schema_id   # the same schema, one id
+    finally:
+        admin.delete_acls([AclBindingFilter(write.restype, write.name, write.resource_pattern_type, write.principal,
+                                            write.host, write.operation, write.permission_type)])

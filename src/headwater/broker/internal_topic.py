@@ -24,9 +24,10 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
 Apply = Callable[[Any, Any], None]
 
 
-def replay(plog: Log, topic: str) -> Iterator[Record]:
+def replay(plog: Log, topic: str, start: int = 0) -> Iterator[Record]:
+    """The records from ``start`` (or the log start, if later) to the log end as the replay began."""
     end = plog.log_end_offset   # what the log held when the replay began
-    offset = plog.log_start_offset
+    offset = max(start, plog.log_start_offset)
     try:
         for chunk, pos, header in plog.batches(offset):
             if header.base_offset >= end:
@@ -39,7 +40,7 @@ def replay(plog: Log, topic: str) -> Iterator[Record]:
             except CorruptRecordError as exc:
                 log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, topic, exc)
                 continue
-            yield from records
+            yield from (r for r in records if r.offset >= start)
     except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
         log.error("replay of %s stops at offset %d: %s", topic, offset, exc)
 

@@ -16,7 +16,7 @@ from headwater.log.layout import CorruptFile
 # command -> its module headwater.cli.<module>, whose add_parser(subparsers) sets func(args) -> exit status
 COMMANDS = {"acls": "acls", "broker": "broker", "cdc": "cdc", "certs": "certs", "events": "events",
             "projections": "events", "groups": "groups", "pipelines": "pipelines", "push": "push", "quotas": "quotas",
-            "topics": "topics", "transactions": "transactions", "users": "users"}
+            "schemas": "schemas", "topics": "topics", "transactions": "transactions", "users": "users"}
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:

@@ -4,7 +4,8 @@ Pages: the overview (topics, groups, a plot of message rates), a topic (partitio
 configs, a message browser, a live tail over server-sent events), a consumer group
 (members, assignment, committed offsets, lag and its plot, reset offsets), a share group
 (members, assignment, each share-partition's delivery state, configs, its dead-letter
-topic), ACLs and SCRAM users, a topic's message search. Read-only unless the broker runs
+topic), ACLs and SCRAM users, a topic's message search, the schema registry's subjects and a diff
+between two versions of one (``schema_pages``; the registry's API is ``schema_registry``). Read-only unless the broker runs
 with --console-allow-writes: then offsets can be reset, records produced and deleted, topics
 created and their configs set, ACLs and users added and deleted (``admin``: as the Kafka APIs
 do, as the logged-in user). Bad input gets an error page with the right HTTP status, never
@@ -39,6 +40,8 @@ from headwater.http.history import RATE_WINDOW_S, History
 from headwater.http.login import ConsoleLogin, peer
 from headwater.http.metrics import BrokerMetrics
 from headwater.http.rest import RestApi, produce
+from headwater.http.schema_pages import SchemaPages
+from headwater.http.schema_registry import SchemaRegistryApi
 from headwater.http.search import SCAN_BUDGET, SHOWN, BadFilter, Filter, search
 from headwater.http.segments import KeepEncodedSeparators, segment
 from headwater.http.state import (CDC_POSITIONS_TOPIC, GroupView, connector_positions, consumer_group,
@@ -47,6 +50,7 @@ from headwater.http.transactions import held_back, transactions
 from headwater.broker.security.acls import CLUSTER_NAME, OPERATION_ALL, AclBinding, PatternType, Permission, ResourceType
 from headwater.log import Log, Topic
 from headwater.records import Record
+from headwater.schemas.registry import Registry
 
 log = logging.getLogger("headwater.console")
 HERE = Path(__file__).parent
@@ -97,9 +101,10 @@ def record_view(partition: int, record: Record) -> dict:
 
 class Console:
     def __init__(self, broker: Broker, metrics: BrokerMetrics, history: History, allow_writes: bool,
-                 login: ConsoleLogin | None = None):
+                 login: ConsoleLogin | None = None, registry: Registry | None = None):
         self.broker, self.metrics, self.history, self.allow_writes = broker, metrics, history, allow_writes
         self.login = login  # None: the broker is not secured, the console is open
+        self.registry = registry  # the schema registry's API and pages, at the root
 
     # --- pages -------------------------------------------------------------------------------
 
@@ -462,6 +467,8 @@ class Console:
             Route("/cdc", self.cdc, name="cdc"),
             Route("/transactions", self.transactions, name="transactions"),
             Route("/metrics", self.scrape),
+            *(SchemaRegistryApi(self.broker, self.registry).routes() + SchemaPages(self.registry, self.page).routes()
+              if self.registry is not None else []),
             Mount("/v3", app=RestApi(self.broker).app()),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
