@@ -9,8 +9,8 @@ from kafka.protocol.consumer import FetchRequest
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.apis import ADVERTISED
-from headwater.broker.apis.fetch import fetch
-from headwater.broker.apis.log_admin import delete_records
+from headwater.broker.fetch_apis import fetch
+from headwater.broker.log_admin_apis import delete_records
 from headwater.broker.wakeups import GrowthSignals
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey, RequestHeader, parse_request
 from headwater.records import Record, encode_batch

@@ -19,7 +19,7 @@ from typing import Protocol
 from cryptography import x509
 
 from headwater.broker.apis import ADVERTISED, ENDPOINTS
-from headwater.broker.apis.api_versions import api_versions_body
+from headwater.broker.version_apis import api_versions_body
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.endpoint import client_host

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from headwater.broker.appender import ProduceResult
-from headwater.broker.txn.apis import init_transactional_producer, produce_error
+from headwater.broker.txn.transaction_apis import init_transactional_producer, produce_error
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 

@@ -1,8 +1,8 @@
 """ListOffsets and OffsetForLeaderEpoch: finding positions in a partition."""
 from __future__ import annotations
 
-from headwater.broker.apis.fetch import READ_COMMITTED
-from headwater.broker.apis.per_partition import answer_partitions
+from headwater.broker.fetch_apis import READ_COMMITTED
+from headwater.broker.per_partition import answer_partitions
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 

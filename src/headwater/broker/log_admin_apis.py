@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import shutil
 
-from headwater.broker.apis.per_partition import answer_partitions
+from headwater.broker.per_partition import answer_partitions
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES

@@ -5,8 +5,8 @@ import logging
 import uuid
 
 from headwater.broker.security.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
-from headwater.broker.apis.partitions import replica_assignment_error
-from headwater.broker.apis.topic_configs import topic_entries
+from headwater.broker.partition_apis import replica_assignment_error
+from headwater.broker.config_apis import topic_entries
 from headwater.broker.appender import CREATION_ERRORS, creation_error
 from headwater.broker.security import connection
 from headwater.log import UnknownTopicError
