@@ -20,6 +20,8 @@ from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 from headwater.records import CorruptRecordError
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import TOPIC_DENIED, partition_answers
 
 log = logging.getLogger("headwater.broker")
 FetchResponse = MESSAGE_CLASSES[ApiKey.FETCH][1]
@@ -149,3 +151,17 @@ async def fetch(broker, header, request):
     for topic in responses:
         broker.stats.fetched(topic.topic, sum(len(p.records) for p in topic.partitions))
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses)
+
+
+async def fetch_rule(access, header, request, handle):
+    """READ on each topic the answer carries, checked after the read: within a fetch session (KIP-227)
+    partitions are read without being named, and READ may have been revoked since the session began.
+    Nothing read from a topic without READ leaves; its partitions are answered with the denial."""
+    response = await handle(request)
+    Partition = type(response).FetchableTopicResponse.PartitionData
+    for topic in response.responses:
+        if not access.topic(Op.READ, topic.topic):
+            topic.partitions = partition_answers(Partition, "partition_index",
+                                                 (p.partition_index for p in topic.partitions),
+                                                 error_code=TOPIC_DENIED, high_watermark=-1, records=None)
+    return response

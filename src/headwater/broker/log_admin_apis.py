@@ -8,6 +8,8 @@ from headwater.broker.per_partition import answer_partitions
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import partition_results, topic_check
 
 log = logging.getLogger("headwater.broker")
 
@@ -57,3 +59,8 @@ async def describe_log_dirs(broker, header, request):
     result = LogDirResult(error_code=0, log_dir=str(data_dir), topics=topics, total_bytes=disk.total,
                           usable_bytes=disk.free)
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[result])
+
+
+delete_records_rule = partition_results(topic_check(Op.DELETE), DeleteRecordsResponse.DeleteRecordsTopicResult,
+                                        DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult,
+                                        low_watermark=-1)

@@ -147,7 +147,7 @@ class Server:
             started = time.perf_counter()
             was_authenticated = conn.authenticated
             handle = functools.partial(endpoint.handle, self.broker, header)
-            response = await authorization.rule_for(header.api_key)(access, header, request, handle)
+            response = await endpoint.authorize(access, header, request, handle)
             if conn.failed:
                 await self._refuse(conn, peer)
             elif conn.authenticated and not was_authenticated:

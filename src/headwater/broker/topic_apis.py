@@ -12,6 +12,8 @@ from headwater.broker.security import connection
 from headwater.log import UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import TOPIC_DENIED, topic_check, topic_results
 
 log = logging.getLogger("headwater.broker")
 
@@ -154,3 +156,33 @@ async def delete_topics(broker, header, request):
             log.warning("%s", message)
         results.append(TopicResult(name=name, error_code=error, error_message=message))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+async def metadata_rule(access, header, request, handle):
+    """DESCRIBE on each topic: a topic asked for by name is answered with the denial, the others left out."""
+    denied = []
+    if request.topics:
+        denied = [t.name for t in request.topics if t.name is not None and not access.topic(Op.DESCRIBE, t.name)]
+        request.topics = [t for t in request.topics if t.name not in denied]
+        if not request.topics and denied:  # an empty list would mean "all topics"
+            request.topics = None
+            response = await handle(request)
+            response.topics = []
+        else:
+            response = await handle(request)
+    else:
+        response = await handle(request)
+    Topic = type(response).MetadataResponseTopic
+    response.topics = [t for t in response.topics if access.topic(Op.DESCRIBE, t.name)] + [
+        Topic(name=name, error_code=TOPIC_DENIED) for name in denied]
+    return response
+
+
+def _may_create(access, topic) -> ErrorCode | None:
+    """CREATE on the cluster, or else on the topic (as Kafka)."""
+    return None if access.cluster(Op.CREATE) or access.topic(Op.CREATE, topic.name) else TOPIC_DENIED
+
+
+create_topics_rule = topic_results(_may_create, "topics", "topics", CreateTopicsResponse.CreatableTopicResult)
+delete_topics_rule = topic_results(topic_check(Op.DELETE, lambda name: name), "topic_names", "responses",
+                                   DeleteTopicsResponse.DeletableTopicResult, name_of=lambda name: name)

@@ -9,6 +9,9 @@ from headwater.protocol.errors import ErrorCode
 from headwater.protocol.share_messages import (ShareAcknowledgeResponse, ShareFetchResponse,
                                                ShareGroupDescribeResponse, ShareGroupHeartbeatResponse)
 from headwater.records import BatchHeader
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import (NOT_AUTHORIZED, TOPIC_DENIED, Rule, group, partition_answers,
+                                                     per_resource)
 
 from .coordinator import ShareError, ShareGroup, ShareSession
 from .partition import AcknowledgeError, Acquired
@@ -248,3 +251,24 @@ async def share_acknowledge(broker, header, request):
     return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                     responses=[Topic(topic_id=tid, partitions=ps) for tid, ps in by_topic.items()],
                                     node_endpoints=[])
+
+
+def _share_rule(topic_result: type, **fields) -> Rule:
+    """ShareFetch, ShareAcknowledge: READ on the group, then READ on each topic (named by id; an id the
+    broker does not know is left to the handler to answer)."""
+    def check(access, t):
+        name = access.topic_name(t.topic_id)
+        return None if name is None or access.topic(Op.READ, name) else TOPIC_DENIED
+
+    def denial(t, code):
+        Partition = topic_result.PartitionData
+        return topic_result(topic_id=t.topic_id, partitions=partition_answers(
+            Partition, "partition_index", (p.partition_index for p in t.partitions), error_code=code,
+            error_message=NOT_AUTHORIZED, current_leader=Partition.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+            **fields))
+    return group(Op.READ, per_resource("topics", check, "responses", denial))
+
+
+share_fetch_rule = _share_rule(ShareFetchResponse.ShareFetchableTopicResponse, acknowledge_error_code=0, records=None,
+                               acquired_records=[])
+share_acknowledge_rule = _share_rule(ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse)
