@@ -15,7 +15,7 @@ from typing import Any, Callable
 from headwater.broker.appender import Append
 from headwater.log import Log, LogManager, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
-from headwater.records import CorruptRecordError, Record, decode_records, encode_batch
+from headwater.records import CorruptRecordError, Record, encode_batch
 
 log = logging.getLogger("headwater.broker")
 # Segments small enough that the cleaner gets closed ones to work on.
@@ -25,23 +25,16 @@ Apply = Callable[[Any, Any], None]
 
 
 def replay(plog: Log, topic: str) -> Iterator[Record]:
-    end = plog.log_end_offset   # what the log held when the replay began
-    offset = plog.log_start_offset
+    """Every record the log holds when the replay begins, a batch that cannot be decoded skipped."""
+    def skip(header, exc: CorruptRecordError) -> None:
+        log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, topic, exc)
+    reached = plog.log_start_offset
     try:
-        for chunk, pos, header in plog.batches(offset):
-            if header.base_offset >= end:
-                return
-            offset = header.last_offset + 1
-            if header.is_control:
-                continue
-            try:
-                records = decode_records(chunk, pos)[1]
-            except CorruptRecordError as exc:
-                log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, topic, exc)
-                continue
-            yield from records
+        for record in plog.records(reached, upto=plog.log_end_offset, unreadable=skip):
+            reached = record.offset + 1
+            yield record
     except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
-        log.error("replay of %s stops at offset %d: %s", topic, offset, exc)
+        log.error("replay of %s stops at offset %d: %s", topic, reached, exc)
 
 
 def json_bytes(obj) -> bytes:

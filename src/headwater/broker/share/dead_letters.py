@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from headwater.broker.appender import Appender
 from headwater.log import Log
-from headwater.records import Record, decode_records, encode_batch
+from headwater.records import Record, encode_batch
 
 from .configs import GroupConfig
 
@@ -24,11 +24,7 @@ HEADER_PREFIX = "__dlq.errors."
 
 def find_record(plog: Log, offset: int) -> Record | None:
     """The record at ``offset``, or None if the log no longer holds it."""
-    for chunk, position, header in plog.batches(offset):
-        if header.base_offset > offset:   # compacted away
-            return None
-        return next((r for r in decode_records(chunk, position)[1] if r.offset == offset), None)
-    return None
+    return next((r for r in plog.records(offset, upto=offset + 1) if r.offset == offset), None)
 
 
 def dead_letter(source: Record | None, *, group_id: str, topic: str, partition: int, offset: int,
