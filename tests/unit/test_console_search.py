@@ -29,7 +29,7 @@ def topic(tmp_path):
 
 
 def found(topic, where: Filter, **limits):
-    result = search([(i, p, 0) for i, p in enumerate(topic.partitions)], where, **limits)
+    result = search([(i, p, 0, None) for i, p in enumerate(topic.partitions)], where, **limits)
     return result, [(p, r.offset) for p, r in result.matches]
 
 
@@ -62,13 +62,13 @@ def test_each_filter_finds_what_a_plain_predicate_finds(topic, where, predicate)
 
 def test_the_budget_bounds_a_search_and_a_continuation_finds_the_rest(topic):
     where = Filter(value="tea")
-    first = search([(i, p, 0) for i, p in enumerate(topic.partitions)], where, budget=130, shown=len(RECORDS))
+    first = search([(i, p, 0, None) for i, p in enumerate(topic.partitions)], where, budget=130, shown=len(RECORDS))
     assert (first.scanned, first.done, first.positions) == (130, False, {0: 100, 1: 30})
-    rest = search([(i, p, first.positions[i]) for i, p in enumerate(topic.partitions)], where, budget=130, shown=len(RECORDS))
+    rest = search([(i, p, first.positions[i], None) for i, p in enumerate(topic.partitions)], where, budget=130, shown=len(RECORDS))
     assert (rest.scanned, rest.done) == (70, True)
     everything = [(p, r.offset) for p, r in first.matches + rest.matches]
     assert everything == expected(lambda k, v, h, ts: b"tea" in v)
-    shown = search([(i, p, 0) for i, p in enumerate(topic.partitions)], where, shown=5)
+    shown = search([(i, p, 0, None) for i, p in enumerate(topic.partitions)], where, shown=5)
     assert [(p, r.offset) for p, r in shown.matches] == everything[:5] and not shown.done
 
 

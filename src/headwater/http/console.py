@@ -43,7 +43,8 @@ from headwater.http.rest import RestApi, produce
 from headwater.http.search import SCAN_BUDGET, SHOWN, BadFilter, Filter, search
 from headwater.http.segments import KeepEncodedSeparators, segment
 from headwater.http.state import (CDC_POSITIONS_TOPIC, GroupView, connector_positions, consumer_group,
-                                         consumer_groups, group_offsets, records_from, share_partitions)
+                                         consumer_groups, group_offsets, records_from, share_partitions,
+                                         stable_offset)
 from headwater.http.transactions import held_back, transactions
 from headwater.broker.security.acls import CLUSTER_NAME, OPERATION_ALL, AclBinding, PatternType, Permission, ResourceType
 from headwater.log import Log, Topic
@@ -205,7 +206,8 @@ class Console:
                 start = found_at[0] if found_at else plog.log_end_offset
             else:
                 raise HTTPException(400, f"unknown browse mode {mode!r}: use newest, offset or time")
-            found.extend(record_view(index, r) for r in records_from(plog, start, limit))
+            upto = stable_offset(self.broker, topic.name, index, plog)
+            found.extend(record_view(index, r) for r in records_from(plog, start, limit, upto))
         if mode == "newest":
             found.sort(key=lambda r: (r["timestamp"], r["offset"]), reverse=True)
         else:
@@ -235,7 +237,7 @@ class Console:
                 start = found_at[0] if found_at else plog.log_end_offset
             else:
                 start = plog.log_start_offset
-            partitions.append((index, plog, start))
+            partitions.append((index, plog, start, stable_offset(self.broker, topic.name, index, plog)))
         found = search(partitions, where)
         resume_at = ",".join(f"{i}:{o}" for i, o in sorted(found.positions.items()))
         more = None if found.done else f"/topics/{topic.name}/search?" + urlencode({**query, "resume": resume_at})
@@ -267,7 +269,9 @@ class Console:
                         yield "event: gone\ndata: {}\n\n"
                         return
                     for index, offset in positions.items():
-                        for record in records_from(topic.partitions[index], offset, TAIL_BATCH):
+                        plog = topic.partitions[index]
+                        upto = stable_offset(self.broker, topic.name, index, plog)
+                        for record in records_from(plog, offset, TAIL_BATCH, upto):
                             yield f"data: {json.dumps(record_view(index, record))}\n\n"
                             positions[index] = record.offset + 1
                     await watch.wait(1.0)  # wake now and then to notice a closed page

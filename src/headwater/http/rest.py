@@ -34,7 +34,7 @@ from headwater.broker.appender import ProduceResult
 from headwater.broker.broker import Broker
 from headwater.http.admin import Admin
 from headwater.http.login import peer
-from headwater.http.state import records_from
+from headwater.http.state import records_from, stable_offset
 from headwater.broker.partitioner import partition_for
 from headwater.broker.quotas import PRODUCER_BYTE_RATE
 from headwater.broker.security.acls import ResourceType
@@ -100,7 +100,7 @@ class RestApi:
             "partition_id": index, "offset": r.offset, "timestamp": r.timestamp,
             "key": _binary(r.key), "value": _binary(r.value),
             "headers": [{"name": k, "value": None if v is None else base64.b64encode(v).decode()} for k, v in r.headers],
-        } for r in records_from(plog, offset, limit)]})
+        } for r in records_from(plog, offset, limit, stable_offset(self.broker, topic.name, index, plog))]})
 
     # --- produce ---------------------------------------------------------------------------
 
