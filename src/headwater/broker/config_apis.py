@@ -20,7 +20,7 @@ from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.authorization import (CLUSTER_DENIED, GROUP_DENIED, NOT_AUTHORIZED, TOPIC_DENIED, Check,
                                                      Rule, per_resource)
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 
 DescribeConfigsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_CONFIGS][1]
 AlterConfigsResponse = MESSAGE_CLASSES[ApiKey.ALTER_CONFIGS][1]
@@ -213,7 +213,7 @@ def _alter_topic(broker, resource, validate_only: bool, incremental: bool) -> No
         raise ConfigError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     if not validate_only:
         broker.log_manager.alter_topic_configs(topic.name, overrides, incremental=False)
-        log.info("topic %s configs now %s", topic.name, overrides or "the defaults")
+        logger.info("topic %s configs now %s", topic.name, overrides or "the defaults")
 
 
 def _alter_broker(broker, resource, validate_only: bool, incremental: bool) -> None:
@@ -230,7 +230,7 @@ def _alter_broker(broker, resource, validate_only: bool, incremental: bool) -> N
     if not validate_only:
         broker.dynamic_configs.replace(level, configs)
         broker.log_manager.set_defaults(new_defaults)
-        log.info("dynamic broker configs (%s) now %s", level, configs or "none")
+        logger.info("dynamic broker configs (%s) now %s", level, configs or "none")
 
 
 def _alter(broker, request, response_class, incremental: bool):

@@ -17,7 +17,7 @@ from headwater.log import Log, LogManager, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.records import CorruptRecordError, Record, encode_batch
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 # Segments small enough that the cleaner gets closed ones to work on.
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
 # Applies one replayed record: (key, value or None for a tombstone), parsed JSON; may raise on bad content.
@@ -27,14 +27,14 @@ Apply = Callable[[Any, Any], None]
 def replay(plog: Log, topic: str) -> Iterator[Record]:
     """Every record the log holds when the replay begins, a batch that cannot be decoded skipped."""
     def skip(header, exc: CorruptRecordError) -> None:
-        log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, topic, exc)
+        logger.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, topic, exc)
     reached = plog.log_start_offset
     try:
         for record in plog.records(reached, upto=plog.log_end_offset, unreadable=skip):
             reached = record.offset + 1
             yield record
     except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
-        log.error("replay of %s stops at offset %d: %s", topic, reached, exc)
+        logger.error("replay of %s stops at offset %d: %s", topic, reached, exc)
 
 
 def json_bytes(obj) -> bytes:
@@ -60,13 +60,13 @@ class InternalTopic:
         batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
         result = self._append(self.name, 0, batch)
         if result.error:
-            log.error("cannot write to %s: %s %s", self.name, result.error.name, result.message or "")
+            logger.error("cannot write to %s: %s %s", self.name, result.error.name, result.message or "")
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its state log refuses a write
         if self._fsync_each_write:
             try:
                 self.logs.get_log(self.name, 0).flush()
             except OSError as exc:  # written, not durable: the client is told, and retries
-                log.error("cannot fsync %s: %s", self.name, exc)
+                logger.error("cannot fsync %s: %s", self.name, exc)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
@@ -79,4 +79,4 @@ class InternalTopic:
             try:
                 apply(json.loads(record.key), None if record.value is None else json.loads(record.value))
             except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
-                log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, self.name, exc)
+                logger.warning("skipping unreadable record at offset %d of %s: %r", record.offset, self.name, exc)

@@ -11,7 +11,7 @@ from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.authorization import partition_results, topic_check
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 
 DeleteRecordsResponse = MESSAGE_CLASSES[ApiKey.DELETE_RECORDS][1]
 DescribeLogDirsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_LOG_DIRS][1]
@@ -30,8 +30,8 @@ async def delete_records(broker, header, request):
             offset = plog.log_end_offset if part.offset == HIGH_WATERMARK else part.offset
             try:
                 low_watermark = plog.delete_records_before(offset)
-                broker.growth.notify(topic, part.partition_index)   # the new log start is news to fetch sessions
-                log.info("records of %s-%d before %d deleted", topic, part.partition_index, low_watermark)
+                broker.wakeups.notify(topic, part.partition_index)   # the new log start is news to fetch sessions
+                logger.info("records of %s-%d before %d deleted", topic, part.partition_index, low_watermark)
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
         return PartitionResult(partition_index=part.partition_index, low_watermark=low_watermark, error_code=error)

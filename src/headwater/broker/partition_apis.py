@@ -16,7 +16,7 @@ from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.authorization import (NOT_AUTHORIZED, per_resource, topic_check, topic_results, visible)
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 
 CreatePartitionsResponse = MESSAGE_CLASSES[ApiKey.CREATE_PARTITIONS][1]
 DescribeTopicPartitionsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_TOPIC_PARTITIONS][1]
@@ -53,7 +53,7 @@ async def create_partitions(broker, header, request):
             try:
                 broker.log_manager.add_partitions(t.name, t.count, validate_only=request.validate_only)
                 if not request.validate_only:
-                    log.info("topic %s now has %d partitions", t.name, t.count)
+                    logger.info("topic %s now has %d partitions", t.name, t.count)
             except UnknownTopicError as exc:
                 error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)
             except PartitionCountError as exc:

@@ -54,7 +54,7 @@ async def produce(broker, header, request):
     durable = [(plog, response) for plog, response in appended
                if broker.appender.must_be_durable(plog, request.acks == ACKS_ALL)]
     if durable:
-        failed = await broker.appender.group_commit.durable(plog for plog, _ in durable)
+        failed = await broker.appender.fsync_rounds.durable(plog for plog, _ in durable)
         for plog, response in durable:
             if plog in failed:
                 _fsync_failed(plog, response, failed[plog])

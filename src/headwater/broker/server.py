@@ -54,7 +54,7 @@ class Server:
         cfg = broker.config
         self.failed_logins = FailedLogins(cfg.failed_authentication_delay_ms / 1000)
         self.maintenance = LogMaintenance(broker.log_manager, cfg.retention_check_interval_ms, cfg.cleaner_interval_ms,
-                                          cfg.cleaner_io_max_bytes_per_second, moved=broker.growth.notify,
+                                          cfg.cleaner_io_max_bytes_per_second, moved=broker.wakeups.notify,
                                           stats=broker.stats)
         self.services = [service(self) for service in services]
 

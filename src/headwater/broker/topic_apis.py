@@ -15,7 +15,7 @@ from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.authorization import TOPIC_DENIED, topic_check, topic_results
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 
 MetadataResponse = MESSAGE_CLASSES[ApiKey.METADATA][1]
 CreateTopicsResponse = MESSAGE_CLASSES[ApiKey.CREATE_TOPICS][1]
@@ -62,7 +62,7 @@ async def metadata(broker, header, request):
                 broker.appender.topic_for_produce(name)
             except tuple(CREATION_ERRORS) as exc:
                 error = creation_error(exc)
-                log.warning("cannot auto-create topic %r: %s", name, exc)
+                logger.warning("cannot auto-create topic %r: %s", name, exc)
         topics.append(_topic_metadata(broker, name, error, topic_operations))
     cfg = broker.config
     host, port = connection.advertised(cfg)
@@ -100,14 +100,14 @@ async def create_topics(broker, header, request):
                     topic_id = None
                 else:
                     topic = broker.log_manager.create_topic(t.name, partitions, configs)
-                    log.info("created topic %s with %d partition(s) %s", t.name, partitions, configs or "")
+                    logger.info("created topic %s with %d partition(s) %s", t.name, partitions, configs or "")
                     overrides, config, topic_id = topic.configs, topic.config, topic.topic_id
                 results.append(_created(t.name, partitions, topic_entries(broker, overrides, config), topic_id))
                 continue
             except tuple(CREATION_ERRORS) as exc:
                 error, message = creation_error(exc), str(exc)
                 if error == ErrorCode.KAFKA_STORAGE_ERROR:
-                    log.warning("cannot create topic %s: %s", t.name, exc)
+                    logger.warning("cannot create topic %s: %s", t.name, exc)
         results.append(TopicResult(name=t.name, error_code=error, error_message=message))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
@@ -147,13 +147,13 @@ async def delete_topics(broker, header, request):
         message = None
         try:
             broker.delete_topic(name)
-            log.info("deleted topic %s", name)
+            logger.info("deleted topic %s", name)
             error = ErrorCode.NONE
         except UnknownTopicError:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         except OSError as exc:  # nothing changed: the catalog is written first
             error, message = ErrorCode.KAFKA_STORAGE_ERROR, f"cannot delete topic {name!r}: {exc}"
-            log.warning("%s", message)
+            logger.warning("%s", message)
         results.append(TopicResult(name=name, error_code=error, error_message=message))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 

@@ -51,7 +51,7 @@ from headwater.log import Log, Topic
 from headwater.protocol.errors import ErrorCode
 from headwater.records import Record
 
-log = logging.getLogger("headwater.console")
+logger = logging.getLogger("headwater.console")
 HERE = Path(__file__).parent
 BROWSE_LIMIT = 50       # records per page of the message browser, at most
 MAX_BROWSE_LIMIT = 1000
@@ -264,7 +264,7 @@ class Console:
         async def events():
             yield ": tailing\n\n"  # the response starts at once, so the browser knows the stream is open
             while not await request.is_disconnected():
-                with self.broker.growth.watch(watched) as watch:
+                with self.broker.wakeups.watch(watched) as watch:
                     if self.broker.log_manager.topics.get(topic.name) is not topic:
                         yield "event: gone\ndata: {}\n\n"
                         return
@@ -334,7 +334,7 @@ class Console:
                                           {(topic.name, r["partition"]): CommittedOffset(r["new"]) for r in rows})
         if error:
             raise HTTPException(409, f"could not commit the offsets of {group.group_id!r}: {ErrorCode(error).name}")
-        log.info("console reset offsets of group %r on %s to %r", group.group_id, topic.name, reset_to)
+        logger.info("console reset offsets of group %r on %s to %r", group.group_id, topic.name, reset_to)
         return RedirectResponse(request.url_for("group", group=group.group_id), status_code=303)
 
     # --- writes: each a POST from a console page, refused unless --console-allow-writes ------------
@@ -363,7 +363,7 @@ class Console:
         result, = await produce(self.broker, topic, [entry], CONSOLE_CLIENT_ID, size, admin)
         if "error_code" in result:
             raise HTTPException(result["error_code"], result["message"])
-        log.info("console produced to %s-%d at %d", topic.name, result["partition_id"], result["offset"])
+        logger.info("console produced to %s-%d at %d", topic.name, result["partition_id"], result["offset"])
         return RedirectResponse(f"/topics/{topic.name}?mode=offset&partition={result['partition_id']}"
                                 f"&offset={result['offset']}&limit=1", status_code=303)
 
@@ -444,7 +444,7 @@ class Console:
         return self.page("error.html", status=exc.status_code, status_code=exc.status_code, message=exc.detail)
 
     async def failure(self, request: Request, exc: Exception) -> Response:
-        log.error("console: %s %r failed", request.method, request.url.path, exc_info=exc)
+        logger.error("console: %s %r failed", request.method, request.url.path, exc_info=exc)
         return self.page("error.html", status=500, status_code=500,
                          message="the console failed to build this page; the broker's log has the details")
 

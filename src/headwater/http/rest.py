@@ -188,7 +188,7 @@ async def _make_durable(broker: Broker, topic: Topic, answers: dict[int, Produce
     after the group commit's fsync of every partition appended to (one wait for them all)."""
     logs = {partition: topic.partitions[partition] for partition, answer in answers.items()
             if answer.error == ErrorCode.NONE and broker.appender.must_be_durable(topic.partitions[partition], True)}
-    failed = await broker.appender.group_commit.durable(logs.values())
+    failed = await broker.appender.fsync_rounds.durable(logs.values())
     for partition, plog in logs.items():
         if plog in failed:
             answers[partition] = ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,

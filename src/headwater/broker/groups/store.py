@@ -28,7 +28,7 @@ from headwater.protocol.errors import ErrorCode
 
 from .group import CommittedOffset, Group, GroupState, Member
 
-log = logging.getLogger("headwater.groups")
+logger = logging.getLogger("headwater.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -94,7 +94,7 @@ class GroupStore:
             try:
                 _apply(groups, json.loads(record.key), None if record.value is None else json.loads(record.value))
             except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
-                log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, OFFSETS_TOPIC, exc)
+                logger.warning("skipping unreadable record at offset %d of %s: %r", record.offset, OFFSETS_TOPIC, exc)
         return groups
 
 

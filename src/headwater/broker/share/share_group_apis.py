@@ -162,7 +162,7 @@ async def _acquire(broker, group: ShareGroup, request, session: ShareSession
         gone = {tp: _missing(broker, tp, topic_id) for tp, topic_id in watched.items()}
         gone = {tp: error for tp, error in gone.items() if error is not None}
         live = [tp for tp in watched if tp not in gone]
-        with broker.growth.watch(live) as watch:
+        with broker.wakeups.watch(live) as watch:
             fetched = _acquire_now(broker, group, request, live)
             remaining = deadline - loop.time()
             if fetched or gone or remaining <= 0 or not live:
