@@ -37,7 +37,7 @@ from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFS
                      fsync_directory, replace_atomically, segment_base_offsets)
 from .recovery import complete_interrupted_swaps
 from .segment import NO_TIMESTAMP, BatchInfo, Segment, delete_segment_files
-from .txn_index import AbortedTxnIndex
+from .txn_index import AbortedTxnIndex, is_aborted
 
 logger = logging.getLogger("headwater.log")
 
@@ -310,8 +310,7 @@ class Log:
         end = self.log_end_offset if upto is None else upto
         aborted = self.aborted_txns.between(start, end) if committed else []
         for chunk, pos, header in self.batches(start, upto=upto):
-            if header.is_control or header.is_transactional and any(
-                    a.covers(header.producer_id, header.base_offset) for a in aborted):
+            if header.is_control or is_aborted(header, aborted):
                 continue
             try:
                 records = decode_records(chunk, pos)[1]

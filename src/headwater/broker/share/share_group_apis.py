@@ -8,6 +8,7 @@ from headwater.broker.endpoint import client_host
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.share_messages import (ShareAcknowledgeResponse, ShareFetchResponse,
                                                ShareGroupDescribeResponse, ShareGroupHeartbeatResponse)
+from headwater.log.txn_index import is_aborted
 from headwater.records import BatchHeader
 from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.authorization import (NOT_AUTHORIZED, TOPIC_DENIED, Rule, group, partition_answers,
@@ -216,9 +217,7 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
 def _aborted(plog, batches: list[tuple[int, BatchHeader]], first: int, until: int) -> list[tuple[int, int]]:
     """The offset ranges of the data batches of aborted transactions among ``batches``."""
     txns = plog.aborted_txns.between(first, until)
-    return [(h.base_offset, h.last_offset) for _, h in batches
-            if txns and h.is_transactional and not h.is_control
-            and any(t.covers(h.producer_id, h.base_offset) for t in txns)]
+    return [(h.base_offset, h.last_offset) for _, h in batches if is_aborted(h, txns)]
 
 
 def _covering(chunk: bytes, batches: list[tuple[int, BatchHeader]], first: int, last: int) -> bytes:
