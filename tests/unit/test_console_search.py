@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from headwater.broker.broker import Broker
-from headwater.broker.config import BrokerConfig
 from headwater.http.search import BadFilter, Filter, search
 from headwater.records import Record, encode_batch
+
+from .parts import close_appender, open_appender
 
 RECORDS = [(f"order-{i}".encode() if i % 7 else None,
             json.dumps({"order": i, "items": [{"sku": "tea", "qty": i % 4}], "total": i * 2.5}).encode()
@@ -17,15 +17,15 @@ RECORDS = [(f"order-{i}".encode() if i % 7 else None,
 
 @pytest.fixture
 def topic(tmp_path):
-    broker = Broker(BrokerConfig(data_dir=tmp_path / "data", flush="never"))
-    broker.log_manager.create_topic("orders", 2, {})
+    appender = open_appender(tmp_path / "data")   # the append path is all a search needs
+    appender.log_manager.create_topic("orders", 2, {})
     for partition in (0, 1):
         mine = RECORDS[partition::2]
         for start in range(0, len(mine), 10):   # several batches
             batch = [Record(n, ts, k, v, h) for n, (k, v, h, ts) in enumerate(mine[start:start + 10])]
-            assert broker.appender.append("orders", partition, encode_batch(batch)).error == 0
-    yield broker.log_manager.topics["orders"]
-    broker.close()
+            assert appender.append("orders", partition, encode_batch(batch)).error == 0
+    yield appender.log_manager.topics["orders"]
+    close_appender(appender)
 
 
 def found(topic, where: Filter, **limits):

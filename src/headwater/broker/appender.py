@@ -127,10 +127,15 @@ class Appender:
             validated = self._validate(target, records)
         return validated if isinstance(validated, ProduceResult) else Validated(target, partition, *validated)
 
+    @property
+    def fsyncs_each_write(self) -> bool:
+        """``--flush always``: the broker's own writes (coordinators' state) are fsynced as they are made."""
+        return self.config.flush == "always"
+
     def must_be_durable(self, plog: Log, acks_all: bool) -> bool:
         """Whether a produce to ``plog`` waits for its fsync (group commit) before it is answered:
         acks=all with ``--flush always``, or the topic's flush.messages / flush.ms due."""
-        return (acks_all and self.config.flush == "always") or plog.flush_due()
+        return (acks_all and self.fsyncs_each_write) or plog.flush_due()
 
     def append(self, topic_name: str, partition: int, records: bytes | None, flush_policy: bool = True) -> ProduceResult:
         """Validate and append one partition's batches (on the caller's thread)."""

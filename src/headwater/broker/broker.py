@@ -51,14 +51,11 @@ class Broker:
         self.wakeups = GrowthSignals()
         self.stats = BrokerStats()
         self.quotas = ClientQuotas(config.data_dir / "client-quotas.json")
-        fsync_each_write = config.flush == "always"
-        self.txn_partitions = TxnPartitions(self.log_manager, self.wakeups, fsync_each_write)
+        self.txn_partitions = TxnPartitions(self.log_manager, self.wakeups, fsync_markers=config.flush == "always")
         self.appender = Appender(config, self.log_manager, self.txn_partitions, self.wakeups, self.stats)
-        append = self.appender.append
         # Replays __consumer_offsets: groups and offsets are back.
         clock = clock or LoopClock()
-        self.groups = GroupCoordinator(GroupStore(self.log_manager, append, fsync_each_write), clock,
-                                       config.group_initial_rebalance_delay_ms)
+        self.groups = GroupCoordinator(GroupStore(self.appender, clock), clock, config.group_initial_rebalance_delay_ms)
         # KIP-848 consumer groups: membership in memory, offsets in __consumer_offsets through self.groups
         self.consumer_groups = ConsumerGroupCoordinator(
             clock, self._subscribable_topics,
@@ -67,16 +64,14 @@ class Broker:
             heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
             max_size=config.group_consumer_max_size)
         # Replays __transaction_state: decided transactions are finished, open ones aborted.
-        self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, append, fsync_each_write),
-                                                   clock, self.txn_partitions, self.producer_ids.allocate,
-                                                   self.groups)
+        self.transactions = TransactionCoordinator(TransactionStore(self.appender, clock), clock, self.txn_partitions,
+                                                   self.producer_ids.allocate, self.groups)
         self.share = ShareCoordinator(self.log_manager, clock,
                                       dead_letter=DeadLetterWriter(self.appender, lambda g: self.share.group(g).config),
                                       is_classic_group=lambda g: (self.groups.describe(g).state.value != "Dead"
                                                                  or self.consumer_groups.has_members(g)),
                                       wake=self.wakeups.notify,
-                                      store=ShareStateStore(self.log_manager, append,
-                                                            fsync_each_write=fsync_each_write))
+                                      store=ShareStateStore(self.appender, clock))
         self.fetch_sessions = FetchSessionCache(clock, config.fetch_session_cache_slots,  # KIP-227, in memory
                                                 max_size=config.max_partitions, signals=self.wakeups)
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any, Callable
 
-from headwater.broker.appender import Append
-from headwater.log import Log, LogManager, UnknownTopicError
+from headwater.broker.appender import Appender
+from headwater.broker.clock import Clock
+from headwater.log import Log, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.records import CorruptRecordError, Record, encode_batch
 
@@ -45,24 +45,24 @@ class InternalTopic:
     """One-partition compacted topic of JSON records keyed so that compaction keeps the latest
     state of each thing; a null value (tombstone) deletes the key."""
 
-    def __init__(self, name: str, logs: LogManager, append: Append, fsync_each_write: bool):
-        # append: the broker's own, so the internal log is validated and fetched like any other
-        # topic's, and consumers waiting on it are woken
-        self.name, self.logs, self._append, self._fsync_each_write = name, logs, append, fsync_each_write
-        if name not in logs.topics:
-            logs.create_topic(name, 1, TOPIC_CONFIGS)
+    def __init__(self, name: str, appender: Appender, clock: Clock):
+        # the broker's own append path, so the internal log is validated and fetched like any other
+        # topic's, and consumers waiting on it are woken; the clock stamps the records
+        self.name, self.logs, self._appender, self._clock = name, appender.log_manager, appender, clock
+        if name not in self.logs.topics:
+            self.logs.create_topic(name, 1, TOPIC_CONFIGS)
 
     def write(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
         """Append (key, value) records in one batch, fsynced when the broker flushes every write."""
         if not pairs:
             return ErrorCode.NONE
-        now = int(time.time() * 1000)
+        now = self._clock.now_ms()
         batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
-        result = self._append(self.name, 0, batch)
+        result = self._appender.append(self.name, 0, batch)
         if result.error:
             logger.error("cannot write to %s: %s %s", self.name, result.error.name, result.message or "")
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its state log refuses a write
-        if self._fsync_each_write:
+        if self._appender.fsyncs_each_write:
             try:
                 self.logs.get_log(self.name, 0).flush()
             except OSError as exc:  # written, not durable: the client is told, and retries

@@ -16,8 +16,9 @@ available again (their locks died with the broker) keeping their delivery counts
 """
 from __future__ import annotations
 
-from headwater.broker.internal_topic import Append, InternalTopic, json_bytes
-from headwater.log import LogManager
+from headwater.broker.appender import Appender
+from headwater.broker.clock import Clock
+from headwater.broker.internal_topic import InternalTopic, json_bytes
 from headwater.protocol.errors import ErrorCode
 
 from .partition import InFlight, RecordState, SharePartition
@@ -26,8 +27,8 @@ STATE_TOPIC = "__share_group_state"
 
 
 class ShareStateStore:
-    def __init__(self, logs: LogManager, append: Append, fsync_each_write: bool):
-        self._topic = InternalTopic(STATE_TOPIC, logs, append, fsync_each_write)
+    def __init__(self, appender: Appender, clock: Clock):
+        self._topic = InternalTopic(STATE_TOPIC, appender, clock)
 
     def _write(self, *pairs: tuple[dict, dict | None]) -> bool:
         """One batch of (key, value or None for a tombstone) records; False if it is not written."""
