@@ -14,7 +14,7 @@ from headwater.log import PartitionCountError, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 from headwater.broker.security.acl_operations import AclOperation as Op
-from headwater.broker.security.authorization import (NOT_AUTHORIZED, per_resource, topic_check, topic_results, visible)
+from headwater.broker.security.authorization import per_resource, topic_check, topic_results, visible
 
 logger = logging.getLogger("headwater.broker")
 
