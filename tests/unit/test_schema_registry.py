@@ -11,7 +11,7 @@ from headwater.records import Record, encode_batch
 from headwater.schemas.registry import COMPATIBILITY, LATEST, MODE, Registry, RegistryError, parse_version
 from headwater.schemas.store import SCHEMAS_TOPIC, SchemasTopic
 
-from .parts import close_appender, fsync_each_write, open_appender
+from .parts import close_appender, open_appender
 
 MAX_SCHEMA_BYTES = 100_000
 
@@ -23,7 +23,7 @@ def avro(name: str, *fields: str) -> str:
 
 
 def open_registry(appender, clock) -> Registry:
-    store = SchemasTopic(appender.log_manager, appender.append, fsync_each_write(appender))
+    store = SchemasTopic(appender, clock)
     return Registry(store, clock, MAX_SCHEMA_BYTES)
 
 

@@ -3,7 +3,7 @@
 Creating a topic, editing its configs, deleting records, ACLs and SCRAM users: each action is
 built as its Kafka request (CreateTopics, IncrementalAlterConfigs, DeleteRecords, Create/
 Describe/DeleteAcls, Describe/AlterUserScramCredentials) and answered by the broker's own
-handler behind its own authorization rule (``security.authorization``), with the console's
+handler behind its own authorization rule (its row of ``broker.apis.ENDPOINTS``), with the console's
 logged-in user as the principal. So the console validates, refuses and errs exactly as the
 Kafka APIs do, and an operator sees the same error a client would get.
 """
@@ -68,7 +68,7 @@ class Admin:
         header = RequestHeader(key, version, 0, CLIENT_ID)
         request = endpoint.api.request(**fields)
         handle = functools.partial(endpoint.handle, self.broker, header)
-        return await authorization.rule_for(key)(self.access, header, request, handle)
+        return await endpoint.authorize(self.access, header, request, handle)
 
     def may(self, operation: AclOperation, resource: ResourceType, name: str) -> bool:
         return self.access.may(operation, resource, name)

@@ -40,8 +40,8 @@ class HttpListener:
         secured = any(listener.protocol.sasl for listener in broker.config.listeners)
         login = ConsoleLogin(broker, server.failed_logins) if secured else None
         # The schema registry lives with the listener that serves it: _schemas replayed here.
-        registry = Registry(SchemasTopic(broker.log_manager, broker.appender.append, broker.config.flush == "always"),
-                            LoopClock(), max_schema_bytes(broker.config.message_max_bytes))
+        clock = LoopClock()
+        registry = Registry(SchemasTopic(broker.appender, clock), clock, max_schema_bytes(broker.config.message_max_bytes))
         app = Console(broker, metrics, self.history, allow_writes, login, registry).app()
         config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=SHUTDOWN_GRACE_S)

@@ -9,12 +9,12 @@ import json
 import logging
 from collections.abc import Iterator
 
-from headwater.broker.appender import Append
+from headwater.broker.appender import Appender
+from headwater.broker.clock import Clock
 from headwater.broker.internal_topic import TOPIC_CONFIGS, InternalTopic, json_bytes, replay
-from headwater.log import LogManager
 from headwater.schemas.registry import StorageUnavailable
 
-log = logging.getLogger("headwater.schemas")
+logger = logging.getLogger("headwater.schemas")
 SCHEMAS_TOPIC = "_schemas"
 RECORD_FRAMING = 4096   # a record's key, its value's other fields and the batch around them
 
@@ -25,9 +25,9 @@ def max_schema_bytes(message_max_bytes: int) -> int:
 
 
 class SchemasTopic:
-    def __init__(self, logs: LogManager, append: Append, fsync_each_write: bool):
-        self._logs = logs
-        self._topic = InternalTopic(SCHEMAS_TOPIC, logs, append, fsync_each_write)
+    def __init__(self, appender: Appender, clock: Clock):
+        self._logs = appender.log_manager
+        self._topic = InternalTopic(SCHEMAS_TOPIC, appender, clock)
         self._next_offset = 0
 
     def write(self, pairs: list[tuple[dict, dict | None]]) -> None:
@@ -53,7 +53,7 @@ class SchemasTopic:
                 key = json.loads(record.key)
                 value = None if record.value is None else json.loads(record.value)
             except (TypeError, ValueError, RecursionError) as exc:
-                log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, SCHEMAS_TOPIC, exc)
+                logger.warning("skipping unreadable record at offset %d of %s: %r", record.offset, SCHEMAS_TOPIC, exc)
                 continue
             if isinstance(key, dict) and (value is None or isinstance(value, dict)):
                 yield key, value

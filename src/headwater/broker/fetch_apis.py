@@ -20,8 +20,10 @@ from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 from headwater.records import CorruptRecordError
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import TOPIC_DENIED, partition_answers
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 FetchResponse = MESSAGE_CLASSES[ApiKey.FETCH][1]
 TopicResult = FetchResponse.FetchableTopicResponse
 PartitionData = TopicResult.PartitionData
@@ -76,7 +78,7 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
                 errors = True
             except (OSError, CorruptRecordError) as exc:   # this log cannot be read; the others still answer
-                log.warning("fetch from %s at offset %d: cannot read its log: %s", plog.directory.name,
+                logger.warning("fetch from %s at offset %d: cannot read its log: %s", plog.directory.name,
                             position.fetch_offset, exc)
                 error = ErrorCode.KAFKA_STORAGE_ERROR
                 errors = True
@@ -134,7 +136,7 @@ async def fetch(broker, header, request):
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=NO_SESSION, responses=[])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
-    with _watch(broker.growth, context) as watch:
+    with _watch(broker.wakeups, context) as watch:
         while True:
             watch.arm()   # before reading: an append between the read and the wait still wakes it
             reads, total, errors = _read_partitions(broker, context.targets, request)
@@ -149,3 +151,17 @@ async def fetch(broker, header, request):
     for topic in responses:
         broker.stats.fetched(topic.topic, sum(len(p.records) for p in topic.partitions))
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses)
+
+
+async def fetch_rule(access, header, request, handle):
+    """READ on each topic the answer carries, checked after the read: within a fetch session (KIP-227)
+    partitions are read without being named, and READ may have been revoked since the session began.
+    Nothing read from a topic without READ leaves; its partitions are answered with the denial."""
+    response = await handle(request)
+    Partition = type(response).FetchableTopicResponse.PartitionData
+    for topic in response.responses:
+        if not access.topic(Op.READ, topic.topic):
+            topic.partitions = partition_answers(Partition, "partition_index",
+                                                 (p.partition_index for p in topic.partitions),
+                                                 error_code=TOPIC_DENIED, high_watermark=-1, records=None)
+    return response
