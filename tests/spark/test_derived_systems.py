@@ -73,6 +73,8 @@ def test_index_and_cache_follow_the_database_exactly_once(spark, broker, tmp_pat
     deadline = time.monotonic() + 180
     while any(q.lastProgress is None or q.lastProgress["batchId"] < 1 for q in queries):
         assert time.monotonic() < deadline, "no progress"
+        failed = [q.exception() for q in queries if q.exception()]
+        assert not failed, failed[0]
         time.sleep(0.2)
     for query in queries:
         query.stop()  # mid-stream: more changes are waiting

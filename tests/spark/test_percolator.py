@@ -44,7 +44,7 @@ def test_documents_meet_the_queries_of_their_time_exactly_once(spark, broker, tm
     produce(broker.bootstrap, "documents", [(None, d, n % 2, None, T0 + 1000 + n) for n, d in enumerate(docs)])
 
     run = _run(spark, broker, tmp_path)
-    records = run.records("queries,documents")
+    records = run.raw_records("queries,documents")  # the shipped pipeline's plan, with a sink that crashes
     crashing = standing_queries.Percolator(tmp_path / "percolator.db", run.client, "queries", "matches")
     crashing.matches = CrashAfterHalfTheMatches(run.client, "matches", "query_id")
     query = run.start("percolator", records, crashing)

@@ -35,20 +35,23 @@ class Run:
     source: str = "headwater"  # or Spark's own "kafka" connector: the same options, the same columns
     bad: list[DataFrame] = field(default_factory=list)  # each reader's bad records, for `start`
 
-    def raw_records(self, topics: str) -> DataFrame:
-        """Every record of `topics` (comma-separated) as the Kafka source's columns, unchecked:
-        for sinks that judge (and count) bad input themselves."""
+    def _read(self, topics: str) -> DataFrame:
         reader = self.spark.readStream.format(self.source).option("subscribe", topics)
         reader = reader.option("startingOffsets", "earliest")  # a new pipeline's answer covers the whole topic
         for key, value in self.client.items():
             reader = reader.option(f"kafka.{key}", value)
         return reader.option("maxOffsetsPerTrigger", self.params["per-trigger"]).load()
 
+    def raw_records(self, topics: str) -> DataFrame:
+        """Every record of `topics` (comma-separated) as the Kafka source's columns, unchecked:
+        for sinks that judge (and count) bad input themselves. Counted as input."""
+        return progress.observe_input(self._read(topics), topics, F.lit(False))
+
     def records(self, shapes: dict[str, dead_letter.Shape]) -> DataFrame:
         """The good records of the topics in `shapes`; the bad ones are counted and kept
         for the dead-letter topic (see `start`)."""
         topics = ",".join(shapes)
-        records = self.raw_records(topics)
+        records = self._read(topics)
         # Two branches of one query, each scanning the micro-batch: only one observes it.
         checked = dead_letter.checked(records, shapes)
         self.bad.append(dead_letter.bad_records(
@@ -64,12 +67,15 @@ class Run:
         return lateness.on_time(events, "event_time", self.params["lateness"])
 
     def start(self, name: str, frame: DataFrame, sink: Callable) -> StreamingQuery:
-        """Run `frame` into `sink`, and the readers' bad records into the dead-letter topic."""
+        """Run `frame` into `sink`, and the bad records of `records`' readers, if any, into
+        the dead-letter topic (a pipeline of `raw_records` has none: its sink judges them)."""
         rows = progress.observe_output(frame)
         for bad in self.bad:
             rows = rows.unionByName(bad, allowMissingColumns=True)
-        sinks = dead_letter.WithDeadLetters(sink, dead_letter.DeadLetterTopic(self.client, self.params["dead-letter"]))
-        return (rows.writeStream.queryName(name).foreachBatch(sinks)
+        if self.bad:
+            sink = dead_letter.WithDeadLetters(sink, dead_letter.DeadLetterTopic(self.client,
+                                                                                 self.params["dead-letter"]))
+        return (rows.writeStream.queryName(name).foreachBatch(sink)
                 .option("checkpointLocation", str(self.checkpoint / name)).trigger(**self.trigger).start())
 
 
