@@ -15,14 +15,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from headwater.demo import (analytics, cdc_shop, compaction, groups, messaging, orders, payments, search, share_queue,
-                            shopping_cart, stream_processing)
+from headwater.demo import (analytics, cdc_shop, compaction, derived_systems, groups, messaging, orders, payments,
+                            share_queue, shopping_cart, stream_processing)
 from headwater.demo.checks import CheckFailed
 from headwater.testing import BrokerProcess
 
 # each: run(bootstrap, console)
-CHAPTERS = [orders, groups, share_queue, messaging, cdc_shop, compaction, payments, shopping_cart, stream_processing,
-            analytics, search]
+CHAPTERS = [orders, groups, share_queue, messaging, cdc_shop, derived_systems, compaction, payments, shopping_cart,
+            stream_processing, analytics]
 
 
 def main(argv: list[str] | None = None) -> int:
