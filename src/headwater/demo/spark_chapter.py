@@ -194,6 +194,19 @@ def _jvm_output_to(log_path: Path):
             os.close(copy)
 
 
+def start_session(console, log_path: Path):
+    """A local SparkSession for the demo, the JVM's output in `log_path`."""
+    import headwater.spark
+
+    console.print("starting Spark in local mode (a JVM: about 10 s)...")
+    try:
+        with _jvm_output_to(log_path):
+            return headwater.spark.session(app_name="headwater-demo")
+    except Exception:
+        console.print(log_path.read_text()[-3000:])
+        raise
+
+
 @contextlib.contextmanager
 def workspace(console, spark=None) -> Iterator[tuple]:
     """(SparkSession, working directory) for the chapter. A session passed in is left
@@ -201,15 +214,7 @@ def workspace(console, spark=None) -> Iterator[tuple]:
     with tempfile.TemporaryDirectory(prefix="headwater-streams-") as tmp:
         workdir, own_session = Path(tmp), spark is None
         if own_session:
-            import headwater.spark
-
-            console.print("starting Spark in local mode (a JVM: about 10 s)...")
-            try:
-                with _jvm_output_to(workdir / "spark.log"):
-                    spark = headwater.spark.session(app_name="headwater-demo")
-            except Exception:
-                console.print((workdir / "spark.log").read_text()[-3000:])
-                raise
+            spark = start_session(console, workdir / "spark.log")
         try:
             yield spark, workdir
         finally:
