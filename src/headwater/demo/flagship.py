@@ -15,14 +15,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from headwater.demo import (analytics, cdc_shop, compaction, groups, messaging, orders, payments, share_queue,
-                            shopping_cart, stream_processing)
+from headwater.demo import (analytics, cdc_shop, compaction, derived_systems, groups, messaging, orders, payments,
+                            share_queue, shopping_cart, stream_processing)
 from headwater.demo.checks import CheckFailed
+from headwater.demo.spark_chapter import start_session
 from headwater.testing import BrokerProcess
 
-# each: run(bootstrap, console)
-CHAPTERS = [orders, groups, share_queue, messaging, cdc_shop, compaction, payments, shopping_cart, stream_processing,
-            analytics]
+# each: run(bootstrap, console), and a SparkSession too for SPARK_CHAPTERS
+CHAPTERS = [orders, groups, share_queue, messaging, cdc_shop, derived_systems, compaction, payments, shopping_cart,
+            stream_processing, analytics]
+SPARK_CHAPTERS = {derived_systems, stream_processing, analytics}  # on one SparkSession: a JVM starts in ~10 s
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,12 +40,20 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"[bold green]headwater broker[/] on {broker.bootstrap}, data in {broker.data_dir}")
             console.print(f"[bold green]web console[/] at {broker.console_url} (Prometheus metrics at "
                           f"{broker.console_url}metrics)")
+            spark = None
             try:
                 for chapter in CHAPTERS:
-                    chapter.run(broker.bootstrap, console)
+                    if chapter in SPARK_CHAPTERS:
+                        spark = spark or start_session(console, Path(tmp) / "spark.log")
+                        chapter.run(broker.bootstrap, console, spark)
+                    else:
+                        chapter.run(broker.bootstrap, console)
             except CheckFailed as failed:
                 console.print(f"[bold red]the demo's check failed:[/] {failed}")
                 return 1
+            finally:
+                if spark is not None:
+                    spark.stop()
             if args.keep_running:
                 _explore(console, broker.console_url)
         console.print(f"broker stopped cleanly (exit status {broker.proc.returncode})")
