@@ -716,6 +716,7 @@ class KafkaCluster:
             **{f"{prefix}.num.partitions": 3 for prefix in
                ("offsets.topic", "transaction.state.log", "share.coordinator.state.topic")},
             "group.initial.rebalance.delay.ms": 0,   # as Headwater's test brokers
+            "log.cleaner.dedupe.buffer.size": 16 << 20,   # 128 MiB by default: more than the heap
             # a killed node's partitions move after 3 s rather than 9
             "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 1000,
         }
@@ -730,7 +731,7 @@ class KafkaCluster:
         for node in range(self.nodes):
             (self.directory / f"node{node}.properties").write_text(
                 "".join(f"{key}={value}\n" for key, value in self._config(node).items()))
-        formats = [subprocess.run(self._java(node, "kafka.tools.StorageTool", "format", "--cluster-id", cluster_id,
+        formats = [subprocess.run(self._java(node, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",   # an id may start with "-"
                                              "--config", str(self.directory / f"node{node}.properties"),
                                              "--feature", "share.version=2"),
                                   capture_output=True, text=True, timeout=timeout) for node in range(self.nodes)]
@@ -788,6 +789,15 @@ class KafkaCluster:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+    @contextlib.contextmanager
+    def node_down(self, node: int) -> Iterator[None]:
+        """Node `node` killed (SIGKILL) for the block, started again and waited for after it."""
+        self.stop_node(node)
+        try:
+            yield
+        finally:
+            self.start_node(node)
 
     def close(self) -> None:
         """Every node stopped cleanly (all asked at once: the last ones need a quorum to leave in order)."""
