@@ -5,7 +5,6 @@ sees equals plain Python's transformation of every payment, each exactly once.""
 import json
 import random
 import subprocess
-import sys
 import time
 
 from confluent_kafka import Producer
