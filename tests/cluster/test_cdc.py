@@ -4,8 +4,8 @@ replays to the source table, which plain Python's replay of the writer's log equ
 committed change is there once in commit order per key."""
 import pytest
 
-from ..cdc.harness import InThread, apply
-from ..cdc.sources import PostgresSource, SqliteSource
+from ..cdc.harness import InThread, apply, expected_history
+from ..cdc.sources import source_for
 from ..cdc.topics import read_topic, replay
 from .conftest import leader_of
 
@@ -14,9 +14,7 @@ PRELOAD = 200
 
 @pytest.fixture(params=["postgres", "sqlite"])
 def source(request, kafka_cluster, tmp_path):
-    if request.param == "postgres":
-        return PostgresSource(request.getfixturevalue("pg_db"), kafka_cluster)
-    return SqliteSource(tmp_path / "acct.db", kafka_cluster)
+    return source_for(request, kafka_cluster, tmp_path)
 
 
 def test_changes_survive_a_node_crash(source, kafka_cluster):
@@ -40,9 +38,5 @@ def test_changes_survive_a_node_crash(source, kafka_cluster):
 
     table, history = replay(read_topic(kafka_cluster.bootstrap, source.topic))
     assert {key: row["v"] for key, row in table.items()} == source.rows() == apply(initial, writer.log)
-    expected = {key: [("r", v)] for key, v in initial.items()}
-    last_v = dict(initial)
-    for _, op, key, v in writer.log:
-        expected.setdefault(key, []).append((op, source.deleted_v(last_v.get(key)) if op == "d" else v))
-        last_v[key] = v
-    assert {key: [(op, row["v"]) for op, row in ops] for key, ops in history.items()} == expected
+    got = {key: [(op, row["v"]) for op, row in ops] for key, ops in history.items()}
+    assert got == expected_history(initial, writer.log, source.deleted_v)

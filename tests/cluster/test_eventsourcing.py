@@ -6,14 +6,12 @@ import threading
 
 from confluent_kafka import KafkaException
 
-from headwater.demo.shopping_cart import AddedThenRemoved, CurrentCarts, Shop, current_carts, removals
+from headwater.demo.shopping_cart import Shop
 from headwater.eventsourcing import open_store
-from headwater.eventsourcing.projection import ProjectionRunner
-from headwater.eventsourcing.subscription import TopicSource, decode_value
 from headwater.testing import wait_until
 
 from ..eventsourcing.test_relay import TOPIC, start_relay
-from ..eventsourcing.topic import read_topic, topic_end
+from ..eventsourcing.topic import assert_topic_holds_the_store, assert_projections_from_topic_equal_store, topic_end
 from .conftest import leader_of
 
 
@@ -53,24 +51,6 @@ def test_relay_and_projection_across_a_node_crash(kafka_cluster, tmp_path):
     relay.terminate()
     assert relay.wait(30) == 143   # SIGTERM: stopped cleanly
 
-    records = read_topic(bootstrap, TOPIC)
-    stored = store.read_all(0, 10 ** 6)
-    rows = [decode_value(value) for _, _, value in records]
-    assert sorted(row[3] for row in rows) == sorted(e.event_id for e in stored)   # each event exactly once
-    by_stream = {}
-    for (partition, key, _), row in zip(records, rows):
-        by_stream.setdefault(key, []).append((partition, row[2]))
-    for stream, entries in by_stream.items():
-        assert len({p for p, _ in entries}) == 1   # one partition per stream
-        assert [v for _, v in entries] == list(range(1, store.stream_version(stream) + 1))   # in order
-
-    topic_views = open_store(str(tmp_path / "topic_views.db"))
-    for projection in (CurrentCarts(), AddedThenRemoved()):
-        ProjectionRunner(store, projection).catch_up()
-        source = TopicSource(topic_views, bootstrap, TOPIC)
-        ProjectionRunner(topic_views, projection, source).catch_up()
-        source.close()
-    assert current_carts(topic_views) == current_carts(store)
-    assert removals(topic_views) == removals(store)
-    topic_views.close()
+    assert_topic_holds_the_store(bootstrap, TOPIC, store)
+    assert_projections_from_topic_equal_store(bootstrap, TOPIC, store, tmp_path / "topic_views.db")
     store.close()
