@@ -29,7 +29,7 @@ LATENESS_MS = 2 * MINUTE  # the pipelines' default lateness ("2 minutes")
 
 def _produce(bootstrap: str, views: list, readings: list) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(t, 1, 1) for t in ("page-views", "device-readings")]).values():
+    for future in admin.create_topics([NewTopic(t, 1) for t in ("page-views", "device-readings")]).values():
         future.result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     for v in views:

@@ -96,7 +96,7 @@ class Chapter:
 
     def produce(self) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        for future in admin.create_topics([NewTopic(t, 1, 1, config=c) for t, c in TOPICS.items()]).values():
+        for future in admin.create_topics([NewTopic(t, 1, config=c) for t, c in TOPICS.items()]).values():
             future.result(30)
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 5})
         failed = []
