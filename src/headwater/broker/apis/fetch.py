@@ -8,7 +8,6 @@ its response carries is the fetch session's say (KIP-227, ``broker.fetch_session
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,16 +17,11 @@ from headwater.broker.fetch_sessions import NO_SESSION, FetchContext, FetchPosit
 from headwater.broker.wakeups import GrowthSignals, Watch
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
-from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.protocol.fetch_response import FetchedPartition, FetchedTopic, FetchResponse
 from headwater.records import CorruptRecordError
 
 log = logging.getLogger("headwater.broker")
-FetchResponse = MESSAGE_CLASSES[ApiKey.FETCH][1]
-TopicResult = FetchResponse.FetchableTopicResponse
-PartitionData = TopicResult.PartitionData
-AbortedTransaction = PartitionData.AbortedTransaction
 READ_COMMITTED = 1
-QUIET_ENTRIES_KEPT = 20_000   # about 2 MB: twice the broker's default partition limit
 
 
 class PartitionRead(NamedTuple):
@@ -37,7 +31,7 @@ class PartitionRead(NamedTuple):
     last_stable_offset: int
     log_start_offset: int
     records: bytes
-    aborted: list | None
+    aborted: list[tuple[int, int]] | None   # (producer id, first offset); None under read_uncommitted
 
 
 def _wanted(request) -> list[tuple[Partition, FetchPosition]]:
@@ -57,10 +51,16 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
     budget = request.max_bytes
     committed = request.isolation_level == READ_COMMITTED
     total, errors, reads = 0, False, {}
-    # Looked up once: this loop runs over every partition of every fetch, idle consumers' included.
-    get_log, stable_offset, no_error = broker.log_manager.get_log, broker.txn_partitions.last_stable_offset, ErrorCode.NONE
+    # Looked up once (and each topic once per run of its partitions): this loop runs over every
+    # partition of every fetch, idle consumers' included.
+    topics, stable_offset, no_error = broker.log_manager.topics, broker.txn_partitions.last_stable_offset, ErrorCode.NONE
+    name, logs = None, []
     for key, position in targets:
-        plog = get_log(*key)
+        if key[0] != name:
+            name = key[0]
+            topic = topics.get(name)
+            logs = topic.partitions if topic is not None else []
+        plog = logs[key[1]] if 0 <= key[1] < len(logs) else None
         if plog is None:
             reads[key] = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, b"", None)
             errors = True
@@ -81,7 +81,7 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
                 error = ErrorCode.KAFKA_STORAGE_ERROR
                 errors = True
         if committed and not error:   # read_committed: which transactions in range were aborted
-            aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+            aborted = [(a.producer_id, a.first_offset)
                        for a in plog.aborted_txns.between(position.fetch_offset, stable)] if records else []
         total += len(records)
         budget -= len(records)
@@ -89,32 +89,20 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
     return reads, total, errors
 
 
-def _partition_data(partition: int, error: int, high_watermark: int, last_stable_offset: int,
-                    log_start_offset: int, aborted: list | None, records: bytes):
-    return PartitionData(partition_index=partition, error_code=error, high_watermark=high_watermark,
-                         last_stable_offset=last_stable_offset, log_start_offset=log_start_offset,
-                         aborted_transactions=aborted, preferred_read_replica=-1, records=records)
-
-
-@functools.lru_cache(maxsize=QUIET_ENTRIES_KEPT)
-def _quiet_partition_data(partition: int, error: int, high_watermark: int, last_stable_offset: int,
-                          log_start_offset: int, committed: bool):
-    """A partition's entry without records. Every fetch of an idle consumer that fetches without a
-    session (librdkafka) repeats thousands of these unchanged, so each is made once and shared
-    (nothing changes an entry once made): building them was the largest part of such a fetch."""
-    return _partition_data(partition, error, high_watermark, last_stable_offset, log_start_offset,
-                           [] if committed else None, b"")
-
-
-def _topic_results(answered: list[Partition], reads: dict[Partition, PartitionRead]) -> list:
-    """The response's topics, each with its answered partitions, in the order first answered."""
+def _topic_results(answered: list[Partition], reads: dict[Partition, PartitionRead]) -> tuple[list, dict[str, int]]:
+    """The response's topics, each with its answered partitions, in the order first answered, and
+    the record bytes each carries."""
     by_topic: dict[str, list] = {}
+    sizes: dict[str, int] = {}
     for topic, partition in answered:
         error, high_watermark, stable, start, records, aborted = reads[topic, partition]
-        by_topic.setdefault(topic, []).append(
-            _partition_data(partition, error, high_watermark, stable, start, aborted, records) if records else
-            _quiet_partition_data(partition, error, high_watermark, stable, start, aborted is not None))
-    return [TopicResult(topic=topic, partitions=partitions) for topic, partitions in by_topic.items()]
+        partitions = by_topic.get(topic)
+        if partitions is None:
+            partitions = by_topic[topic] = []
+            sizes[topic] = 0
+        partitions.append(FetchedPartition(partition, error, high_watermark, stable, start, aborted, -1, records))
+        sizes[topic] += len(records)
+    return [FetchedTopic(topic, partitions) for topic, partitions in by_topic.items()], sizes
 
 
 @contextmanager
@@ -145,7 +133,7 @@ async def fetch(broker, header, request):
                 break   # time is up and nothing changed: the reads above still stand
             sessions.changed(context)
     answered = sessions.answer(context, reads, request.isolation_level == READ_COMMITTED)
-    responses = _topic_results(answered, reads)
-    for topic in responses:
-        broker.stats.fetched(topic.topic, sum(len(p.records) for p in topic.partitions))
+    responses, sizes = _topic_results(answered, reads)
+    for topic, size in sizes.items():
+        broker.stats.fetched(topic, size)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses)
