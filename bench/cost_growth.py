@@ -173,11 +173,11 @@ def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, r
     return cpu, messages * groups, sorted(latencies)
 
 
-def mock_topics() -> dict[str, int]:
-    """Every topic a run on the mock broker uses, with its partitions (run_point's names)."""
-    points = {f"cost-{axis}-{value}": {**BASE, axis: value}["partitions"] for axis, values in AXES.items()
-              for value in values}
-    return {IDLE_TOPIC: 1, **points}
+def mock_topics(only: list[tuple[str, int]]) -> dict[str, int]:
+    """Every topic a run on the mock broker uses (of the ``only`` points, if any), with its partitions
+    (run_point's names)."""
+    points = only or [(axis, value) for axis, values in AXES.items() for value in values]
+    return {IDLE_TOPIC: 1, **{f"cost-{axis}-{value}": {**BASE, axis: value}["partitions"] for axis, value in points}}
 
 
 def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> list[Point]:
@@ -210,13 +210,13 @@ def parse_point(text: str) -> tuple[str, int]:
     return axis, int(value)
 
 
-def headwater_broker(workdir: Path, profile: Path | None) -> tuple[BrokerProcess, int]:
+def headwater_broker(workdir: Path, profile: Path | None, max_partitions: int) -> tuple[BrokerProcess, int]:
     """The broker and the pid whose CPU is measured: under ``py-spy record`` when profiling (it
     samples its own child: attaching to a running process needs ptrace rights a container lacks)."""
     wrapper = [] if profile is None else [str(Path(sys.executable).with_name("py-spy")), "record", "--format", "raw",
                                           "--rate", "100", "-o", str(profile.with_suffix(".raw")), "--"]
     broker = BrokerProcess(workdir / "data", "--flush", "never", "--max-partitions-per-request",
-                           str(max(AXES["partitions"])), wrapper=wrapper).start()
+                           str(max_partitions), wrapper=wrapper).start()
     if profile is None:
         return broker, broker.proc.pid
     spy = broker.proc.pid
@@ -282,15 +282,13 @@ def main() -> int:
     args = bench_arguments(parser, {"messages": 100, "rate": 500, "plot": workdir / "cost_growth.png"})
     if args.smoke:
         AXES.update(partitions=[1, 10], connections=[1, 10], groups=[1, 3])
-    for axis, value in args.point:   # the mock's topics are made up front from AXES
-        AXES[axis] = sorted({*AXES[axis], value})
     profile = None
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
         profile = args.profile / ("headwater-" + "-".join(f"{a}{v}" for a, v in args.point or [("all", 0)]))
 
     points = []
-    broker, pid = headwater_broker(workdir, profile)
+    broker, pid = headwater_broker(workdir, profile, max(AXES["partitions"] + [v for _, v in args.point]))
     try:
         points += measure("Headwater", broker.bootstrap, pid, args)
     finally:
@@ -300,7 +298,7 @@ def main() -> int:
             profile.with_suffix(".txt").write_text(profile_summary(profile.with_suffix(".raw")))
             console.print(f"profile: {profile.with_suffix('.txt')}")
         broker.kill()   # a clean shutdown of thousands of partitions is no part of the measure
-    with mock_cluster_process(mock_topics()) as (mock_pid, mock_bootstrap):
+    with mock_cluster_process(mock_topics(args.point)) as (mock_pid, mock_bootstrap):
         points += measure("librdkafka mock (C)", mock_bootstrap, mock_pid, args, mock=True)
     if not args.point:
         plot(points, args.plot, args)
