@@ -11,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
 
 from headwater.broker.fetch_sessions import NO_SESSION, FetchContext, FetchPosition, Partition
 from headwater.broker.wakeups import GrowthSignals, Watch
@@ -22,16 +21,7 @@ from headwater.records import CorruptRecordError
 
 log = logging.getLogger("headwater.broker")
 READ_COMMITTED = 1
-
-
-class PartitionRead(NamedTuple):
-    """One partition read: its fetch_sessions.PartitionNews, and what the response carries of it."""
-    error: int
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    records: bytes
-    aborted: list[tuple[int, int]] | None   # (producer id, first offset); None under read_uncommitted
+TOPIC_WIDE_WATCH = 64   # a fetch naming this many partitions of a topic waits on the whole topic
 
 
 def _wanted(request) -> list[tuple[Partition, FetchPosition]]:
@@ -43,7 +33,8 @@ def _forgotten(request) -> list[Partition]:
 
 
 def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], request):
-    """One pass over the partitions to read: (reads, bytes read, any error).
+    """One pass over the partitions to read: (each partition's response entry, which is also the
+    fetch session's news of it; bytes read; any error).
 
     KIP-74: ``max_bytes`` bounds the whole response and ``partition_max_bytes`` each
     partition; only the first batch of the first non-empty partition may exceed them, so
@@ -52,66 +43,72 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
     committed = request.isolation_level == READ_COMMITTED
     total, errors, reads = 0, False, {}
     # Looked up once (and each topic once per run of its partitions): this loop runs over every
-    # partition of every fetch, idle consumers' included.
-    topics, stable_offset, no_error = broker.log_manager.topics, broker.txn_partitions.last_stable_offset, ErrorCode.NONE
+    # partition of every fetch, and a partition with nothing new must cost next to nothing.
+    topics, stable_offset = broker.log_manager.topics, broker.txn_partitions.last_stable_offset
+    no_error, quiet_aborted = ErrorCode.NONE, [] if committed else None
     name, logs = None, []
     for key, position in targets:
         if key[0] != name:
             name = key[0]
             topic = topics.get(name)
             logs = topic.partitions if topic is not None else []
-        plog = logs[key[1]] if 0 <= key[1] < len(logs) else None
+        index = key[1]
+        plog = logs[index] if 0 <= index < len(logs) else None
         if plog is None:
-            reads[key] = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, b"", None)
+            reads[key] = FetchedPartition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None, -1, b"")
             errors = True
             continue
+        end = plog.log_end_offset
+        # without an open transaction the last stable offset is the end: no call for it
+        stable = end if plog.first_unstable_offset is None else stable_offset(name, index, plog)
+        if position.fetch_offset == end:   # a consumer that has caught up costs no read: the idle case
+            reads[key] = FetchedPartition(index, no_error, end, stable, plog.log_start_offset, quiet_aborted, -1, b"")
+            continue
         error, records, aborted = no_error, b"", None
-        end, stable = plog.log_end_offset, stable_offset(*key, plog)
-        if position.fetch_offset != end:   # a consumer that has caught up costs no read: the idle case
-            try:
-                # read_committed: nothing at or past the LSO
-                records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget),
-                                    min_one=total == 0, upto=stable if committed else None)
-            except OffsetOutOfRangeError:
-                error = ErrorCode.OFFSET_OUT_OF_RANGE
-                errors = True
-            except (OSError, CorruptRecordError) as exc:   # this log cannot be read; the others still answer
-                log.warning("fetch from %s at offset %d: cannot read its log: %s", plog.directory.name,
-                            position.fetch_offset, exc)
-                error = ErrorCode.KAFKA_STORAGE_ERROR
-                errors = True
+        try:
+            # read_committed: nothing at or past the LSO
+            records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget),
+                                min_one=total == 0, upto=stable if committed else None)
+        except OffsetOutOfRangeError:
+            error = ErrorCode.OFFSET_OUT_OF_RANGE
+            errors = True
+        except (OSError, CorruptRecordError) as exc:   # this log cannot be read; the others still answer
+            log.warning("fetch from %s at offset %d: cannot read its log: %s", plog.directory.name,
+                        position.fetch_offset, exc)
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+            errors = True
         if committed and not error:   # read_committed: which transactions in range were aborted
             aborted = [(a.producer_id, a.first_offset)
                        for a in plog.aborted_txns.between(position.fetch_offset, stable)] if records else []
         total += len(records)
         budget -= len(records)
-        reads[key] = PartitionRead(error, end, stable, plog.log_start_offset, records, aborted)
+        reads[key] = FetchedPartition(index, error, end, stable, plog.log_start_offset, aborted, -1, records)
     return reads, total, errors
 
 
-def _topic_results(answered: list[Partition], reads: dict[Partition, PartitionRead]) -> tuple[list, dict[str, int]]:
+def _topic_results(answered: list[Partition], reads: dict[Partition, FetchedPartition]) -> tuple[list, dict[str, int]]:
     """The response's topics, each with its answered partitions, in the order first answered, and
     the record bytes each carries."""
     by_topic: dict[str, list] = {}
-    sizes: dict[str, int] = {}
-    for topic, partition in answered:
-        error, high_watermark, stable, start, records, aborted = reads[topic, partition]
-        partitions = by_topic.get(topic)
+    for key in answered:
+        partitions = by_topic.get(key[0])
         if partitions is None:
-            partitions = by_topic[topic] = []
-            sizes[topic] = 0
-        partitions.append(FetchedPartition(partition, error, high_watermark, stable, start, aborted, -1, records))
-        sizes[topic] += len(records)
-    return [FetchedTopic(topic, partitions) for topic, partitions in by_topic.items()], sizes
+            partitions = by_topic[key[0]] = []
+        partitions.append(reads[key])
+    return ([FetchedTopic(topic, partitions) for topic, partitions in by_topic.items()],
+            {topic: sum(len(p.records) for p in partitions if p.records) for topic, partitions in by_topic.items()})
 
 
 @contextmanager
-def _watch(signals: GrowthSignals, context: FetchContext) -> Iterator[Watch]:
-    """What the fetch waits on: its session's Watch, else one on its partitions for this fetch only."""
+def _watch(signals: GrowthSignals, context: FetchContext, request) -> Iterator[Watch]:
+    """What the fetch waits on: its session's Watch, else one for this fetch only, on the partitions
+    it names, or on a whole topic where it names many (a wake-up it did not ask for only has it
+    read again)."""
     if context.session is not None:
         yield context.session.watch
         return
-    with signals.watch([p for p, _ in context.targets]) as watch:
+    wide = {t.topic for t in request.topics if len(t.partitions) >= TOPIC_WIDE_WATCH}
+    with signals.watch([p for p, _ in context.targets if p[0] not in wide], wide) as watch:
         yield watch
 
 
@@ -122,7 +119,7 @@ async def fetch(broker, header, request):
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=NO_SESSION, responses=[])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
-    with _watch(broker.growth, context) as watch:
+    with _watch(broker.growth, context, request) as watch:
         while True:
             watch.arm()   # before reading: an append between the read and the wait still wakes it
             reads, total, errors = _read_partitions(broker, context.targets, request)
