@@ -77,12 +77,17 @@ class FetchResponse:
                     p = FetchedPartition.of(p)
                 index, error, high_watermark, stable, start, aborted, preferred, records = p
                 size = -1 if records is None else len(records)
-                offsets = (high_watermark, stable, start) if version >= 5 else (high_watermark, stable)
-                if not aborted:   # none (read_uncommitted: null) or an empty list: one pack
-                    out.append(partition_head.pack(index, error, *offsets, -1 if aborted is None else 0,
-                                                   *((preferred, size) if replica else (size,))))
+                # none (read_uncommitted: null) or an empty list: the partition is one pack
+                count = (-1 if aborted is None else 0) if not aborted else len(aborted)
+                if count <= 0 and version >= 11:
+                    out.append(partition_head.pack(index, error, high_watermark, stable, start, count, preferred, size))
+                elif count <= 0 and version >= 5:
+                    out.append(partition_head.pack(index, error, high_watermark, stable, start, count, size))
+                elif count <= 0:
+                    out.append(partition_head.pack(index, error, high_watermark, stable, count, size))
                 else:
-                    out.append(_partition_start[version].pack(index, error, *offsets, len(aborted)))
+                    offsets = (high_watermark, stable, start) if version >= 5 else (high_watermark, stable)
+                    out.append(_partition_start[version].pack(index, error, *offsets, count))
                     out += [_ABORTED.pack(*a) if isinstance(a, tuple) else _ABORTED.pack(a.producer_id, a.first_offset)
                             for a in aborted]
                     out.append(struct.pack(">ii", preferred, size) if replica else _COUNT.pack(size))
