@@ -215,8 +215,8 @@ def headwater_broker(workdir: Path, profile: Path | None, max_partitions: int) -
     samples its own child: attaching to a running process needs ptrace rights a container lacks)."""
     wrapper = [] if profile is None else [str(Path(sys.executable).with_name("py-spy")), "record", "--format", "raw",
                                           "--rate", "100", "-o", str(profile.with_suffix(".raw")), "--"]
-    broker = BrokerProcess(workdir / "data", "--flush", "never", "--max-partitions-per-request",
-                           str(max_partitions), wrapper=wrapper).start()
+    broker = BrokerProcess(workdir / "data", "--flush", "never", "--max-partitions-per-request", str(max_partitions),
+                           "--max-partitions", str(2 * max_partitions), wrapper=wrapper).start()
     if profile is None:
         return broker, broker.proc.pid
     spy = broker.proc.pid
