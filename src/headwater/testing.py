@@ -24,7 +24,7 @@ import tempfile
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -42,8 +42,9 @@ class BrokerProcess:
     """A `headwater broker` child process on an ephemeral loopback port."""
 
     def __init__(self, data_dir: Path, *extra_args: str, port: int = 0, log_file: Path | None = None,
-                 open_files: int | None = None, source: Path | None = None):
+                 open_files: int | None = None, source: Path | None = None, wrapper: Sequence[str] = ()):
         self.data_dir = Path(data_dir)
+        self.wrapper = list(wrapper)   # a command the broker runs under (a bench's profiler: py-spy record ... --)
         self.source = source   # another tree's src/ to run the broker from (a bench's "before")
         self.extra_args = extra_args
         self.port = port
@@ -61,7 +62,7 @@ class BrokerProcess:
         # as Kafka's own test harness: no initial rebalance delay unless a test asks for one (its extra args
         # win); another tree's broker (a bench's "before") may not know the flag
         no_delay = ["--group-initial-rebalance-delay-ms", "0"] if self.source is None else []
-        cmd = [sys.executable, "-m", "headwater", "broker", "--data-dir", str(self.data_dir),
+        cmd = [*self.wrapper, sys.executable, "-m", "headwater", "broker", "--data-dir", str(self.data_dir),
                "--port", str(self.port), *no_delay, *self.extra_args]
         log = open(self.log_file, "ab")
         env = None if self.source is None else {**os.environ, "PYTHONPATH": str(self.source)}
@@ -70,6 +71,8 @@ class BrokerProcess:
         log.close()
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else ""
+        while self.wrapper and line and not line.startswith(READY):   # the wrapper's own words
+            line = self.proc.stdout.readline()
         if not line.startswith(READY):
             self.proc.kill()
             raise RuntimeError(f"broker did not start: {line!r}; see {self.log_file}:\n{self.log_file.read_text()[-2000:]}")
@@ -447,7 +450,8 @@ class MockKafkaCluster:
             if code:
                 raise RuntimeError(f"cannot create mock topic {name!r} with {partitions} partition(s): "
                                    f"{lib.rd_kafka_err2str(code).decode()}")
-            for partition in range(partitions):
+            # One call per partition, each a round trip to the mock's thread: with one broker it leads them all anyway.
+            for partition in range(partitions if brokers > 1 else 0):
                 lib.rd_kafka_mock_partition_set_leader(cluster, name.encode(), partition, partition % brokers + 1)
         # the mock numbers its brokers from 1 and lists them in that order
         addresses = lib.rd_kafka_mock_cluster_bootstraps(cluster).decode().split(",")

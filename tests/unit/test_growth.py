@@ -86,6 +86,20 @@ def test_fetch_of_unknown_partitions_leaves_no_signal(tmp_path):
     with_broker(tmp_path, "real", 2, scenario)
 
 
+def test_a_fetch_naming_many_partitions_of_a_topic_waits_on_the_topic_and_is_woken_by_any(tmp_path):
+    """librdkafka's sessionless fetch names every partition: one registration, not one per partition."""
+    async def scenario(broker, header):
+        waiting = asyncio.create_task(fetch(broker, header, fetch_request([("t", p) for p in range(100)],
+                                                                          max_wait_ms=30_000)))
+        await _until(lambda: len(broker.wakeups))
+        assert len(broker.wakeups) == 1   # the topic
+        assert broker.appender.append("t", 73, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+        [topic] = (await asyncio.wait_for(waiting, 30)).responses
+        assert [p.partition_index for p in topic.partitions if p.records] == [73]
+        assert len(broker.wakeups) == 0
+    with_broker(tmp_path, "t", 100, scenario)
+
+
 def test_an_idle_session_hears_of_appends_and_of_a_log_start_deletes_records_moved(tmp_path):
     """The session reads only partitions it was told changed: both an append and DeleteRecords must tell it."""
     async def scenario(broker, header):

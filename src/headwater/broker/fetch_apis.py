@@ -8,38 +8,22 @@ its response carries is the fetch session's say (KIP-227, ``broker.fetch_session
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
 
 from headwater.broker.fetch_sessions import NO_SESSION, FetchContext, FetchPosition, Partition
 from headwater.broker.wakeups import GrowthSignals, Watch
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
-from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.protocol.fetch_response import FetchedPartition, FetchedTopic, FetchResponse
 from headwater.records import CorruptRecordError
 from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.authorization import TOPIC_DENIED, partition_answers
 
 logger = logging.getLogger("headwater.broker")
-FetchResponse = MESSAGE_CLASSES[ApiKey.FETCH][1]
-TopicResult = FetchResponse.FetchableTopicResponse
-PartitionData = TopicResult.PartitionData
-AbortedTransaction = PartitionData.AbortedTransaction
 READ_COMMITTED = 1
-QUIET_ENTRIES_KEPT = 20_000   # about 2 MB: twice the broker's default partition limit
-
-
-class PartitionRead(NamedTuple):
-    """One partition read: its fetch_sessions.PartitionNews, and what the response carries of it."""
-    error: int
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    records: bytes
-    aborted: list | None
+TOPIC_WIDE_WATCH = 64   # a fetch naming this many partitions of a topic waits on the whole topic
 
 
 def _wanted(request) -> list[tuple[Partition, FetchPosition]]:
@@ -51,7 +35,8 @@ def _forgotten(request) -> list[Partition]:
 
 
 def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], request):
-    """One pass over the partitions to read: (reads, bytes read, any error).
+    """One pass over the partitions to read: (each partition's response entry, which is also the
+    fetch session's news of it; bytes read; any error).
 
     KIP-74: ``max_bytes`` bounds the whole response and ``partition_max_bytes`` each
     partition; only the first batch of the first non-empty partition may exceed them, so
@@ -59,73 +44,74 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
     budget = request.max_bytes
     committed = request.isolation_level == READ_COMMITTED
     total, errors, reads = 0, False, {}
-    # Looked up once: this loop runs over every partition of every fetch, idle consumers' included.
-    get_log, stable_offset, no_error = broker.log_manager.get_log, broker.txn_partitions.last_stable_offset, ErrorCode.NONE
+    # Looked up once (and each topic once per run of its partitions): this loop runs over every
+    # partition of every fetch, and a partition with nothing new must cost next to nothing.
+    topics, stable_offset = broker.log_manager.topics, broker.txn_partitions.last_stable_offset
+    no_error, quiet_aborted = ErrorCode.NONE, [] if committed else None
+    entry = FetchedPartition._make   # from one tuple: half the cost of the keyword constructor
+    name, logs = None, []
     for key, position in targets:
-        plog = get_log(*key)
+        if key[0] != name:
+            name = key[0]
+            topic = topics.get(name)
+            logs = topic.partitions if topic is not None else []
+        index = key[1]
+        plog = logs[index] if 0 <= index < len(logs) else None
         if plog is None:
-            reads[key] = PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, b"", None)
+            reads[key] = FetchedPartition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None, -1, b"")
             errors = True
             continue
+        end = plog.log_end_offset
+        # without an open transaction the last stable offset is the end: no call for it
+        stable = end if plog.first_unstable_offset is None else stable_offset(name, index, plog)
+        if position.fetch_offset == end:   # a consumer that has caught up costs no read: the idle case
+            reads[key] = entry((index, no_error, end, stable, plog.log_start_offset, quiet_aborted, -1, b""))
+            continue
         error, records, aborted = no_error, b"", None
-        end, stable = plog.log_end_offset, stable_offset(*key, plog)
-        if position.fetch_offset != end:   # a consumer that has caught up costs no read: the idle case
-            try:
-                # read_committed: nothing at or past the LSO
-                records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget),
-                                    min_one=total == 0, upto=stable if committed else None)
-            except OffsetOutOfRangeError:
-                error = ErrorCode.OFFSET_OUT_OF_RANGE
-                errors = True
-            except (OSError, CorruptRecordError) as exc:   # this log cannot be read; the others still answer
-                logger.warning("fetch from %s at offset %d: cannot read its log: %s", plog.directory.name,
-                            position.fetch_offset, exc)
-                error = ErrorCode.KAFKA_STORAGE_ERROR
-                errors = True
+        try:
+            # read_committed: nothing at or past the LSO
+            records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget),
+                                min_one=total == 0, upto=stable if committed else None)
+        except OffsetOutOfRangeError:
+            error = ErrorCode.OFFSET_OUT_OF_RANGE
+            errors = True
+        except (OSError, CorruptRecordError) as exc:   # this log cannot be read; the others still answer
+            logger.warning("fetch from %s at offset %d: cannot read its log: %s", plog.directory.name,
+                           position.fetch_offset, exc)
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+            errors = True
         if committed and not error:   # read_committed: which transactions in range were aborted
-            aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+            aborted = [(a.producer_id, a.first_offset)
                        for a in plog.aborted_txns.between(position.fetch_offset, stable)] if records else []
         total += len(records)
         budget -= len(records)
-        reads[key] = PartitionRead(error, end, stable, plog.log_start_offset, records, aborted)
+        reads[key] = FetchedPartition(index, error, end, stable, plog.log_start_offset, aborted, -1, records)
     return reads, total, errors
 
 
-def _partition_data(partition: int, error: int, high_watermark: int, last_stable_offset: int,
-                    log_start_offset: int, aborted: list | None, records: bytes):
-    return PartitionData(partition_index=partition, error_code=error, high_watermark=high_watermark,
-                         last_stable_offset=last_stable_offset, log_start_offset=log_start_offset,
-                         aborted_transactions=aborted, preferred_read_replica=-1, records=records)
-
-
-@functools.lru_cache(maxsize=QUIET_ENTRIES_KEPT)
-def _quiet_partition_data(partition: int, error: int, high_watermark: int, last_stable_offset: int,
-                          log_start_offset: int, committed: bool):
-    """A partition's entry without records. Every fetch of an idle consumer that fetches without a
-    session (librdkafka) repeats thousands of these unchanged, so each is made once and shared
-    (nothing changes an entry once made): building them was the largest part of such a fetch."""
-    return _partition_data(partition, error, high_watermark, last_stable_offset, log_start_offset,
-                           [] if committed else None, b"")
-
-
-def _topic_results(answered: list[Partition], reads: dict[Partition, PartitionRead]) -> list:
-    """The response's topics, each with its answered partitions, in the order first answered."""
+def _topic_results(answered: list[Partition], reads: dict[Partition, FetchedPartition]) -> tuple[list, dict[str, int]]:
+    """The response's topics, each with its answered partitions, in the order first answered, and
+    the record bytes each carries."""
     by_topic: dict[str, list] = {}
-    for topic, partition in answered:
-        error, high_watermark, stable, start, records, aborted = reads[topic, partition]
-        by_topic.setdefault(topic, []).append(
-            _partition_data(partition, error, high_watermark, stable, start, aborted, records) if records else
-            _quiet_partition_data(partition, error, high_watermark, stable, start, aborted is not None))
-    return [TopicResult(topic=topic, partitions=partitions) for topic, partitions in by_topic.items()]
+    for key in answered:
+        partitions = by_topic.get(key[0])
+        if partitions is None:
+            partitions = by_topic[key[0]] = []
+        partitions.append(reads[key])
+    return ([FetchedTopic(topic, partitions) for topic, partitions in by_topic.items()],
+            {topic: sum(len(p.records) for p in partitions if p.records) for topic, partitions in by_topic.items()})
 
 
 @contextmanager
-def _watch(signals: GrowthSignals, context: FetchContext) -> Iterator[Watch]:
-    """What the fetch waits on: its session's Watch, else one on its partitions for this fetch only."""
+def _watch(signals: GrowthSignals, context: FetchContext, request) -> Iterator[Watch]:
+    """What the fetch waits on: its session's Watch, else one for this fetch only, on the partitions
+    it names, or on a whole topic where it names many (a wake-up it did not ask for only has it
+    read again)."""
     if context.session is not None:
         yield context.session.watch
         return
-    with signals.watch([p for p, _ in context.targets]) as watch:
+    wide = {t.topic for t in request.topics if len(t.partitions) >= TOPIC_WIDE_WATCH}
+    with signals.watch([p for p, _ in context.targets if p[0] not in wide], wide) as watch:
         yield watch
 
 
@@ -136,7 +122,7 @@ async def fetch(broker, header, request):
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=NO_SESSION, responses=[])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
-    with _watch(broker.wakeups, context) as watch:
+    with _watch(broker.wakeups, context, request) as watch:
         while True:
             watch.arm()   # before reading: an append between the read and the wait still wakes it
             reads, total, errors = _read_partitions(broker, context.targets, request)
@@ -147,9 +133,9 @@ async def fetch(broker, header, request):
                 break   # time is up and nothing changed: the reads above still stand
             sessions.changed(context)
     answered = sessions.answer(context, reads, request.isolation_level == READ_COMMITTED)
-    responses = _topic_results(answered, reads)
-    for topic in responses:
-        broker.stats.fetched(topic.topic, sum(len(p.records) for p in topic.partitions))
+    responses, sizes = _topic_results(answered, reads)
+    for topic, size in sizes.items():
+        broker.stats.fetched(topic, size)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses)
 
 
