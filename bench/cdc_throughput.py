@@ -13,8 +13,10 @@ the very same changes from a second slot, so both sides read the same backlog.
 
 The peer connector is Debezium 3.6's PostgreSQL connector in Debezium's embedded engine
 (jvm/debezium/.../DebeziumToKafka.java, resolved by `make jvm`), writing JSON change events
-into the same broker with a KafkaProducer at its defaults (acks=all, idempotent), a batch's
-offsets marked processed once the broker acknowledged it, as Debezium Server's Kafka sink does.
+into the same broker with a KafkaProducer (acks=all, idempotent, batching as the Headwater
+connector's producer does), a batch's offsets marked processed once the broker acknowledged it,
+as Debezium Server's Kafka sink does. Before any timing both connectors carry a warm-up of
+`--rows` small rows, so the JVM's compiler has done its work.
 It has a slot of its own (pgoutput) and is paused with the Headwater connector while
 PostgreSQL writes; it is resumed once the Headwater connector is done, and timed the same way.
 PostgreSQL's `wal_sender_timeout` is turned off so the paused connectors keep their slots'
@@ -138,6 +140,11 @@ def main():
             for prefix in (HEADWATER, DEBEZIUM):
                 wait_until(lambda: topic(table, prefix) in consumer.list_topics(timeout=10).topics, 60, 0.05)
                 wait_until(lambda: topic_size(consumer, table, prefix) >= 1, 60, 0.05)
+        # The JVM's compiler warms up on `--rows` rows of negative ids, clear of the workloads'.
+        warm = WORKLOADS[0][0]
+        pg.execute(f"INSERT INTO {warm} SELECT -g, 'warm-up' FROM generate_series(1, {args.rows}) g")
+        for prefix in (HEADWATER, DEBEZIUM):
+            wait_until(lambda: topic_size(consumer, warm, prefix) >= args.rows + 1, 300, 0.05)
 
         for table, size, payload, one_per_txn in WORKLOADS:
             rows = max(10, args.rows * 400 // size) if size > 100 else args.rows
