@@ -141,6 +141,8 @@ def throughput(stream, batches: int, checkpoint: Path, cpu) -> tuple[int, float,
              .trigger(processingTime="1 second").start())
     while (query.lastProgress is None or query.lastProgress["batchId"] < batches - 1
            or query.status["isTriggerActive"]):
+        if not query.isActive:   # it failed (a Python worker that never connected back, on a loaded machine)
+            raise query.exception()
         time.sleep(0.05)
     query.stop()
     rows, rate = batch_rate(query)
@@ -208,7 +210,10 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="hw-spark-bench-"))
     with BrokerProcess(workdir / "data", "--num-partitions", "2", "--flush", "never") as broker:
         fill(broker.bootstrap, "bench", args.rows)
-        spark = headwater.spark.session(app_name="spark-source-bench", conf={"spark.jars": ",".join(spark_kafka_jars())})
+        # Python workers get 2 minutes, not 15 s, to connect back: a shared machine can be that loaded.
+        spark = headwater.spark.session(app_name="spark-source-bench",
+                                        conf={"spark.jars": ",".join(spark_kafka_jars()),
+                                              "spark.python.authenticate.socketTimeout": "120s"})
         spark.dataSource.register(PrebuiltSource)
         streams = sources(spark, broker.bootstrap, "bench", args.per_batch)
         batches = args.rows // args.per_batch
