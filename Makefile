@@ -39,15 +39,16 @@ $(QUIX_VENV)/.installed:
 
 quix-venv: $(QUIX_VENV)/.installed
 
-# Apache Kafka's clients and tools, and Spark's Kafka connector, from Maven Central as a user
-# gets them (jvm/pom.xml), into build/jvm/ (never committed). Maven keeps what it downloads
-# in ~/.m2, so only the first run on a machine downloads (about 230 MB); the stamp makes
+# Apache Kafka's clients and tools, Spark's Kafka connector and the benches' JVM peers (RabbitMQ's
+# PerfTest, Debezium), from Maven Central as a user gets them (jvm/pom.xml), into build/jvm/ (never
+# committed). Maven keeps what it downloads in ~/.m2, so only the first run on a machine
+# downloads (about 280 MB); the stamp makes
 # the next runs a no-op until something under jvm/ changes. The folders are emptied first
 # so that they hold exactly what the poms resolve.
 JVM_BUILD := build/jvm
 $(JVM_BUILD)/.installed: $(shell find jvm -type f)
 	@command -v mvn >/dev/null || (echo "make jvm needs Maven and a JDK 17: make system-deps" && false)
-	rm -rf $(JVM_BUILD)/kafka $(JVM_BUILD)/spark-kafka
+	rm -rf $(JVM_BUILD)/kafka $(JVM_BUILD)/spark-kafka $(JVM_BUILD)/perf-test $(JVM_BUILD)/debezium
 	mvn -B -q -f jvm/pom.xml package
 	touch $@
 

@@ -1,6 +1,7 @@
 """CDC speed: change events/s into the topic next to PostgreSQL's own logical decoding rate
-for the same changes, for rows of several sizes in one large transaction and in many
-single-row transactions; and commit-to-topic latency at a moderate write rate.
+and next to Debezium's PostgreSQL connector for the same changes, for rows of several sizes in
+one large transaction and in many single-row transactions; and commit-to-topic latency at a
+moderate write rate.
 
     .venv/bin/python bench/cdc_throughput.py [--rows 50000] [--rate 200] [--seconds 5] [--smoke]
 
@@ -9,6 +10,17 @@ Starts a throw-away PostgreSQL cluster (`headwater.testing.PostgresServer`), a H
 paused (SIGSTOP) while PostgreSQL writes it, then resumed: the time from resuming to the last
 event acknowledged in the topic is set against `pg_logical_slot_get_binary_changes` decoding
 the very same changes from a second slot, so both sides read the same backlog.
+
+The peer connector is Debezium 3.6's PostgreSQL connector in Debezium's embedded engine
+(jvm/debezium/.../DebeziumToKafka.java, resolved by `make jvm`), writing JSON change events
+into the same broker with a KafkaProducer (acks=all, idempotent, batching as the Headwater
+connector's producer does), a batch's offsets marked processed once the broker acknowledged it,
+as Debezium Server's Kafka sink does. Before any timing both connectors carry a warm-up of
+`--rows` small rows, so the JVM's compiler has done its work.
+It has a slot of its own (pgoutput) and is paused with the Headwater connector while
+PostgreSQL writes; it is resumed once the Headwater connector is done, and timed the same way.
+PostgreSQL's `wal_sender_timeout` is turned off so the paused connectors keep their slots'
+connections.
 """
 import argparse
 import json
@@ -24,7 +36,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from headwater.testing import PostgresServer, bench_arguments, cpu_seconds, start_broker, wait_until
+from headwater.testing import PostgresServer, bench_arguments, cpu_seconds, peer_command, start_broker, wait_until
 
 # (table, approximate row size, payload expression, single-row transactions?)
 WORKLOADS = [
@@ -38,12 +50,36 @@ LATENCY_TABLE = "small_one_txn"
 PARTITIONS = 3
 
 
-def topic(table: str) -> str:
-    return f"bench.public.{table}"
+# The topic prefixes of the two connectors.
+HEADWATER, DEBEZIUM = "bench", "debezium"
 
 
-def topic_size(consumer, table):
-    return sum(consumer.get_watermark_offsets(TopicPartition(topic(table), p), timeout=10)[1] for p in range(PARTITIONS))
+def topic(table: str, prefix: str = HEADWATER) -> str:
+    return f"{prefix}.public.{table}"
+
+
+def topic_size(consumer, table, prefix=HEADWATER):
+    return sum(consumer.get_watermark_offsets(TopicPartition(topic(table, prefix), p), timeout=10)[1]
+               for p in range(PARTITIONS))
+
+
+def start_debezium(pg, bootstrap: str, tables: list[str], log: Path) -> subprocess.Popen:
+    command = peer_command("debezium", "headwater-jvm-debezium", "headwater.jvm.DebeziumToKafka", bootstrap,
+                           "127.0.0.1", str(pg.port), "postgres", "postgres",
+                           ",".join(f"public.{table}" for table in tables), DEBEZIUM, DEBEZIUM)
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
+
+
+def drain(consumer, table, prefix, rows, proc, broker) -> tuple[float, float, float]:
+    """Resumes the paused connector `proc`; events/s until its topic holds `rows` more events, and
+    the CPU µs per event it and the broker spent meanwhile."""
+    procs = (proc, broker.proc)
+    start, cpu = time.perf_counter(), [cpu_seconds(p.pid) for p in procs]
+    before = topic_size(consumer, table, prefix)
+    proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: topic_size(consumer, table, prefix) >= before + rows, 300, 0.02)
+    rate = rows / (time.perf_counter() - start)
+    return (rate, *((cpu_seconds(p.pid) - first) * 1e6 / rows for p, first in zip(procs, cpu)))
 
 
 def write(pg, table, payload, rows, one_per_txn):
@@ -80,80 +116,94 @@ def main():
     pg = PostgresServer()
     tmp = Path(tempfile.mkdtemp(prefix="headwater-bench-"))
     broker = start_broker(tmp / "data", "--num-partitions", str(PARTITIONS))
-    connector = None
+    connector = debezium = None
     results = []
     try:
         tables = [w[0] for w in WORKLOADS]
         for table in tables:
             pg.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, payload text)")
         pg.execute(f"CREATE PUBLICATION raw FOR TABLE {', '.join(tables)}")
+        pg.execute("ALTER SYSTEM SET wal_sender_timeout = 0")
+        pg.execute("SELECT pg_reload_conf()")
         connector = subprocess.Popen(
             [sys.executable, "-m", "headwater", "cdc", "postgres", "--dsn", pg.dsn, "--tables", ",".join(tables),
              "--topic-prefix", "bench", "--bootstrap-server", broker.bootstrap, "--status-interval", "3600"],
             stderr=open(tmp / "connector.log", "ab"))
-        wait_until(lambda: pg.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'headwater' "
-                                      "AND active")[0][0] == 1)
+        debezium = start_debezium(pg, broker.bootstrap, tables, tmp / "debezium.log")
+        wait_until(lambda: pg.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name IN "
+                                      f"('headwater', '{DEBEZIUM}') AND active")[0][0] == 2, 120)
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench"})
         # Warm up: every topic exists and the producer knows its partitions before any timing.
         for table in tables:
             pg.execute(f"INSERT INTO {table} VALUES (0, 'warm-up')")
         for table in tables:
-            wait_until(lambda: topic(table) in consumer.list_topics(timeout=10).topics, 60, 0.05)
-            wait_until(lambda: topic_size(consumer, table) >= 1, 60, 0.05)
+            for prefix in (HEADWATER, DEBEZIUM):
+                wait_until(lambda: topic(table, prefix) in consumer.list_topics(timeout=10).topics, 60, 0.05)
+                wait_until(lambda: topic_size(consumer, table, prefix) >= 1, 60, 0.05)
+        # The JVM's compiler warms up on `--rows` rows of negative ids, clear of the workloads'.
+        warm = WORKLOADS[0][0]
+        pg.execute(f"INSERT INTO {warm} SELECT -g, 'warm-up' FROM generate_series(1, {args.rows}) g")
+        for prefix in (HEADWATER, DEBEZIUM):
+            wait_until(lambda: topic_size(consumer, warm, prefix) >= args.rows + 1, 300, 0.05)
 
         for table, size, payload, one_per_txn in WORKLOADS:
             rows = max(10, args.rows * 400 // size) if size > 100 else args.rows
             pg.execute("SELECT pg_create_logical_replication_slot('raw', 'pgoutput')")
             connector.send_signal(signal.SIGSTOP)
-            try:
-                write(pg, table, payload, rows, one_per_txn)
-            finally:
-                connector.send_signal(signal.SIGCONT)
-            resumed, cpu = time.perf_counter(), [cpu_seconds(p.pid) for p in (connector, broker.proc)]
-            wait_until(lambda: topic_size(consumer, table) >= rows + 1, 300, 0.02)
-            connector_s = time.perf_counter() - resumed
-            cpu = [(cpu_seconds(p.pid) - before) * 1e6 / rows for p, before in zip((connector, broker.proc), cpu)]
+            debezium.send_signal(signal.SIGSTOP)
+            write(pg, table, payload, rows, one_per_txn)   # (on failure the finally below resumes them)
+            headwater_run = drain(consumer, table, HEADWATER, rows, connector, broker)
+            debezium_run = drain(consumer, table, DEBEZIUM, rows, debezium, broker)
             postgres_s = postgres_decoding(pg)
             pg.execute("SELECT pg_drop_replication_slot('raw')")
             shape = "single-row transactions" if one_per_txn else "one transaction"
-            results.append((f"~{size:,} B rows, {shape}", rows, rows / postgres_s, rows / connector_s, *cpu))
+            results.append((f"~{size:,} B rows, {shape}", rows, rows / postgres_s, headwater_run, debezium_run))
 
         latency = measure_latency(pg, broker.bootstrap, args.rows, args.rate, args.seconds)
         consumer.close()
     finally:
-        if connector is not None:
-            connector.terminate()
-            connector.wait(30)
+        for proc in (connector, debezium):
+            if proc is not None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+                proc.wait(30)
         broker.stop()
         pg.stop()
 
-    print(f"CDC bench: {PARTITIONS} partitions, acks=all, idempotent producer, {os.cpu_count()} CPUs, "
+    print(f"CDC bench: {PARTITIONS} partitions, acks=all, idempotent producers, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
-    head = ("workload", "events", "PostgreSQL decoding (peer)", "headwater cdc: acked in topic", "ratio",
-            "CPU/event: connector", "broker")
-    width = max(len(head[0]), *(len(r[0]) for r in results))
-    print(f"{head[0]:<{width}}  {head[1]:>7}  {head[2]:>26}  {head[3]:>29}  {head[4]:>5}  {head[5]:>20}  {head[6]:>7}")
-    for name, rows, postgres_rate, connector_rate, connector_cpu, broker_cpu in results:
-        print(f"{name:<{width}}  {rows:>7}  {postgres_rate:>22,.0f} ev/s  {connector_rate:>25,.0f} ev/s  "
-              f"{connector_rate / postgres_rate:>5.2f}  {connector_cpu:>17.1f} µs  {broker_cpu:>4.1f} µs")
-    print(f"commit-to-topic latency at {args.rate} single-row commits/s: p50 {latency[0]:.1f} ms, "
-          f"p99 {latency[1]:.1f} ms ({latency[2]} samples)")
+    head = ("workload", "events", "PostgreSQL decoding", "headwater cdc", "/ PG", "Debezium", "headwater / Debezium",
+            "CPU µs/event: headwater", "Debezium", "broker (hw / Dbz)")
+    rows = [(name, f"{events}", f"{postgres_rate:,.0f} ev/s", f"{hw[0]:,.0f} ev/s", f"{hw[0] / postgres_rate:.2f}",
+             f"{dbz[0]:,.0f} ev/s", f"{hw[0] / dbz[0]:.2f}", f"{hw[1]:.1f}", f"{dbz[1]:.1f}", f"{hw[2]:.1f} / {dbz[2]:.1f}")
+            for name, events, postgres_rate, hw, dbz in results]
+    widths = [max(len(row[i]) for row in (head, *rows)) for i in range(len(head))]
+    for row in (head, *rows):
+        print("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+    for prefix, name in ((HEADWATER, "headwater cdc"), (DEBEZIUM, "Debezium")):
+        p50, p99, samples = latency[prefix]
+        print(f"{name}: commit-to-topic latency at {args.rate} single-row commits/s: p50 {p50:.1f} ms, "
+              f"p99 {p99:.1f} ms ({samples} samples)")
 
 
 def measure_latency(pg, bootstrap, first_id, rate, seconds):
-    name = topic(LATENCY_TABLE)
+    """Commit-to-topic latency of single-row commits at `rate`/s, for each connector: {prefix: (p50 ms, p99 ms, samples)}."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency", "fetch.wait.max.ms": 10})
-    parts = consumer.list_topics(name, timeout=10).topics[name].partitions
-    consumer.assign([TopicPartition(name, p, consumer.get_watermark_offsets(TopicPartition(name, p))[1])
-                     for p in parts])
-    commit_times, receive_times = {}, {}
+    assignment = []
+    for prefix in (HEADWATER, DEBEZIUM):
+        name = topic(LATENCY_TABLE, prefix)
+        parts = consumer.list_topics(name, timeout=10).topics[name].partitions
+        assignment += [TopicPartition(name, p, consumer.get_watermark_offsets(TopicPartition(name, p))[1]) for p in parts]
+    consumer.assign(assignment)
+    commit_times = {}
+    receive_times = {HEADWATER: {}, DEBEZIUM: {}}
     done = threading.Event()
 
     def receive():
-        while not done.is_set() or len(receive_times) < len(commit_times):
+        while not done.is_set() or any(len(times) < len(commit_times) for times in receive_times.values()):
             msg = consumer.poll(0.1)
             if msg is not None and not msg.error() and msg.value() is not None:
-                receive_times[json.loads(msg.key())["id"]] = time.perf_counter()
+                receive_times[msg.topic().split(".")[0]][json.loads(msg.key())["id"]] = time.perf_counter()
 
     reader = threading.Thread(target=receive, daemon=True)
     reader.start()
@@ -170,8 +220,11 @@ def measure_latency(pg, bootstrap, first_id, rate, seconds):
     done.set()
     reader.join(60)
     consumer.close()
-    lat = sorted((receive_times[k] - t) * 1000 for k, t in commit_times.items() if k in receive_times)
-    return statistics.median(lat), lat[int(len(lat) * 0.99) - 1], len(lat)
+    figures = {}
+    for prefix, received in receive_times.items():
+        lat = sorted((received[k] - t) * 1000 for k, t in commit_times.items() if k in received)
+        figures[prefix] = (statistics.median(lat), lat[int(len(lat) * 0.99) - 1], len(lat))
+    return figures
 
 
 if __name__ == "__main__":

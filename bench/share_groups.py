@@ -1,15 +1,22 @@
 """Queues on the log: acknowledged messages/s of a share group with 1, 4 and 8 consumers on one
 partition, next to a classic consumer group reading the same topic, and next to RabbitMQ.
 
-    .venv/bin/python bench/share_groups.py [--messages 20000] [--size 100] [--smoke]
+    .venv/bin/python bench/share_groups.py [--messages 20000] [--size 100] [--rabbit-messages 60000]
+        [--rabbit-seconds 3] [--smoke]
 
 Share consumers are confluent-kafka ShareConsumers (implicit acknowledgement: each poll
 acknowledges the previous one's records), each in its own process. The classic group is one
-confluent-kafka Consumer committing at the end (a log reader acknowledges by offset).
+confluent-kafka Consumer committing at the end (a log reader acknowledges by offset). A rate is
+messages over the time from the first delivery to the last acknowledgement.
+
 RabbitMQ is Debian's rabbitmq-server, installed by this bench when missing and started as a
-private node on a free port, with pika consumers acking each message manually on a durable
-queue of persistent messages, the same count and size. A rate is messages over the time
-from the first delivery to the last acknowledgement.
+private node on a free port, measured with its own benchmark tool, PerfTest (`make jvm`
+resolves it into build/jvm/perf-test/): one PerfTest run fills a durable queue with persistent
+messages of the same size (publisher confirms), then another drains it with 1, 4 or 8
+consumers acking each message manually (prefetch 500, as the share consumers' 500 records a
+poll) for a fixed time; the rate is PerfTest's own "receiving rate avg". PerfTest stops on time
+rather than on an empty queue, so its queue is filled with more messages than the topic; a
+queue that ran dry before the time was up makes the figure a lower bound, shown with ≥.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ import argparse
 import itertools
 import multiprocessing as mp
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -28,7 +36,7 @@ from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from rich.console import Console
 
-from headwater.testing import bench_arguments, produce_all, start_broker
+from headwater.testing import bench_arguments, peer_command, produce_all, start_broker
 from tables import table  # bench/tables.py
 
 CONSUMERS = (1, 4, 8)
@@ -49,24 +57,6 @@ def _share_consumer(bootstrap, group, topic, total, done, spans):
                 done.value += len(batch)
     consumer.poll(0)          # acknowledges the last batch
     consumer.close()
-    spans.put((first, time.monotonic()))
-
-
-def _rabbit_consumer(port, total, done, spans):
-    import pika
-    channel = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", port)).channel()
-    channel.basic_qos(prefetch_count=500)
-    first = None
-    for method, _props, _body in channel.consume(QUEUE, inactivity_timeout=0.1):
-        if method is not None:
-            first = first or time.monotonic()
-            channel.basic_ack(method.delivery_tag)
-            with done.get_lock():
-                done.value += 1
-        if done.value >= total:
-            break
-    channel.cancel()
-    channel.connection.close()
     spans.put((first, time.monotonic()))
 
 
@@ -139,14 +129,31 @@ class RabbitMQ:
                     raise RuntimeError("rabbitmq-server did not start") from None
                 time.sleep(0.3)
 
-    def fill(self, messages: int, payload: bytes) -> None:
-        import pika
+    def perf_test(self, *args: str) -> str:
+        """Runs PerfTest against this node; its output."""
+        done = subprocess.run(peer_command("perf-test", "perf-test", "com.rabbitmq.perf.PerfTest",
+                                           "--uri", f"amqp://127.0.0.1:{self.port}", "--queue", QUEUE,
+                                           "--auto-delete", "false", "--metrics-format", "compact", *args),
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode:
+            raise RuntimeError(f"PerfTest {' '.join(args)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        return done.stdout
+
+    def ready(self) -> int:
+        """Messages in the queue waiting for a consumer (pika's passive declare: it fails if the queue
+        is not durable)."""
+        return self.channel.queue_declare(QUEUE, durable=True, passive=True).method.message_count
+
+    def drain_rate(self, messages: int, size: int, consumers: int, seconds: int) -> str:
+        """PerfTest fills the queue, then drains it with `consumers` manual-ack consumers for
+        `seconds`: its receiving rate avg, marked ≥ if the queue ran dry before the time was up."""
         self.channel.queue_delete(QUEUE)
-        self.channel.queue_declare(QUEUE, durable=True)
-        self.channel.confirm_delivery()
-        persistent = pika.BasicProperties(delivery_mode=2)
-        for _ in range(messages):
-            self.channel.basic_publish("", QUEUE, payload, persistent)
+        self.perf_test("--producers", "1", "--consumers", "0", "--flag", "persistent", "--size", str(size),
+                       "--pmessages", str(messages), "--confirm", "1000")
+        output = self.perf_test("--producers", "0", "--consumers", str(consumers), "--predeclared",
+                                "--qos", "500", "--time", str(seconds))
+        rate = int(re.search(r"receiving rate avg: (\d+)", output).group(1))
+        return f"{'≥ ' if self.ready() == 0 else ''}{rate:,}"
 
     def stop(self) -> None:
         try:
@@ -161,7 +168,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--size", type=int, default=100, help="message bytes")
-    args = bench_arguments(parser, smoke={"messages": 300})
+    parser.add_argument("--rabbit-messages", type=int, default=60_000, help="messages PerfTest fills the queue with")
+    parser.add_argument("--rabbit-seconds", type=int, default=3, help="seconds PerfTest drains the queue for")
+    args = bench_arguments(parser, smoke={"messages": 300, "rabbit_messages": 2_000, "rabbit_seconds": 2})
     console = Console()
     payload = b"x" * args.size
     rows = []
@@ -186,21 +195,16 @@ def main() -> None:
                          "acked msgs/s": f"{rate:,.0f}"})
         finally:
             broker.stop()
+        rabbit = RabbitMQ(Path(tmp))
         try:
-            rabbit = RabbitMQ(Path(tmp))
-        except (RuntimeError, subprocess.CalledProcessError) as exc:
-            rabbit = None
-            console.print(f"RabbitMQ left out: {exc}")
-        if rabbit is not None:
-            try:
-                for n in CONSUMERS:
-                    rabbit.fill(args.messages, payload)
-                    rate = _run_pool(_rabbit_consumer, (rabbit.port,), n, args.messages)
-                    rows.append({"system": "RabbitMQ durable queue, manual acks", "consumers": str(n),
-                                 "acked msgs/s": f"{rate:,.0f}"})
-            finally:
-                rabbit.stop()
-    console.print(table(f"{args.messages:,} messages of {args.size} bytes, one partition / one queue", rows))
+            for n in CONSUMERS:
+                rate = rabbit.drain_rate(args.rabbit_messages, args.size, n, args.rabbit_seconds)
+                rows.append({"system": "RabbitMQ durable queue, manual acks (PerfTest)", "consumers": str(n),
+                             "acked msgs/s": rate})
+        finally:
+            rabbit.stop()
+    console.print(table(f"{args.messages:,} messages of {args.size} bytes, one partition; RabbitMQ: a queue of "
+                        f"{args.rabbit_messages:,} drained for {args.rabbit_seconds} s", rows))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,17 @@
-"""Spark source benchmark: Headwater through the `headwater` source vs Spark's own
-rate source, and produce-to-window-result latency.
+"""Spark source benchmark: Headwater through the `headwater` source vs Spark's own Kafka
+source (`format("kafka")`) reading the same topic, vs Spark's rate source, and
+produce-to-window-result latency.
 
     .venv/bin/python bench/spark_source.py [--rows 400000] [--rounds 3] [--rate 200] [--seconds 30] [--smoke]
 
 1. Throughput: rows/s from a topic through the source into the `noop` sink, next to
-   Spark's built-in `rate-micro-batch` source and to a Python source that only yields
-   one prebuilt Arrow batch (the floor cost of any Python data source), same batch
-   size, same session; rows/s = rows / time spent in micro-batches (Spark's
-   triggerExecution). A warm-up round, then the three take turns; the median round
+   Spark's own Kafka connector reading the same topic from the same broker (the jars
+   `make jvm` resolves: headwater.testing.spark_kafka_jars), to Spark's built-in
+   `rate-micro-batch` source and to a Python source that only yields one prebuilt
+   Arrow batch (the floor cost of any Python data source), same batch size (the Kafka
+   sources: the same maxOffsetsPerTrigger), same session; rows/s = rows / time spent
+   in micro-batches (Spark's triggerExecution). A warm-up round, then the four take
+   turns; the median round
    is reported, with the CPU per row it cost each process (the JVM, the Python
    processes Spark runs: task workers and the source's planner, and the broker).
    headwater / floor is also given round by round (the two ran back to back, so load
@@ -35,7 +39,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 import headwater.spark
 from headwater.spark.record_columns import arrow_schema
 from headwater.spark.source import SCHEMA
-from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, proc_stat, produce_all
+from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, proc_stat, produce_all, spark_kafka_jars
 
 
 # The floor's Arrow batches are about the size of the headwater reader's: one 1 MiB fetch
@@ -137,6 +141,8 @@ def throughput(stream, batches: int, checkpoint: Path, cpu) -> tuple[int, float,
              .trigger(processingTime="1 second").start())
     while (query.lastProgress is None or query.lastProgress["batchId"] < batches - 1
            or query.status["isTriggerActive"]):
+        if not query.isActive:   # it failed (a Python worker that never connected back, on a loaded machine)
+            raise query.exception()
         time.sleep(0.05)
     query.stop()
     rows, rate = batch_rate(query)
@@ -144,11 +150,14 @@ def throughput(stream, batches: int, checkpoint: Path, cpu) -> tuple[int, float,
 
 
 def sources(spark, bootstrap: str, topic: str, per_batch: int) -> dict:
-    """The three streams measured side by side, each 2 partitions, `per_batch` rows a batch."""
+    """The four streams measured side by side, each 2 partitions, `per_batch` rows a batch."""
     return {
         "headwater": lambda: (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
                               .option("subscribe", topic).option("startingOffsets", "earliest")
                               .option("maxOffsetsPerTrigger", per_batch).load()),
+        "Spark's kafka source": lambda: (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                                         .option("subscribe", topic).option("startingOffsets", "earliest")
+                                         .option("maxOffsetsPerTrigger", per_batch).load()),
         "prebuilt Arrow (Python floor)": lambda: (spark.readStream.format("prebuilt")
                                                   .option("rowsPerBatch", per_batch).load()),
         "rate-micro-batch": lambda: (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", per_batch)
@@ -201,7 +210,10 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="hw-spark-bench-"))
     with BrokerProcess(workdir / "data", "--num-partitions", "2", "--flush", "never") as broker:
         fill(broker.bootstrap, "bench", args.rows)
-        spark = headwater.spark.session(app_name="spark-source-bench")
+        # Python workers get 2 minutes, not 15 s, to connect back: a shared machine can be that loaded.
+        spark = headwater.spark.session(app_name="spark-source-bench",
+                                        conf={"spark.jars": ",".join(spark_kafka_jars()),
+                                              "spark.python.authenticate.socketTimeout": "120s"})
         spark.dataSource.register(PrebuiltSource)
         streams = sources(spark, broker.bootstrap, "bench", args.per_batch)
         batches = args.rows // args.per_batch
@@ -237,6 +249,8 @@ def main() -> None:
     ratios = [run[1] / floor_run[1] for run, floor_run in zip(runs["headwater"], runs["prebuilt Arrow (Python floor)"])]
     print(f"headwater / Python floor: {medians['headwater'][1] / floor:.2f} (medians); round by round "
           + ", ".join(f"{r:.2f}" for r in ratios) + f", median {statistics.median(ratios):.2f}")
+    kafka = medians["Spark's kafka source"][1]
+    print(f"headwater / Spark's kafka source: {medians['headwater'][1] / kafka:.2f} (medians)")
     print()
     lat.sort()
     print(f"produce -> 1 s window update at {args.rate} events/s for {args.seconds} s: "

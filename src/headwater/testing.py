@@ -544,12 +544,25 @@ class ToolRun(NamedTuple):
     stderr: str
 
 
+def jvm_classpath(folder: str, jar: str) -> str:
+    """The jars `make jvm` resolved into build/jvm/<folder>/ as one classpath; `jar` (a file
+    name's start) must be among them."""
+    path = JVM_BUILD / folder
+    if not any(path.glob(f"{jar}*.jar")):
+        raise FileNotFoundError(f"{path} has no {jar}: run `make jvm` (Maven and a JDK 17)")
+    return f"{path}/*"
+
+
 def kafka_classpath() -> str:
     """Kafka's jars and the project's own Java programs, as resolved by `make jvm`."""
-    folder = JVM_BUILD / "kafka"
-    if not (folder / "headwater-jvm-kafka.jar").exists():
-        raise FileNotFoundError(f"{folder} has no jars: run `make jvm` (Maven and a JDK 17)")
-    return f"{folder}/*"
+    return jvm_classpath("kafka", "headwater-jvm-kafka")
+
+
+def peer_command(folder: str, jar: str, main_class: str, *args: str) -> list[str]:
+    """A bench's JVM peer (RabbitMQ's PerfTest, Debezium) on its build/jvm/<folder>/ classpath,
+    with the JVM's default compilers and collector, as it runs in production (not the
+    quick-start options of the short-lived test JVMs)."""
+    return ["java", "-cp", jvm_classpath(folder, jar), main_class, *args]
 
 
 def spark_kafka_jars() -> list[str]:
