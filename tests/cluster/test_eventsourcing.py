@@ -38,7 +38,7 @@ def test_relay_and_projection_across_a_node_crash(kafka_cluster, tmp_path):
     relay = start_relay(location, bootstrap)
     writer.start()
     try:
-        wait_until(lambda: topic_end(bootstrap, TOPIC) > 0, timeout=60, what="the relay to publish")
+        wait_until(lambda: published(bootstrap) > 0, timeout=180, what="the relay to publish")
         with kafka_cluster.node_down(leader_of(bootstrap, TOPIC)):
             before = published(bootstrap)
             wait_until(lambda: published(bootstrap) > before + 200, timeout=60,
