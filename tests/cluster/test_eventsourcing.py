@@ -35,21 +35,26 @@ def test_relay_and_projection_across_a_node_crash(kafka_cluster, tmp_path):
         while writing.is_set():
             shop.day(carts=2, actions=20)
     writer = threading.Thread(target=business)
-    relay = start_relay(location, bootstrap)
+    relay = start_relay(location, bootstrap, stderr=open(tmp_path / "relay.log", "wb"))
     writer.start()
     try:
-        wait_until(lambda: published(bootstrap) > 0, timeout=180, what="the relay to publish")
-        with kafka_cluster.node_down(leader_of(bootstrap, TOPIC)):
-            before = published(bootstrap)
-            wait_until(lambda: published(bootstrap) > before + 200, timeout=60,
-                       what="the relay to publish during the outage")
+        try:
+            wait_until(lambda: published(bootstrap) > 0, timeout=180, what="the relay to publish")
+            with kafka_cluster.node_down(leader_of(bootstrap, TOPIC)):
+                before = published(bootstrap)
+                wait_until(lambda: published(bootstrap) > before + 200, timeout=60,
+                           what="the relay to publish during the outage")
+        finally:
+            writing.clear()
+            writer.join()
+        total = store.head_position()
+        wait_until(lambda: published(bootstrap) >= total, timeout=60, what="every event in the topic")
+        relay.terminate()
+        assert relay.wait(30) == 143, (tmp_path / "relay.log").read_text()   # SIGTERM: stopped cleanly
     finally:
-        writing.clear()
-        writer.join()
-    total = store.head_position()
-    wait_until(lambda: published(bootstrap) >= total, timeout=60, what="every event in the topic")
-    relay.terminate()
-    assert relay.wait(30) == 143   # SIGTERM: stopped cleanly
+        if relay.poll() is None:   # a failed wait: the relay must not outlive the test
+            relay.kill()
+            relay.wait()
 
     assert_topic_holds_the_store(bootstrap, TOPIC, store)
     assert_projections_from_topic_equal_store(bootstrap, TOPIC, store, tmp_path / "topic_views.db")

@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "carts"
 
 
-def start_relay(location, bootstrap):
+def start_relay(location, bootstrap, stderr=subprocess.DEVNULL):
     return subprocess.Popen([sys.executable, "-m", "headwater", "events", "relay", "--store", location, "--topic",
                              TOPIC, "--bootstrap-server", bootstrap], cwd=ROOT, env=dict(os.environ),
-                            stderr=subprocess.DEVNULL)
+                            stderr=stderr)
 
 
 def test_relay_killed_repeatedly_loses_and_reorders_nothing(broker, store, open_store, store_location, tmp_path):
