@@ -2,7 +2,14 @@ import pytest
 
 from headwater.testing import BrokerProcess, KafkaCluster
 
-from .postgres import pg_db, postgres  # noqa: F401  (fixtures for tests/cdc and tests/spark)
+# Fixtures shared across the folders (pytest scopes a conftest to its directory).
+pytest_plugins = [
+    "tests.support.postgres",
+    "tests.support.appender_fixtures",
+    "tests.support.member_fixtures",
+    "tests.support.store_fixtures",
+    "tests.support.spark_fixtures",
+]
 
 
 @pytest.fixture
