@@ -19,7 +19,7 @@ demo: $(VENV)/.installed
 # (to see that a durable file replace fsyncs its directory), chromium and its driver (the web
 # console's browser tests), rabbitmq-server (the peer of bench/share_groups.py, whose smoke
 # make test runs), Maven with a JDK 17 (Kafka's own clients and tools, `make jvm`), and jq (the
-# offsets move of docs/scaling.md, tests/cluster/test_scaling.py).
+# offsets move of docs/scaling.md, tests/system/kafka_cluster/test_scaling.py).
 system-deps:
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat)
 	@command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
@@ -30,7 +30,7 @@ system-deps:
 	@command -v jq >/dev/null || (apt-get update -qq && apt-get install -y -qq jq)
 
 # quixstreams pins confluent-kafka < 2.13, older than Headwater's: it gets a virtualenv of its
-# own, which tests/integration/test_ecosystem.py runs its application with.
+# own, which tests/system/test_ecosystem.py runs its application with.
 QUIX_VENV := .venv-quix
 $(QUIX_VENV)/.installed:
 	python3 -m venv $(QUIX_VENV)

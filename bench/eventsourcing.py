@@ -42,7 +42,7 @@ from headwater.eventsourcing import RecordedEvent, open_store  # noqa: E402
 from headwater.eventsourcing.projection import ProjectionRunner, View  # noqa: E402
 from headwater.eventsourcing.repository import Repository  # noqa: E402
 from headwater.eventsourcing.store import Transaction  # noqa: E402
-from tests.postgres import PostgresServer  # noqa: E402
+from tests.support.postgres import PostgresServer  # noqa: E402
 
 SNAPSHOT_EVERY = Cart.snapshot_every
 BATCH = 1000

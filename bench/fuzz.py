@@ -1,5 +1,5 @@
 """A fuzzing campaign of any length against a real broker, by hand: the long run of what
-tests/fuzz/test_campaign.py runs briefly in `make test`.
+tests/fuzzing/test_campaign.py runs briefly in `make test`.
 
     .venv/bin/python bench/fuzz.py [--frames 200000] [--seed N] [--connections 16] [--smoke]
 

@@ -8,7 +8,7 @@ SIGKILLed and restarted KILLS times. Ground truth is the set of delivery reports
 succeeded. Afterwards every partition is read from offset 0 and counted: acknowledged
 records missing or changed at their acknowledged offset, records present twice, and order
 violations (a partition's numbers not increasing). Any of those makes the exit status 1.
-``make test`` runs a short soak (3 kills) through tests/integration/test_storage_benches.py.
+``make test`` runs a short soak (3 kills) through tests/system/test_storage_benches.py.
 """
 from __future__ import annotations
 

@@ -1,8 +1,17 @@
+from pathlib import Path
+
 import pytest
 
 from headwater.testing import BrokerProcess, KafkaCluster
 
-from .postgres import pg_db, postgres  # noqa: F401  (fixtures for tests/cdc and tests/spark)
+# Fixtures shared across the folders (pytest scopes a conftest to its directory).
+pytest_plugins = [
+    "tests.support.postgres",
+    "tests.support.appender_fixtures",
+    "tests.support.member_fixtures",
+    "tests.support.store_fixtures",
+    "tests.support.spark_fixtures",
+]
 
 
 @pytest.fixture
@@ -28,10 +37,32 @@ def broker(start_broker):
 
 @pytest.fixture(scope="session")
 def kafka_cluster(tmp_path_factory):
-    """Apache Kafka, three KRaft nodes (`make jvm`'s jars), started once per test run for tests/cluster/
+    """Apache Kafka, three KRaft nodes (`make jvm`'s jars), started once per test run for tests/system/kafka_cluster/
     and the Spark tests on it; a missing JDK or jar fails, never skips."""
     with KafkaCluster(3, tmp_path_factory.mktemp("kafka-cluster")) as cluster:
         yield cluster
+
+
+# A test's kind (`pytest -m unit` runs the fast ones) is what it starts: read from the names its
+# module and the modules of its fixtures import (its folder says what it tests, not how).
+SYSTEM = Path(__file__).parent / "system"
+SPARK = {"spark", "kafka_connector", "SparkStandaloneCluster"}
+SERVERS = {"BrokerProcess", "KafkaCluster", "PostgresServer", "KafkaTools", "MockCluster", "subprocess",
+           "confluent_kafka", "kafka", "aiokafka"}
+
+
+def kind(item: pytest.Item) -> str:
+    if item.path.is_relative_to(SYSTEM):
+        return "system"
+    fixtures = getattr(item, "_fixtureinfo", None)
+    funcs = [defs[-1].func for defs in (fixtures.name2fixturedefs.values() if fixtures else ())]  # the overriding def
+    names = set(getattr(item, "fixturenames", ())) | set(vars(getattr(item, "module", None) or object))
+    for func in funcs:
+        if func.__module__.startswith("tests."):
+            names |= set(func.__globals__)
+    params = getattr(getattr(item, "callspec", None), "params", {}).values()
+    return ("spark" if SPARK & names else
+            "integration" if SERVERS & names or "postgres" in params else "unit")
 
 
 @pytest.hookimpl(tryfirst=True)   # before xdist's own, which reads the groups into the test ids
@@ -43,3 +74,4 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         shared = {"spark", "kafka_cluster"} & set(getattr(item, "fixturenames", ()))
         group = "spark" if shared else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
+        item.add_marker(kind(item))

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from .harness import ConnectorProcess, InThread, apply, expected_history
-from .sources import source_for
-from .topics import changes, read_topic, replay, wait_for
+from tests.support.cdc_harness import ConnectorProcess, InThread, apply, expected_history
+from tests.support.cdc_sources import source_for
+from tests.support.cdc_topics import changes, read_topic, replay, wait_for
 
 PRELOAD = 2000
 

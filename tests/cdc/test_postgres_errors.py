@@ -7,8 +7,8 @@ import time
 
 from headwater.testing import BrokerProcess, PostgresServer
 
-from .harness import ConnectorProcess, Running, caught_up, slot_active, sql
-from .topics import changes, read_topic, wait_for
+from tests.support.cdc_harness import ConnectorProcess, Running, caught_up, slot_active, sql
+from tests.support.cdc_topics import changes, read_topic, wait_for
 
 
 def cdc(*args):

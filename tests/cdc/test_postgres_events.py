@@ -7,8 +7,8 @@ from headwater.cdc import CdcError
 from headwater.cdc.envelope import UNAVAILABLE
 from headwater.cdc.postgres import PostgresConnector
 
-from .harness import Running, caught_up, sql
-from .topics import changes, read_topic, replay, wait_for
+from tests.support.cdc_harness import Running, caught_up, sql
+from tests.support.cdc_topics import changes, read_topic, replay, wait_for
 
 
 def test_inserts_updates_deletes_truncates_as_debezium_events(pg_db, broker):

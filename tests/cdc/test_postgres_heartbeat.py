@@ -1,6 +1,6 @@
 """PostgreSQL only: the slot keeps moving while the captured tables are idle (see test_contract for the guarantees both connectors share)."""
-from .harness import Running, caught_up, sql
-from .topics import read_topic
+from tests.support.cdc_harness import Running, caught_up, sql
+from tests.support.cdc_topics import read_topic
 
 
 def test_heartbeat_advances_the_slot_while_captured_tables_are_idle(pg_db, broker):

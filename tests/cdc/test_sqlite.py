@@ -9,9 +9,9 @@ import time
 
 from headwater.cdc.sqlite import CHANGELOG, SqliteConnector
 
-from .harness import ConnectorProcess
-from .sources import drained, make_db, query
-from .topics import changes, read_topic, replay, wait_for
+from tests.support.cdc_harness import ConnectorProcess
+from tests.support.cdc_sources import drained, make_db, query
+from tests.support.cdc_topics import changes, read_topic, replay, wait_for
 
 
 def test_sqlite_changes_as_debezium_events(tmp_path, broker):

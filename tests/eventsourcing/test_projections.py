@@ -41,7 +41,7 @@ def test_projections_equal_plain_python_and_checkpoint_per_batch(store):
 
 def run_worker(location, batch, kill_at=0):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    return subprocess.run([sys.executable, "-m", "tests.eventsourcing.projection_worker", location, str(batch),
+    return subprocess.run([sys.executable, "-m", "tests.support.projection_worker", location, str(batch),
                            str(kill_at)], cwd=ROOT, env=env, timeout=120).returncode
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from headwater.demo.shopping_cart import Shop
 from headwater.testing import wait_until
 
-from .topic import assert_topic_holds_the_store, assert_projections_from_topic_equal_store, topic_end
+from tests.support.events_topic import assert_topic_holds_the_store, assert_projections_from_topic_equal_store, topic_end
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "carts"

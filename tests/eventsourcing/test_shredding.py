@@ -15,7 +15,7 @@ from headwater.eventsourcing.relay import OutboxRelay
 from headwater.eventsourcing.repository import Repository
 from headwater.eventsourcing.subscription import TopicSource
 
-from .topic import read_topic
+from tests.support.events_topic import read_topic
 
 
 def names_in(events, customer):

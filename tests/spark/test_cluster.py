@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from sparkdata import batches_written, create_topic, produce, read_back
+from tests.support.sparkdata import batches_written, create_topic, produce, read_back
 
 from headwater.demo.shop_events import MINUTE, morning
 from headwater.pipelines import cep, materialized_view, reference

@@ -4,7 +4,7 @@ import json
 
 import pytest
 from confluent_kafka import Producer
-from sparkdata import create_topic, headwater_batch, headwater_stream, produce, run_to_end
+from tests.support.sparkdata import create_topic, headwater_batch, headwater_stream, produce, run_to_end
 
 from headwater.log.manager import LogManager
 from headwater.records import Compression, read_header

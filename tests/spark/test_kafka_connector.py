@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sparkdata import create_topic, read_back
+from tests.support.sparkdata import create_topic, read_back
 
 from headwater.demo.shop_events import MINUTE, morning
 from headwater.pipelines import reference

@@ -8,7 +8,7 @@ the principal may not touch are taken out of the request and put back into the h
 response with TOPIC_/GROUP_/CLUSTER_/TRANSACTIONAL_ID_AUTHORIZATION_FAILED), with the
 response's one error code otherwise, or by leaving out what the principal may not see (Metadata,
 ListGroups, ListTransactions). The connection keeps serving. An endpoint cannot be made without
-a rule; tests/integration/test_security.py walks them all.
+a rule; tests/broker/security/test_security.py walks them all.
 """
 from __future__ import annotations
 

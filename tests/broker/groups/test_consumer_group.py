@@ -1,0 +1,291 @@
+"""The consumer group protocol's (KIP-848) state machine, stepped in-process with a clock moved
+by hand: members heartbeat as ConsumerGroupHeartbeat does, and after every step no partition
+is owned by two members. The wire tests (tests/broker/groups/test_consumer_groups.py) are the
+outer layer."""
+import random
+
+import pytest
+
+from headwater.broker.groups.consumer_group import (ConsumerGroupCoordinator, ConsumerGroupError, GroupState,
+                                                    HeartbeatRequest, MemberState)
+from headwater.protocol.errors import ErrorCode
+
+SESSION_MS, REBALANCE_MS = 45_000, 60_000
+
+
+@pytest.fixture
+def topics():
+    return {"t": 6}
+
+
+@pytest.fixture
+def coordinator(clock, topics):
+    return ConsumerGroupCoordinator(clock, lambda: topics, taken=lambda g: g == "classic")
+
+
+def join(coordinator, member_id, topics=("t",), **fields):
+    return coordinator.heartbeat(HeartbeatRequest("g", member_id, 0, rebalance_timeout_ms=REBALANCE_MS,
+                                                  subscribed_topic_names=list(topics), **fields))
+
+
+def beat(coordinator, member_id, epoch, owned=None, **fields):
+    return coordinator.heartbeat(HeartbeatRequest("g", member_id, epoch, owned=owned, **fields))
+
+
+def refused(code, call, *args, **kwargs):
+    with pytest.raises(ConsumerGroupError) as caught:
+        call(*args, **kwargs)
+    assert caught.value.code == code, caught.value
+    return caught.value
+
+
+def tps(*partitions, topic="t"):
+    return frozenset((topic, p) for p in partitions)
+
+
+def owned_by_one(group):
+    """No partition owned (assigned or being revoked) by two members; the owners table agrees."""
+    seen = {}
+    for m in group.members.values():
+        for tp in m.assigned | m.revoking:
+            assert tp not in seen, f"{tp} owned by {seen[tp]} and {m.member_id}"
+            seen[tp] = m.member_id
+    assert seen == group.owners
+
+
+class Client:
+    """A well-behaved member: gives up what its assignment no longer holds at once, reports what it owns."""
+
+    def __init__(self, coordinator, member_id, topics=("t",)):
+        self.coordinator, self.member_id = coordinator, member_id
+        result = join(coordinator, member_id, topics)
+        self.epoch, self.owned = result.member_epoch, result.assignment or frozenset()
+
+    def beat(self, **fields):
+        result = beat(self.coordinator, self.member_id, self.epoch, owned=self.owned, **fields)
+        self.epoch = result.member_epoch
+        if result.assignment is not None:
+            self.owned = result.assignment
+        return result
+
+
+def settle(group, clients, rounds=10):
+    for _ in range(rounds):
+        for c in clients:
+            c.beat()
+            owned_by_one(group)
+        if group.state is GroupState.STABLE:
+            return
+    raise AssertionError(f"group did not settle: {group.state}")
+
+
+def test_first_member_gets_every_partition(coordinator):
+    result = join(coordinator, "m1")
+    assert (result.member_id, result.member_epoch, result.heartbeat_interval_ms) == ("m1", 1, 5000)
+    assert result.assignment == tps(*range(6))
+    group = coordinator.groups["g"]
+    assert (group.state, group.epoch, group.assignor) == (GroupState.STABLE, 1, "uniform")
+    assert beat(coordinator, "m1", 1, owned=tps(*range(6))).assignment is None  # nothing new to say
+
+
+def test_partitions_move_only_after_their_owner_revokes_them(coordinator):
+    m1 = Client(coordinator, "m1")
+    m2 = Client(coordinator, "m2")
+    group = coordinator.groups["g"]
+    assert (group.epoch, m2.epoch, m2.owned) == (2, 2, frozenset())   # all six still m1's
+    assert group.members["m2"].state is MemberState.UNRELEASED_PARTITIONS
+    to_move = group.target["m2"]
+    assert len(to_move) == 3 and group.target["m1"] | to_move == tps(*range(6))
+    result = m1.beat()                                 # m1 learns it must give three up; epoch kept
+    assert (result.member_epoch, result.assignment) == (1, group.target["m1"])
+    assert group.members["m1"].state is MemberState.UNREVOKED_PARTITIONS
+    assert m2.beat().assignment is None                # not free yet
+    owned_by_one(group)
+    m1.beat()                                          # reports the smaller set: revoked
+    assert (m1.epoch, group.members["m1"].state) == (2, MemberState.STABLE)
+    assert m2.beat().assignment == to_move
+    assert group.state is GroupState.STABLE
+    owned_by_one(group)
+
+
+def test_three_members_cover_every_partition_and_one_leaving_moves_only_its_own(coordinator):
+    clients = [Client(coordinator, f"m{i}") for i in range(3)]
+    group = coordinator.groups["g"]
+    settle(group, clients)
+    assert sorted(len(c.owned) for c in clients) == [2, 2, 2]
+    assert frozenset().union(*(c.owned for c in clients)) == tps(*range(6))
+    before = {c.member_id: c.owned for c in clients}
+    leaver = clients.pop()
+    result = beat(coordinator, leaver.member_id, -1)
+    assert result.member_epoch == -1 and leaver.member_id not in group.members
+    settle(group, clients)
+    assert frozenset().union(*(c.owned for c in clients)) == tps(*range(6))
+    assert all(before[c.member_id] <= c.owned for c in clients)
+
+
+def test_session_timeout_fences_a_silent_member(coordinator, clock):
+    a, b = Client(coordinator, "a"), Client(coordinator, "b")
+    group = coordinator.groups["g"]
+    settle(group, [a, b])
+    for _ in range(10):                                # a keeps heartbeating, b falls silent
+        clock.advance(5_000)
+        a.beat()
+    assert "b" not in group.members and a.owned == tps(*range(6))
+    refused(ErrorCode.UNKNOWN_MEMBER_ID, beat, coordinator, "b", b.epoch)
+    assert join(coordinator, "b").member_epoch > b.epoch   # a fenced member rejoins with epoch 0
+
+
+def test_rebalance_timeout_fences_a_member_that_does_not_revoke(coordinator, clock):
+    a = Client(coordinator, "a")
+    b = Client(coordinator, "b")
+    a_result = beat(coordinator, "a", a.epoch)         # told to revoke; never acknowledges
+    assert coordinator.groups["g"].members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    for _ in range(REBALANCE_MS // 5_000 - 1):
+        clock.advance(5_000)
+        beat(coordinator, "a", a_result.member_epoch)  # heartbeats without owned partitions
+        b.beat()
+    assert "a" in coordinator.groups["g"].members and b.owned == frozenset()
+    clock.advance(5_000)
+    assert "a" not in coordinator.groups["g"].members
+    b.beat()
+    assert b.owned == tps(*range(6))
+
+
+def test_member_epoch_checks(coordinator):
+    a = Client(coordinator, "a")
+    refused(ErrorCode.FENCED_MEMBER_EPOCH, beat, coordinator, "a", a.epoch + 1)
+    refused(ErrorCode.UNKNOWN_MEMBER_ID, beat, coordinator, "nobody", 1)
+    b = Client(coordinator, "b")
+    a.beat(); a.beat(); b.beat()
+    assert a.epoch == 2
+    # the previous epoch is accepted while what it claims to own is still its own (a lost response)
+    assert beat(coordinator, "a", 1, owned=a.owned).member_epoch == 2
+    refused(ErrorCode.FENCED_MEMBER_EPOCH, beat, coordinator, "a", 1, owned=tps(*range(6)))
+    refused(ErrorCode.FENCED_MEMBER_EPOCH, beat, coordinator, "a", 3)
+
+
+def test_static_member_leaves_and_returns_to_its_partitions(coordinator, clock):
+    a = Client(coordinator, "a")
+    join(coordinator, "s1", instance_id="box-1")
+    group = coordinator.groups["g"]
+    settle(group, [a, _Attached(coordinator, "s1")])
+    kept = group.members["s1"].assigned
+    epoch = group.epoch
+    refused(ErrorCode.UNRELEASED_INSTANCE_ID, join, coordinator, "s2", instance_id="box-1")
+    assert beat(coordinator, "s1", group.members["s1"].epoch, instance_id="box-1").member_epoch > 0
+    assert beat(coordinator, "s1", -2, instance_id="box-1").member_epoch == -2
+    result = join(coordinator, "s2", instance_id="box-1")   # the restarted process, a new member id
+    assert result.assignment == kept and group.epoch == epoch and "s1" not in group.members
+    owned_by_one(group)
+    refused(ErrorCode.FENCED_INSTANCE_ID, beat, coordinator, "s1", 1, instance_id="box-1")
+
+
+class _Attached(Client):
+    """A client for a member that has already joined."""
+
+    def __init__(self, coordinator, member_id):
+        self.coordinator, self.member_id = coordinator, member_id
+        member = coordinator.groups["g"].members[member_id]
+        self.epoch, self.owned = member.epoch, member.assigned
+
+
+def test_static_member_that_never_returns_is_fenced_after_the_session(coordinator, clock):
+    a = Client(coordinator, "a")
+    join(coordinator, "s1", instance_id="box-1")
+    beat(coordinator, "s1", -2, instance_id="box-1")
+    for _ in range(10):
+        clock.advance(5_000)
+        a.beat()
+    assert "s1" not in coordinator.groups["g"].members and a.owned == tps(*range(6))
+
+
+def test_bad_requests_get_clear_errors(clock, topics):
+    coordinator = ConsumerGroupCoordinator(clock, lambda: topics, taken=lambda g: g == "classic", max_size=3)
+    refused(ErrorCode.INVALID_REQUEST, coordinator.heartbeat, HeartbeatRequest("", "m", 0))
+    refused(ErrorCode.INVALID_REQUEST, coordinator.heartbeat,
+            HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=REBALANCE_MS))   # no subscription
+    refused(ErrorCode.INVALID_REQUEST, join, coordinator, "m", owned=tps(0))
+    refused(ErrorCode.UNSUPPORTED_ASSIGNOR, join, coordinator, "m", server_assignor="sticky")
+    error = refused(ErrorCode.INVALID_REGULAR_EXPRESSION, join, coordinator, "m", subscribed_topic_regex="t(")
+    assert "t(" in str(error)
+    refused(ErrorCode.GROUP_ID_NOT_FOUND, coordinator.heartbeat,
+            HeartbeatRequest("classic", "m", 0, rebalance_timeout_ms=1, subscribed_topic_names=["t"]))
+    for member_id in ("m", "n", "o"):
+        join(coordinator, member_id)
+    refused(ErrorCode.GROUP_MAX_SIZE_REACHED, join, coordinator, "p")
+    assert list(coordinator.groups["g"].members) == ["m", "n", "o"]   # still serving
+
+
+def test_regex_subscription_and_new_topics(coordinator, topics):
+    topics["orders-eu"] = 2
+    result = join(coordinator, "m", topics=(), subscribed_topic_regex="orders-.*")
+    assert result.assignment == tps(0, 1, topic="orders-eu")
+    topics["orders-us"] = 1                            # a topic appears that the regex matches
+    result = beat(coordinator, "m", result.member_epoch)
+    assert result.assignment == tps(0, 1, topic="orders-eu") | tps(0, topic="orders-us")
+    topics["t"] = 8                                     # unsubscribed topics change nothing
+    assert beat(coordinator, "m", result.member_epoch).assignment is None
+
+
+def test_added_partitions_are_assigned(coordinator, topics):
+    result = join(coordinator, "m")
+    topics["t"] = 8
+    result = beat(coordinator, "m", result.member_epoch)
+    assert (result.member_epoch, result.assignment) == (2, tps(*range(8)))
+
+
+def test_range_assignor_on_request(coordinator):
+    a = Client(coordinator, "a")
+    beat(coordinator, "a", a.epoch, server_assignor="range")
+    b = Client(coordinator, "b")
+    group = coordinator.groups["g"]
+    settle(group, [a, b])
+    assert group.assignor == "range"
+    assert (a.owned, b.owned) == (tps(0, 1, 2), tps(3, 4, 5))
+
+
+def test_commit_checks_the_member_epoch(coordinator):
+    assert coordinator.check_commit("other", "m", 1) is None       # not a consumer group: classic rules
+    a = Client(coordinator, "a")
+    assert coordinator.check_commit("g", "a", a.epoch) == ErrorCode.NONE
+    assert coordinator.check_commit("g", "a", a.epoch - 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert coordinator.check_commit("g", "x", a.epoch) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert coordinator.check_commit("g", "", -1) == ErrorCode.UNKNOWN_MEMBER_ID   # members: no simple commits
+    beat(coordinator, "a", -1)
+    assert coordinator.check_commit("g", "", -1) == ErrorCode.NONE
+    assert coordinator.delete("g") == ErrorCode.NONE and "g" not in coordinator.groups
+
+
+def test_random_membership_changes_never_double_assign(coordinator, clock, topics):
+    """Members join, leave, fall silent and change subscriptions in a random order; after each
+    step no partition has two owners, and once everyone heartbeats the group is stable with
+    every subscribed partition owned."""
+    topics.update(u=5, v=3)
+    rng = random.Random(848)
+    clients: dict[str, Client] = {}
+    for step in range(400):
+        action = rng.random()
+        if action < 0.15 or not clients:
+            member_id = f"m{step}"
+            clients[member_id] = Client(coordinator, member_id, rng.sample(["t", "u", "v"], rng.randint(1, 3)))
+        elif action < 0.22:
+            member_id = rng.choice(sorted(clients))
+            del clients[member_id]
+            beat(coordinator, member_id, -1)
+        elif action < 0.27:
+            clock.advance(rng.randint(0, 30_000))   # long enough, now and then, to fence the silent
+        else:
+            client = clients[rng.choice(sorted(clients))]
+            resubscribe = rng.sample(["t", "u", "v"], rng.randint(1, 3)) if action > 0.9 else None
+            try:
+                client.beat(subscribed_topic_names=resubscribe)
+            except ConsumerGroupError as exc:   # fenced meanwhile (rebalance or session timeout)
+                assert exc.code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH)
+                del clients[client.member_id]
+        owned_by_one(coordinator.groups["g"])
+        clients = {m: c for m, c in clients.items() if m in coordinator.groups["g"].members}
+    group = coordinator.groups["g"]
+    settle(group, list(clients.values()), rounds=20)
+    subscribed = {t for c in clients.values() for t in group.members[c.member_id].subscribed_names}
+    assert frozenset().union(*(c.owned for c in clients.values())) == \
+        frozenset((t, p) for t in subscribed for p in range(topics[t]))

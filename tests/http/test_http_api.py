@@ -1,0 +1,193 @@
+"""The HTTP produce/read API (REST Proxy v3 shape) with a real HTTP client (urllib) and confluent-kafka."""
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit
+
+import pytest
+
+from headwater.testing import BrokerProcess
+
+from tests.support.clients import confluent_consume, confluent_produce, sample_messages
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("http") / "data", "--num-partitions", "3",
+                       "--http-listener", "127.0.0.1:0", "--message-max-bytes", "200000") as proc:
+        clusters = call(proc.console_url + "v3/clusters")[1]
+        yield proc, f"{proc.console_url}v3/clusters/{clusters['data'][0]['cluster_id']}"
+
+
+def call(url: str, body=None, content_type="application/json", headers=None) -> tuple[int, dict, dict]:
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": content_type, **(headers or {})},
+                                     method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read()), dict(answer.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read()), dict(error.headers)
+
+
+def b64(data: bytes | None):
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def test_batches_round_trip_byte_for_byte_both_ways(api):
+    proc, base = api
+    confluent_produce(proc.bootstrap, "events", sample_messages(1))  # the topic exists (HTTP does not create)
+    messages = sample_messages(100)[1:]
+    entries = [{"id": str(i), "key": None if k is None else {"type": "BINARY", "data": b64(k)},
+                "value": None if v is None else {"type": "BINARY", "data": b64(v)},
+                "headers": [{"name": n, "value": b64(hv)} for n, hv in h]} for i, (k, v, h) in enumerate(messages)]
+    status, answer, _ = call(f"{base}/topics/events/records:batch", {"entries": entries})
+    assert status == 200 and not answer["failures"] and len(answer["successes"]) == len(messages)
+    placed = {(s["partition_id"], s["offset"]): messages[int(s["id"])] for s in answer["successes"]}
+    got = confluent_consume(proc.bootstrap, "events", [0, 1, 2], 100)
+    by_place = {(p, o): (k, v, h) for p, o, k, v, h in got}
+    for place, (key, value, headers) in placed.items():
+        assert by_place[place] == (key, value, headers)
+
+    status, one, _ = call(f"{base}/topics/events/records", {"partition_id": 2, "key": {"type": "STRING", "data": "k"},
+                                                            "value": {"type": "JSON", "data": {"a": [1, 2]}}})
+    assert status == 200 and one["partition_id"] == 2
+    for partition in (0, 1, 2):
+        status, read, _ = call(f"{base}/topics/events/partitions/{partition}/records?offset=0&max_records=1000")
+        assert status == 200
+        native = sorted((o, k, v, h) for p, o, k, v, h in got if p == partition)
+        over_http = [(r["offset"], r["key"] and base64.b64decode(r["key"]["data"]),
+                      r["value"] and base64.b64decode(r["value"]["data"]),
+                      [(x["name"], x["value"] and base64.b64decode(x["value"])) for x in r["headers"]])
+                     for r in read["data"]]
+        assert over_http[:len(native)] == native
+    last = call(f"{base}/topics/events/partitions/2/records?offset={one['offset']}")[1]["data"][0]
+    assert base64.b64decode(last["key"]["data"]) == b"k" and json.loads(base64.b64decode(last["value"]["data"])) == {
+        "a": [1, 2]}
+    listed = call(f"{base}/topics")[1]["data"]
+    assert {"topic_name": "events", "partitions_count": 3} in listed
+
+
+@pytest.mark.parametrize("path, body, content_type, status, words", [
+    ("topics/events/records", b"{not json", "application/json", 400, "not JSON"),
+    ("topics/nowhere/records", {"value": {"data": 1}}, "application/json", 404, "no topic"),
+    ("topics/events/records", b"x" * 300_000, "application/json", 413, "exceeds"),
+    ("topics/events/records", b"{}", "text/plain", 415, "application/json"),
+    ("topics/events/records", {"value": {"type": "BINARY", "data": "%%"}}, "application/json", 400, "base64"),
+    ("topics/events/records", {"partition_id": 9}, "application/json", 400, "partition_id"),
+    ("topics/events/records:batch", {"entries": []}, "application/json", 400, "entries"),
+])
+def test_bad_requests_get_a_clear_4xx_and_the_broker_keeps_serving(api, path, body, content_type, status, words):
+    proc, base = api
+    confluent_produce(proc.bootstrap, "events", sample_messages(1))
+    got, answer, _ = call(f"{base}/{path}", body, content_type)
+    assert got == status and answer["error_code"] == status and words in answer["message"]
+    assert call(f"{base}/topics/events/records", {"value": {"data": "ok"}})[0] == 200
+
+
+def test_over_quota_answers_429_with_retry_after(api):
+    proc, base = api
+    confluent_produce(proc.bootstrap, "events", sample_messages(1))
+    set_quota(proc, "slow", 1000)
+    body = {"value": {"type": "STRING", "data": "x" * 600}}
+    answers = [call(f"{base}/topics/events/records", body, headers={"Headwater-Client-Id": "slow"}) for _ in range(4)]
+    assert answers[0][0] == 200  # within the first second's burst
+    refused = [a for a in answers if a[0] == 429]
+    assert refused and all(int(h["retry-after"]) >= 1 and "quota" in a["message"] for _, a, h in refused)
+    assert call(f"{base}/topics/events/records", body)[0] == 200  # other clients are not held back
+
+
+def set_quota(proc, client_id: str, rate: int) -> None:
+    subprocess.run([sys.executable, "-m", "headwater", "quotas", "alter", "--client-id", client_id, "--add",
+                    f"producer_byte_rate={rate}", "--bootstrap-server", proc.bootstrap], check=True)
+
+
+def chunked_post(url: str, chunks: list[bytes], headers: dict) -> tuple[int, dict, dict]:
+    """POST with Transfer-Encoding: chunked (no Content-Length), as a streaming client sends."""
+    where = urlsplit(url)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
+    try:
+        connection.request("POST", where.path, body=iter(chunks), encode_chunked=True,
+                           headers={"Content-Type": "application/json", **headers})
+        answer = connection.getresponse()
+        return answer.status, json.loads(answer.read()), dict(answer.headers)
+    finally:
+        connection.close()
+
+
+def test_a_chunked_producer_is_charged_what_it_sends_as_with_content_length(api):
+    """The quota is charged by the bytes read, not by a Content-Length header a chunked body lacks:
+    one body five times the quota's one-second burst is throttled alike either way."""
+    proc, base = api
+    confluent_produce(proc.bootstrap, "events", sample_messages(1))
+    for client in ("chunked", "sized"):
+        set_quota(proc, client, 1000)
+    body = json.dumps({"value": {"type": "STRING", "data": "x" * 5000}}).encode()
+    url = f"{base}/topics/events/records"
+    chunked = chunked_post(url, [body[i:i + 1000] for i in range(0, len(body), 1000)],
+                           {"Headwater-Client-Id": "chunked"})
+    sized = call(url, body, headers={"Headwater-Client-Id": "sized"})
+    assert chunked[0] == sized[0] == 429
+    assert chunked[2]["retry-after"] == sized[2]["retry-after"] == str(-(-(len(body) - 1000) // 1000))
+    assert "quota" in chunked[1]["message"]
+
+
+def test_an_oversize_chunked_body_is_refused_without_being_read_whole(api):
+    """A chunked body past message.max.bytes is answered 413 as soon as the limit is passed: this
+    client never finishes its body, so an answer at all shows the server stopped reading."""
+    proc, base = api
+    confluent_produce(proc.bootstrap, "events", sample_messages(1))
+    where = urlsplit(f"{base}/topics/events/records")
+    with socket.create_connection((where.hostname, where.port), timeout=30) as sock:
+        sock.sendall(f"POST {where.path} HTTP/1.1\r\nHost: {where.netloc}\r\nContent-Type: application/json\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n".encode())
+        chunk = b"x" * 10_000
+        for _ in range(21):  # 210,000 bytes: past the 200,000 limit, and no last chunk
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        answer = sock.makefile("rb").read()  # up to the server's close: it ends the unfinished request
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413")
+    assert "exceeds 200000 bytes" in json.loads(payload)["message"]
+    assert call(f"{base}/topics/events/records", {"value": {"data": "ok"}})[0] == 200
+
+
+def test_an_http_produce_is_answered_after_its_fsync(api):
+    """REST Proxy's producer acks=all: with --flush always (the default) the answer comes after the
+    group commit's fsync, which moves the partition's recovery point (written after each fsync)."""
+    proc, base = api
+    confluent_produce(proc.bootstrap, "durable-http", sample_messages(1))
+    for _ in range(3):
+        status, one, _ = call(f"{base}/topics/durable-http/records", {"partition_id": 1, "value": {"data": "x"}})
+        assert status == 200
+        recovery_point = int((proc.data_dir / "durable-http-1" / "recovery-point").read_text())
+        assert recovery_point == one["offset"] + 1
+
+
+def test_reads_show_what_a_read_committed_consumer_sees(api):
+    """An aborted transaction's records are never read; an open one's not until it commits (the
+    console's pages read through the same reader)."""
+    from confluent_kafka import Producer
+    proc, base = api
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "transactional.id": "http-read", "log_level": 0})
+    producer.init_transactions(30)
+    for value, end in ((b"aborted", producer.abort_transaction), (b"open", None)):
+        producer.begin_transaction()
+        producer.produce("txn-read", value, partition=0)
+        producer.flush(30)
+        if end is not None:
+            end(30)
+    assert call(f"{base}/topics/txn-read/records", {"partition_id": 0, "value": {"data": "plain"}})[0] == 200
+
+    def values() -> list[bytes]:
+        read = call(f"{base}/topics/txn-read/partitions/0/records?offset=0")[1]["data"]
+        return [base64.b64decode(r["value"]["data"]) for r in read]
+    assert values() == []       # the open transaction holds back what was written after it began
+    producer.commit_transaction(30)
+    assert values() == [b"open", b'"plain"']  # a JSON value is stored as its JSON text

@@ -1,9 +1,0 @@
-import pytest
-
-from .groups import MemberProcess
-
-
-@pytest.fixture(autouse=True)
-def reap_member_processes():
-    yield
-    MemberProcess.reap()
