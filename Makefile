@@ -10,14 +10,16 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-# make demo DEMO_ARGS=--keep-running: the broker and its web console stay up after the chapters
+# make demo DEMO_ARGS=--keep-running: the broker and its web console stay up after the chapters;
+# HEADWATER_DEMO_BOOTSTRAP=HOST:PORT,... make demo: the chapters on that cluster, no broker started
 demo: $(VENV)/.installed
 	$(PY) -m headwater.demo $(DEMO_ARGS)
 
 # What the tests need from Debian: kcat (a real librdkafka 2.0.2 client), PostgreSQL, strace
 # (to see that a durable file replace fsyncs its directory), chromium and its driver (the web
 # console's browser tests), rabbitmq-server (the peer of bench/share_groups.py, whose smoke
-# make test runs), and Maven with a JDK 17 (Kafka's own clients and tools, `make jvm`).
+# make test runs), Maven with a JDK 17 (Kafka's own clients and tools, `make jvm`), and jq (the
+# offsets move of docs/scaling.md, tests/cluster/test_scaling.py).
 system-deps:
 	@command -v kcat >/dev/null || (apt-get update -qq && apt-get install -y -qq kcat)
 	@command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace)
@@ -25,6 +27,7 @@ system-deps:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq postgresql)
 	@command -v rabbitmq-server >/dev/null || (apt-get update -qq && apt-get install -y -qq rabbitmq-server)
 	@command -v mvn >/dev/null || (apt-get update -qq && apt-get install -y -qq maven openjdk-17-jdk-headless)
+	@command -v jq >/dev/null || (apt-get update -qq && apt-get install -y -qq jq)
 
 # quixstreams pins confluent-kafka < 2.13, older than Headwater's: it gets a virtualenv of its
 # own, which tests/integration/test_ecosystem.py runs its application with.

@@ -1,7 +1,8 @@
 """How the broker's cost grows with partitions, connections and consumer groups, Headwater next
 to librdkafka's mock broker (C) running the same workload in a process of its own.
 
-    .venv/bin/python bench/cost_growth.py [--messages N] [--rate R] [--plot PNG] [--smoke]
+    .venv/bin/python bench/cost_growth.py [--messages N] [--rate R] [--plot PNG] [--point AXIS=N ...]
+                                          [--profile DIR] [--smoke]
 
 One point of the curve: a fresh topic of P partitions; C idle consumers (raw connections, each
 long-polling an empty topic every 500 ms, as an idle librdkafka consumer does); G consumer
@@ -10,13 +11,19 @@ linger.ms=1) sending N 100-byte messages at R msg/s round-robin over the partiti
 the broker process's CPU time (user + system, from /proc) over the run per message produced
 and per message delivered (each group reads every message), and the produce → consume
 latency p50/p99 seen by the first group. One dimension moves at a time from the base point
-(1 partition, 1 idle connection, 1 group): partitions 1, 100, 1,000, 5,000; connections
-1, 100, 1,000; groups 1, 10, 100. The curves are drawn to --plot (docs/cost_growth.png).
+(1 partition, 1 idle connection, 1 group): partitions 1, 100, 1,000, 5,000, 10,000; connections
+1, 100, 1,000; groups 1, 10, 100. The curves are drawn to --plot (docs/cost_growth.png); each
+row's CPU and p99 are also given as a ratio to the mock's. ``--point partitions=1000`` measures
+that point alone (repeatable, no plot); ``--profile DIR`` records each Headwater point with
+py-spy (DIR/<point>.txt, the hottest functions by own and total samples).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -36,7 +43,7 @@ from tables import table  # bench/tables.py
 
 console = Console(stderr=True)
 BASE = {"partitions": 1, "connections": 1, "groups": 1}
-AXES = {"partitions": [1, 100, 1_000, 5_000], "connections": [1, 100, 1_000], "groups": [1, 10, 100]}
+AXES = {"partitions": [1, 100, 1_000, 5_000, 10_000], "connections": [1, 100, 1_000], "groups": [1, 10, 100]}
 IDLE_TOPIC = "idle"
 IDLE_POLL_S = 0.5   # librdkafka's fetch.wait.max.ms
 
@@ -166,15 +173,15 @@ def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, r
     return cpu, messages * groups, sorted(latencies)
 
 
-def mock_topics() -> dict[str, int]:
-    """Every topic a run on the mock broker uses, with its partitions (run_point's names)."""
-    points = {f"cost-{axis}-{value}": {**BASE, axis: value}["partitions"] for axis, values in AXES.items()
-              for value in values}
-    return {IDLE_TOPIC: 1, **points}
+def mock_topics(only: list[tuple[str, int]]) -> dict[str, int]:
+    """Every topic a run on the mock broker uses (of the ``only`` points, if any), with its partitions
+    (run_point's names)."""
+    points = only or [(axis, value) for axis, values in AXES.items() for value in values]
+    return {IDLE_TOPIC: 1, **{f"cost-{axis}-{value}": {**BASE, axis: value}["partitions"] for axis, value in points}}
 
 
 def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> list[Point]:
-    """The base point, then each axis grown from it."""
+    """The base point, then each axis grown from it (or only the --point ones)."""
     if not mock:
         create_topic(bootstrap, IDLE_TOPIC, 1)
 
@@ -186,12 +193,52 @@ def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> 
         return Point(broker, axis, value, cpu / args.messages * 1e6, cpu / deliveries * 1e6,
                      statistics.median(latencies) * 1000, latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000)
 
+    if args.point:
+        return [point(axis, value) for axis, value in args.point]
     base = point("partitions", BASE["partitions"])
     points = []
     for axis, values in AXES.items():
         points += [point(axis, value) if value != BASE[axis] else Point(broker, axis, value, *list(
             vars(base).values())[3:]) for value in values]
     return points
+
+
+def parse_point(text: str) -> tuple[str, int]:
+    axis, _, value = text.partition("=")
+    if axis not in AXES or not value.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected AXIS=N with AXIS one of {', '.join(AXES)}")
+    return axis, int(value)
+
+
+def headwater_broker(workdir: Path, profile: Path | None, max_partitions: int) -> tuple[BrokerProcess, int]:
+    """The broker and the pid whose CPU is measured: under ``py-spy record`` when profiling (it
+    samples its own child: attaching to a running process needs ptrace rights a container lacks)."""
+    wrapper = [] if profile is None else [str(Path(sys.executable).with_name("py-spy")), "record", "--format", "raw",
+                                          "--rate", "100", "-o", str(profile.with_suffix(".raw")), "--"]
+    broker = BrokerProcess(workdir / "data", "--flush", "never", "--max-partitions-per-request", str(max_partitions),
+                           "--max-partitions", str(2 * max_partitions), wrapper=wrapper).start()
+    if profile is None:
+        return broker, broker.proc.pid
+    spy = broker.proc.pid
+    return broker, int(Path(f"/proc/{spy}/task/{spy}/children").read_text().split()[0])
+
+
+def profile_summary(raw: Path, top: int = 40) -> str:
+    """py-spy's collapsed stacks (one line per distinct stack and its samples) as the hottest
+    functions: own samples (the function itself running) and total (it or what it called)."""
+    own, total, samples = collections.Counter(), collections.Counter(), 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames, count = stack.split(";"), int(count)
+        samples += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            total[frame] += count
+    lines = [f"{samples} samples", "", "own %  function"]
+    lines += [f"{100 * n / samples:5.1f}  {f}" for f, n in own.most_common(top)]
+    lines += ["", "total %  function"]
+    lines += [f"{100 * n / samples:5.1f}  {f}" for f, n in total.most_common(top)]
+    return "\n".join(lines) + "\n"
 
 
 def plot(points: list[Point], path: Path, args) -> None:
@@ -228,27 +275,48 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=20_000, help="messages per point")
     parser.add_argument("--rate", type=int, default=2_000, help="messages per second")
     parser.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "cost_growth.png")
+    parser.add_argument("--point", type=parse_point, action="append", default=[],
+                        help="measure only this point, e.g. partitions=1000 (repeatable; no plot)")
+    parser.add_argument("--profile", type=Path, help="a directory: record the Headwater broker with py-spy there")
     workdir = Path(tempfile.mkdtemp(prefix="headwater-cost-"))
     args = bench_arguments(parser, {"messages": 100, "rate": 500, "plot": workdir / "cost_growth.png"})
     if args.smoke:
         AXES.update(partitions=[1, 10], connections=[1, 10], groups=[1, 3])
+    profile = None
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        profile = args.profile / ("headwater-" + "-".join(f"{a}{v}" for a, v in args.point or [("all", 0)]))
 
     points = []
-    broker = BrokerProcess(workdir / "data", "--flush", "never", "--max-partitions-per-request",
-                           str(max(AXES["partitions"]))).start()
+    broker, pid = headwater_broker(workdir, profile, max(AXES["partitions"] + [v for _, v in args.point]))
     try:
-        points += measure("Headwater", broker.bootstrap, broker.proc.pid, args)
+        points += measure("Headwater", broker.bootstrap, pid, args)
     finally:
+        if profile is not None:   # py-spy writes its samples once its child is gone
+            os.kill(pid, signal.SIGKILL)
+            broker.proc.wait()
+            profile.with_suffix(".txt").write_text(profile_summary(profile.with_suffix(".raw")))
+            console.print(f"profile: {profile.with_suffix('.txt')}")
         broker.kill()   # a clean shutdown of thousands of partitions is no part of the measure
-    with mock_cluster_process(mock_topics()) as (mock_pid, mock_bootstrap):
+    with mock_cluster_process(mock_topics(args.point)) as (mock_pid, mock_bootstrap):
         points += measure("librdkafka mock (C)", mock_bootstrap, mock_pid, args, mock=True)
-    plot(points, args.plot, args)
-    console.print(f"plot: {args.plot}")
+    if not args.point:
+        plot(points, args.plot, args)
+        console.print(f"plot: {args.plot}")
+    mock = {(p.axis, p.value): p for p in points if p.broker != "Headwater"}
     Console().print(table(f"Cost growth: {args.messages:,} messages at {args.rate:,} msg/s per point", [{
         "broker": p.broker, "grows": p.axis, "to": f"{p.value:,}", "CPU µs/msg": f"{p.cpu_us_per_message:,.1f}",
         "CPU µs/delivery": f"{p.cpu_us_per_delivery:,.1f}", "p50 ms": f"{p.p50_ms:,.2f}",
-        "p99 ms": f"{p.p99_ms:,.2f}"} for p in points]))
+        "p99 ms": f"{p.p99_ms:,.2f}", **ratios(p, mock[p.axis, p.value])} for p in points]))
     return 0
+
+
+def ratios(point: Point, mock: Point) -> dict[str, str]:
+    """A row's CPU per delivery and p99 as multiples of the mock's at the same point."""
+    def ratio(mine: float, theirs: float) -> str:
+        return f"{mine / theirs:,.2f}" if theirs else "–"   # a smoke run's mock may use no measurable CPU
+    return {"CPU × mock": ratio(point.cpu_us_per_delivery, mock.cpu_us_per_delivery),
+            "p99 × mock": ratio(point.p99_ms, mock.p99_ms)}
 
 
 if __name__ == "__main__":

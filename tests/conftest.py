@@ -1,6 +1,6 @@
 import pytest
 
-from headwater.testing import BrokerProcess
+from headwater.testing import BrokerProcess, KafkaCluster
 
 from .postgres import pg_db, postgres  # noqa: F401  (fixtures for tests/cdc and tests/spark)
 
@@ -26,11 +26,20 @@ def broker(start_broker):
     return start_broker("--num-partitions", "3")
 
 
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory):
+    """Apache Kafka, three KRaft nodes (`make jvm`'s jars), started once per test run for tests/cluster/
+    and the Spark tests on it; a missing JDK or jar fails, never skips."""
+    with KafkaCluster(3, tmp_path_factory.mktemp("kafka-cluster")) as cluster:
+        yield cluster
+
+
 @pytest.hookimpl(tryfirst=True)   # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`make test` runs two workers) a module's tests stay on one worker, so
-    its module-scoped broker starts once; every test of the one shared Spark session goes to the
-    same worker, so the suite starts one JVM for them, not one per worker."""
+    its module-scoped broker starts once; every test of the one shared Spark session or the one
+    Kafka cluster goes to the same worker, so the suite starts those JVMs once, not once per worker."""
     for item in items:
-        group = "spark" if "spark" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
+        shared = {"spark", "kafka_cluster"} & set(getattr(item, "fixturenames", ()))
+        group = "spark" if shared else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))

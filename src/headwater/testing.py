@@ -3,6 +3,7 @@ to send them, and the options every benchmark shares: for tests, the demo and be
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import ctypes
 import dataclasses
@@ -21,8 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -40,8 +42,9 @@ class BrokerProcess:
     """A `headwater broker` child process on an ephemeral loopback port."""
 
     def __init__(self, data_dir: Path, *extra_args: str, port: int = 0, log_file: Path | None = None,
-                 open_files: int | None = None, source: Path | None = None):
+                 open_files: int | None = None, source: Path | None = None, wrapper: Sequence[str] = ()):
         self.data_dir = Path(data_dir)
+        self.wrapper = list(wrapper)   # a command the broker runs under (a bench's profiler: py-spy record ... --)
         self.source = source   # another tree's src/ to run the broker from (a bench's "before")
         self.extra_args = extra_args
         self.port = port
@@ -59,7 +62,7 @@ class BrokerProcess:
         # as Kafka's own test harness: no initial rebalance delay unless a test asks for one (its extra args
         # win); another tree's broker (a bench's "before") may not know the flag
         no_delay = ["--group-initial-rebalance-delay-ms", "0"] if self.source is None else []
-        cmd = [sys.executable, "-m", "headwater", "broker", "--data-dir", str(self.data_dir),
+        cmd = [*self.wrapper, sys.executable, "-m", "headwater", "broker", "--data-dir", str(self.data_dir),
                "--port", str(self.port), *no_delay, *self.extra_args]
         log = open(self.log_file, "ab")
         env = None if self.source is None else {**os.environ, "PYTHONPATH": str(self.source)}
@@ -68,6 +71,8 @@ class BrokerProcess:
         log.close()
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else ""
+        while self.wrapper and line and not line.startswith(READY):   # the wrapper's own words
+            line = self.proc.stdout.readline()
         if not line.startswith(READY):
             self.proc.kill()
             raise RuntimeError(f"broker did not start: {line!r}; see {self.log_file}:\n{self.log_file.read_text()[-2000:]}")
@@ -445,7 +450,8 @@ class MockKafkaCluster:
             if code:
                 raise RuntimeError(f"cannot create mock topic {name!r} with {partitions} partition(s): "
                                    f"{lib.rd_kafka_err2str(code).decode()}")
-            for partition in range(partitions):
+            # One call per partition, each a round trip to the mock's thread: with one broker it leads them all anyway.
+            for partition in range(partitions if brokers > 1 else 0):
                 lib.rd_kafka_mock_partition_set_leader(cluster, name.encode(), partition, partition % brokers + 1)
         # the mock numbers its brokers from 1 and lists them in that order
         addresses = lib.rd_kafka_mock_cluster_bootstraps(cluster).decode().split(",")
@@ -657,6 +663,170 @@ class KafkaTools:
                 self.proc.wait()
 
     def __enter__(self) -> "KafkaTools":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# A server JVM that lives minutes on a shared 2-core machine: a small heap, and the same
+# quick-starting compiler and collector as the tools.
+_KAFKA_SERVER_OPTIONS = ("-Xms64m", "-Xmx256m", *_JVM_OPTIONS)
+_KAFKA_LOG4J = """\
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = OUT
+logger.state.name = state.change.logger
+logger.state.level = warn
+"""
+
+
+def _free_ports(count: int) -> list[int]:
+    """`count` distinct free loopback ports (all held open together, so none comes back twice)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+
+
+class KafkaCluster:
+    """Apache Kafka from the jars `make jvm` resolves, in KRaft mode: `nodes` combined
+    broker+controller JVMs on loopback ports (fixed for the cluster's life, so a node restarts
+    where it was), replication factor min(3, nodes) for topics and the internal topics,
+    min.insync.replicas 2 from three nodes on, share groups with dead-letter topics
+    (share.version 2). Data and each node's log (`node<i>.log`) under `directory` (a temp dir
+    by default, removed by `close`)."""
+
+    def __init__(self, nodes: int = 3, directory: Path | None = None):
+        self.nodes = nodes
+        self._temporary = directory is None
+        self.directory = Path(directory or tempfile.mkdtemp(prefix="headwater-kafka-"))
+        ports = _free_ports(2 * nodes)
+        self.ports, self.controller_ports = ports[:nodes], ports[nodes:]
+        self.procs: list[subprocess.Popen | None] = [None] * nodes
+        self._log_start = [0] * nodes   # where each node's log stood when it last started
+
+    @property
+    def bootstrap(self) -> str:
+        """Every node's address, so a client finds the cluster with any one node down."""
+        return ",".join(f"127.0.0.1:{port}" for port in self.ports)
+
+    def _config(self, node: int) -> dict[str, object]:
+        replicas, in_sync = min(3, self.nodes), 2 if self.nodes >= 3 else 1
+        voters = ",".join(f"{i}@127.0.0.1:{port}" for i, port in enumerate(self.controller_ports))
+        return {
+            "process.roles": "broker,controller", "node.id": node, "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node]},CONTROLLER://127.0.0.1:{self.controller_ports[node]}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.ports[node]}",
+            "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": self.directory / f"node{node}", "num.partitions": 3,
+            "default.replication.factor": replicas, "min.insync.replicas": in_sync,
+            # the internal topics: replicated like the rest, 3 partitions rather than 50 each (a fast start)
+            **{f"{prefix}.replication.factor": replicas for prefix in
+               ("offsets.topic", "transaction.state.log", "share.coordinator.state.topic")},
+            **{f"{prefix}.min.isr": in_sync for prefix in ("transaction.state.log", "share.coordinator.state.topic")},
+            **{f"{prefix}.num.partitions": 3 for prefix in
+               ("offsets.topic", "transaction.state.log", "share.coordinator.state.topic")},
+            "group.initial.rebalance.delay.ms": 0,   # as Headwater's test brokers
+            "log.cleaner.dedupe.buffer.size": 16 << 20,   # 128 MiB by default: more than the heap
+            # a killed node's partitions move after 3 s rather than 9
+            "broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 1000,
+        }
+
+    def _java(self, node: int, main_class: str, *args: str) -> list[str]:
+        return ["java", *_KAFKA_SERVER_OPTIONS, f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
+                "-cp", kafka_classpath(), main_class, *args]
+
+    def start(self, timeout: float = 120) -> "KafkaCluster":
+        (self.directory / "log4j2.properties").write_text(_KAFKA_LOG4J)
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        for node in range(self.nodes):
+            (self.directory / f"node{node}.properties").write_text(
+                "".join(f"{key}={value}\n" for key, value in self._config(node).items()))
+        formats = [subprocess.run(self._java(node, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",   # an id may start with "-"
+                                             "--config", str(self.directory / f"node{node}.properties"),
+                                             "--feature", "share.version=2"),
+                                  capture_output=True, text=True, timeout=timeout) for node in range(self.nodes)]
+        for node, done in enumerate(formats):
+            if done.returncode:
+                raise RuntimeError(f"kafka-storage format of node {node} failed:\n{done.stdout}{done.stderr}")
+        for node in range(self.nodes):
+            self.start_node(node, wait=False)
+        self._await_nodes(range(self.nodes), timeout)
+        return self
+
+    def start_node(self, node: int, wait: bool = True, timeout: float = 120) -> None:
+        """Start node `node` (again, after `stop_node`); with `wait`, until it has caught up with the
+        cluster's metadata and the controller has unfenced it."""
+        log_path = self.directory / f"node{node}.log"
+        self._log_start[node] = log_path.stat().st_size if log_path.exists() else 0
+        with open(log_path, "ab") as log:
+            self.procs[node] = subprocess.Popen(self._java(node, "kafka.Kafka", str(self.directory / f"node{node}.properties")),
+                                                stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+        if wait:
+            self._await_nodes([node], timeout)
+
+    def _await_nodes(self, nodes: Iterable[int], timeout: float) -> None:
+        def started() -> bool:
+            for node in nodes:
+                if self.procs[node].poll() is not None:
+                    raise RuntimeError(f"Kafka node {node} exited ({self.procs[node].returncode}):\n{self.log_tail(node)}")
+            return all(self._started(node) for node in nodes)
+        try:
+            wait_until(started, timeout=timeout, interval=0.3, what=f"Kafka nodes {list(nodes)}")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}:\n" + "\n".join(self.log_tail(node) for node in nodes)) from None
+
+    def _started(self, node: int) -> bool:
+        """The node's log says so since its last start (a broker logs it once unfenced)."""
+        with open(self.directory / f"node{node}.log", "rb") as log:
+            log.seek(self._log_start[node])
+            return b"Kafka Server started" in log.read()
+
+    def log_tail(self, node: int, chars: int = 3000) -> str:
+        path = self.directory / f"node{node}.log"
+        return f"--- {path}\n{path.read_text(errors='replace')[-chars:] if path.exists() else '(no log)'}"
+
+    def stop_node(self, node: int, kill: bool = True, timeout: float = 60) -> None:
+        """Stop node `node`: SIGKILL (a crash) by default, or SIGTERM and wait (a controlled shutdown)."""
+        proc = self.procs[node]
+        if proc is None or proc.poll() is not None:
+            return
+        if kill:
+            proc.kill()
+        else:
+            proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    @contextlib.contextmanager
+    def node_down(self, node: int) -> Iterator[None]:
+        """Node `node` killed (SIGKILL) for the block, started again and waited for after it."""
+        self.stop_node(node)
+        try:
+            yield
+        finally:
+            self.start_node(node)
+
+    def close(self) -> None:
+        """Every node stopped cleanly (all asked at once: the last ones need a quorum to leave in order)."""
+        for proc in self.procs:
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+        for node in range(self.nodes):
+            self.stop_node(node, kill=False)
+        if self._temporary:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> "KafkaCluster":
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -144,6 +144,17 @@ def apply(rows, log):
     return rows
 
 
+def expected_history(initial, log, deleted_v):
+    """Plain-Python ground truth per key: the snapshot read then every logged change, in commit
+    order, as (op, v); a delete carries what `deleted_v(last v)` says its event holds."""
+    expected = {key: [("r", v)] for key, v in initial.items()}
+    last_v = dict(initial)
+    for _, op, key, v in log:
+        expected.setdefault(key, []).append((op, deleted_v(last_v.get(key)) if op == "d" else v))
+        last_v[key] = v
+    return expected
+
+
 def pg_writer(dsn, first_id):
     def execute(cur, op, key, v):
         if op == "c":

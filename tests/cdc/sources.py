@@ -116,3 +116,11 @@ class SqliteSource:
     def deleted_v(last_v):
         """The trigger's before-image is the whole old row."""
         return last_v
+
+
+def source_for(request, broker, tmp_path):
+    """The source `request.param` names, shipping to `broker`: "postgres" (on a fresh database of
+    the suite's server) or "sqlite"."""
+    if request.param == "postgres":
+        return PostgresSource(request.getfixturevalue("pg_db"), broker)
+    return SqliteSource(tmp_path / "acct.db", broker)

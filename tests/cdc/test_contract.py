@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from .harness import ConnectorProcess, InThread, apply
-from .sources import PostgresSource, SqliteSource
+from .harness import ConnectorProcess, InThread, apply, expected_history
+from .sources import source_for
 from .topics import changes, read_topic, replay, wait_for
 
 PRELOAD = 2000
@@ -15,9 +15,7 @@ PRELOAD = 2000
 
 @pytest.fixture(params=["postgres", "sqlite"])
 def source(request, broker, tmp_path):
-    if request.param == "postgres":
-        return PostgresSource(request.getfixturevalue("pg_db"), broker)
-    return SqliteSource(tmp_path / "acct.db", broker)
+    return source_for(request, broker, tmp_path)
 
 
 def preload(source):
@@ -90,10 +88,5 @@ def test_sigkill_under_write_load_loses_nothing(source, broker, tmp_path):
     table, history = replay(records)
     assert {key: row["v"] for key, row in table.items()} == source.rows() == apply(initial, writer.log)
     # Per key, after dropping redeliveries (same position), the changes in commit order, none missing.
-    expected = {key: [("r", v)] for key, v in initial.items()}
-    last_v = dict(initial)
-    for _, op, key, v in writer.log:
-        expected.setdefault(key, []).append((op, source.deleted_v(last_v.get(key)) if op == "d" else v))
-        last_v[key] = v
     got = {key: [(op, row["v"]) for op, row in ops] for key, ops in history.items()}
-    assert got == expected
+    assert got == expected_history(initial, writer.log, source.deleted_v)

@@ -1,4 +1,5 @@
 """Bad input gets one clear line and a non-zero exit; a broker outage is waited out, losing nothing."""
+import re
 import socket
 import subprocess
 import sys
@@ -108,3 +109,32 @@ def test_database_crash_is_waited_out_without_losing_changes(postgres, pg_db, br
     assert "restarting from the last acknowledged position" in connector.log()
     events = changes(read_topic(broker.bootstrap, "shop.public.acct"))
     assert sorted({e["after"]["id"] for e in events if e["op"] == "c"}) == list(range(1, 201))
+
+
+def test_stop_in_a_snapshot_the_broker_stalls_is_prompt_and_the_next_start_takes_it_again(pg_db, tmp_path):
+    rows = 150_000   # more than the producer's queue holds (100,000): the snapshot blocks on it
+    sql(pg_db, "CREATE TABLE acct (id int PRIMARY KEY, v int)")
+    sql(pg_db, f"INSERT INTO acct SELECT g, 0 FROM generate_series(1, {rows}) g")
+    broker = BrokerProcess(tmp_path / "data", "--num-partitions", "3").start()
+    log_path = tmp_path / "connector.log"
+    connector = ConnectorProcess(*postgres_args(pg_db, broker), "--status-interval", "0.2", log_path=log_path).start()
+    try:
+        wait_for(lambda: re.search(r"snapshotted [1-9]", connector.log()), what="the snapshot under way")
+        broker.kill()
+        time.sleep(1)   # the producer's queue fills, or the snapshot waits for its acknowledgements
+        assert connector.proc.poll() is None, connector.log()
+        assert connector.stop() == 143, connector.log()   # SIGTERM: heard within the 60 s of stop()
+    finally:
+        if connector.proc.poll() is None:
+            connector.kill()
+    assert "Traceback" not in connector.log()
+
+    broker.start()
+    try:
+        again = ConnectorProcess(*postgres_args(pg_db, broker), log_path=tmp_path / "again.log").start()
+        wait_for(lambda: slot_active(pg_db), timeout=120, what="the new snapshot and the stream")
+        assert again.stop() == 143, again.log()
+        ids = {e["after"]["id"] for e in changes(read_topic(broker.bootstrap, "shop.public.acct")) if e["op"] == "r"}
+    finally:
+        broker.stop()
+    assert ids == set(range(1, rows + 1))

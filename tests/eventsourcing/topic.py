@@ -1,5 +1,10 @@
-"""Reading the events topic back with confluent-kafka, for the relay tests."""
+"""Reading the events topic back with confluent-kafka, and what it must hold, for the relay tests."""
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from headwater.demo.shopping_cart import AddedThenRemoved, CurrentCarts, current_carts, removals
+from headwater.eventsourcing import open_store
+from headwater.eventsourcing.projection import ProjectionRunner
+from headwater.eventsourcing.subscription import TopicSource, decode_value
 
 
 def topic_end(bootstrap, topic):
@@ -30,3 +35,32 @@ def read_topic(bootstrap, topic):
         return records
     finally:
         consumer.close()
+
+
+def assert_topic_holds_the_store(bootstrap, topic, store):
+    """Every stored event exactly once, each stream in one partition and in version order."""
+    records = read_topic(bootstrap, topic)
+    stored = store.read_all(0, 10 ** 6)
+    assert len(records) == len(stored) == store.head_position()
+    rows = [decode_value(value) for _, _, value in records]
+    assert sorted(row[3] for row in rows) == sorted(e.event_id for e in stored)  # each event exactly once
+    by_stream = {}
+    for (partition, key, _), row in zip(records, rows):
+        assert key == row[1]
+        by_stream.setdefault(key, []).append((partition, row[2]))
+    for stream, entries in by_stream.items():
+        assert len({p for p, _ in entries}) == 1  # one partition per stream
+        assert [v for _, v in entries] == list(range(1, store.stream_version(stream) + 1))  # in order
+
+
+def assert_projections_from_topic_equal_store(bootstrap, topic, store, views_path):
+    """The shop's projections fed from the topic (into a store at `views_path`) equal them fed from the store."""
+    topic_views = open_store(str(views_path))
+    for projection in (CurrentCarts(), AddedThenRemoved()):
+        ProjectionRunner(store, projection).catch_up()
+        source = TopicSource(topic_views, bootstrap, topic)
+        ProjectionRunner(topic_views, projection, source).catch_up()
+        source.close()
+    assert current_carts(topic_views) == current_carts(store)
+    assert removals(topic_views) == removals(store)
+    topic_views.close()

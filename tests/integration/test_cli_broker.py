@@ -4,7 +4,7 @@ import sys
 
 from headwater.testing import BrokerProcess
 
-from .clients import confluent_produce
+from .clients import confluent_consume, confluent_produce
 
 
 def headwater(*args, timeout=30):
@@ -50,3 +50,29 @@ def test_sigterm_shuts_down_cleanly(tmp_path):
     confluent_produce(proc.bootstrap, "t", [(b"k", b"v", [])])
     assert proc.stop() == 0
     assert (tmp_path / "data" / "t-0" / ".clean-shutdown").exists()
+
+
+def test_a_corrupt_file_in_the_data_dir_refuses_the_start_in_one_line_and_changes_nothing(tmp_path):
+    data = tmp_path / "data"
+    proc = BrokerProcess(data).start()
+    sent = confluent_produce(proc.bootstrap, "t", [(b"k%d" % i, b"v%d" % i, []) for i in range(20)])
+    assert proc.stop() == 0
+    for name in ("catalog.json", "broker-configs.json", "client-quotas.json", "acls.json", "scram-credentials.json"):
+        path = data / name
+        before = path.read_bytes() if path.exists() else None
+        path.write_bytes(b'{"topics": {"t": ')   # cut short, as by a full disk and a hand edit
+        refused = headwater("broker", "--data-dir", str(data), "--port", "0")
+        assert refused.returncode == 1, name
+        assert refused.stderr.strip().splitlines() == [
+            f"headwater: error: {path} is not valid JSON (Expecting value: line 1 column 18 (char 17)): "
+            "restore it from a backup (nothing here guesses at what it held)"]
+        assert path.read_bytes() == b'{"topics": {"t": '   # left as found, for the operator
+        if before is None:
+            path.unlink()
+        else:
+            path.write_bytes(before)
+    proc = BrokerProcess(data).start()
+    try:
+        assert confluent_consume(proc.bootstrap, "t", [0], 20) == sent
+    finally:
+        proc.stop()

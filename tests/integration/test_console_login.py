@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                   ResourcePatternType, ResourceType)
 from selenium.webdriver.common.by import By
@@ -272,3 +272,76 @@ def test_rest_produce_needs_write_on_the_topic(secured):
     assert refused.value.code == 403 and "TOPIC_AUTHORIZATION_FAILED" in refused.value.read().decode()
     with produce("alice") as response:
         assert json.loads(response.read())["offset"] >= len(VALUES)
+
+
+def test_resetting_offsets_needs_read_on_the_group_and_the_topic(secured):
+    alice = {"bootstrap.servers": secured.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+             "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": PASSWORD}
+    group, end = "ledger-auditors", TopicPartition(TOPIC, 0, len(VALUES))
+    consumer = Consumer({**alice, "group.id": group})
+    consumer.commit(offsets=[end], asynchronous=False)
+    consumer.close()
+    admin = AdminClient(alice)
+    bindings = [AclBinding(resource, name, ResourcePatternType.LITERAL, "User:dave", "*", operation,
+                           AclPermissionType.ALLOW)
+                for resource, name, operation in ((ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+                                                  (ResourceType.GROUP, group, AclOperation.READ))]
+    for future in admin.create_acls(bindings).values():
+        future.result(30)
+
+    def reset(user: str):
+        return fetch(secured, f"/groups/{group}/reset", {"topic": TOPIC, "to": "earliest", "confirm": "yes"},
+                     headers=basic(user, PASSWORD))
+
+    def committed() -> int:
+        reader = Consumer({**alice, "group.id": group})
+        try:
+            return reader.committed([TopicPartition(TOPIC, 0)], timeout=30)[0].offset
+        finally:
+            reader.close()
+
+    status, _, body = reset("dave")   # READ on the group, none on the topic
+    assert status == 403 and "TOPIC_AUTHORIZATION_FAILED" in body
+    assert committed() == len(VALUES)
+    status, _, body = reset("alice")
+    assert status == 303, body
+    assert committed() == 0
+    for future in admin.delete_acls([AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal,
+                                                      b.host, b.operation, b.permission_type)
+                                     for b in bindings]).values():
+        future.result(30)
+
+
+def test_schema_registry_needs_a_login_and_write_on_schemas_to_change(secured):
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": PASSWORD})
+    describe = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:dave", "*",
+                          AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    write = AclBinding(ResourceType.TOPIC, "_schemas", ResourcePatternType.LITERAL, "User:dave", "*",
+                       AclOperation.WRITE, AclPermissionType.ALLOW)
+
+    def registry(user: str | None) -> SchemaRegistryClient:
+        login = {"basic.auth.user.info": f"{user}:{PASSWORD}"} if user else {}
+        return SchemaRegistryClient({"url": secured.console_url, "max.retries": 0, **login})
+
+    def refused(call, *args) -> tuple[int, int]:
+        with pytest.raises(SchemaRegistryError) as caught:
+            call(*args)
+        return caught.value.http_status_code, caught.value.error_code
+
+    schema = Schema('"string"', "AVRO")
+    assert refused(registry(None).get_subjects)[0] == 401
+    schema_id = registry("alice").register_schema("ledger-value", schema)
+    admin.create_acls([describe])[describe].result(30)
+    assert registry("dave").get_subjects() == ["ledger-value"]          # DESCRIBE on the cluster lets him read
+    assert refused(registry("dave").register_schema, "dave-value", schema) == (403, 40301)
+    assert refused(registry("dave").delete_subject, "ledger-value") == (403, 40301)
+    admin.create_acls([write])[write].result(30)
+    try:
+        assert registry("dave").register_schema("dave-value", schema) == schema_id   # the same schema, one id
+    finally:
+        admin.delete_acls([AclBindingFilter(write.restype, write.name, write.resource_pattern_type, write.principal,
+                                            write.host, write.operation, write.permission_type)])

@@ -168,3 +168,26 @@ def test_an_http_produce_is_answered_after_its_fsync(api):
         assert status == 200
         recovery_point = int((proc.data_dir / "durable-http-1" / "recovery-point").read_text())
         assert recovery_point == one["offset"] + 1
+
+
+def test_reads_show_what_a_read_committed_consumer_sees(api):
+    """An aborted transaction's records are never read; an open one's not until it commits (the
+    console's pages read through the same reader)."""
+    from confluent_kafka import Producer
+    proc, base = api
+    producer = Producer({"bootstrap.servers": proc.bootstrap, "transactional.id": "http-read", "log_level": 0})
+    producer.init_transactions(30)
+    for value, end in ((b"aborted", producer.abort_transaction), (b"open", None)):
+        producer.begin_transaction()
+        producer.produce("txn-read", value, partition=0)
+        producer.flush(30)
+        if end is not None:
+            end(30)
+    assert call(f"{base}/topics/txn-read/records", {"partition_id": 0, "value": {"data": "plain"}})[0] == 200
+
+    def values() -> list[bytes]:
+        read = call(f"{base}/topics/txn-read/partitions/0/records?offset=0")[1]["data"]
+        return [base64.b64decode(r["value"]["data"]) for r in read]
+    assert values() == []       # the open transaction holds back what was written after it began
+    producer.commit_transaction(30)
+    assert values() == [b"open", b'"plain"']  # a JSON value is stored as its JSON text

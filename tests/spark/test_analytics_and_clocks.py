@@ -8,7 +8,7 @@ import json
 import pytest
 from sparkdata import create_topic, produce, read_back
 
-from headwater.demo.analytics import run_pipeline, sqlite_rows
+from headwater.demo.spark_chapter import run_pipeline, sqlite_rows
 from headwater.demo.analytics_events import MAX_DELAY_MS, SKEWS_MS, device_readings, page_views
 from headwater.demo.shop_events import MINUTE
 from headwater.pipelines import analytics, reference

@@ -29,12 +29,7 @@ def close_appender(appender: Appender) -> None:
     appender.log_manager.close()
 
 
-def fsync_each_write(appender: Appender) -> bool:
-    return appender.config.flush == "always"
-
-
 def open_groups(appender: Appender, clock: Clock, initial_rebalance_delay_ms: int = 0) -> GroupCoordinator:
     """The group coordinator, replaying __consumer_offsets. No initial rebalance delay unless a
     test asks for one, as in Kafka's own tests."""
-    store = GroupStore(appender.log_manager, appender.append, fsync_each_write(appender))
-    return GroupCoordinator(store, clock, initial_rebalance_delay_ms)
+    return GroupCoordinator(GroupStore(appender, clock), clock, initial_rebalance_delay_ms)

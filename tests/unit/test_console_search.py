@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from headwater.broker.broker import Broker
-from headwater.broker.config import BrokerConfig
 from headwater.http.search import BadFilter, Filter, search
 from headwater.records import Record, encode_batch
+
+from .parts import close_appender, open_appender
 
 RECORDS = [(f"order-{i}".encode() if i % 7 else None,
             json.dumps({"order": i, "items": [{"sku": "tea", "qty": i % 4}], "total": i * 2.5}).encode()
@@ -17,19 +17,19 @@ RECORDS = [(f"order-{i}".encode() if i % 7 else None,
 
 @pytest.fixture
 def topic(tmp_path):
-    broker = Broker(BrokerConfig(data_dir=tmp_path / "data", flush="never"))
-    broker.log_manager.create_topic("orders", 2, {})
+    appender = open_appender(tmp_path / "data")   # the append path is all a search needs
+    appender.log_manager.create_topic("orders", 2, {})
     for partition in (0, 1):
         mine = RECORDS[partition::2]
         for start in range(0, len(mine), 10):   # several batches
             batch = [Record(n, ts, k, v, h) for n, (k, v, h, ts) in enumerate(mine[start:start + 10])]
-            assert broker.appender.append("orders", partition, encode_batch(batch)).error == 0
-    yield broker.log_manager.topics["orders"]
-    broker.close()
+            assert appender.append("orders", partition, encode_batch(batch)).error == 0
+    yield appender.log_manager.topics["orders"]
+    close_appender(appender)
 
 
 def found(topic, where: Filter, **limits):
-    result = search([(i, p, 0) for i, p in enumerate(topic.partitions)], where, **limits)
+    result = search([(i, p, 0, None) for i, p in enumerate(topic.partitions)], where, **limits)
     return result, [(p, r.offset) for p, r in result.matches]
 
 
@@ -62,13 +62,13 @@ def test_each_filter_finds_what_a_plain_predicate_finds(topic, where, predicate)
 
 def test_the_budget_bounds_a_search_and_a_continuation_finds_the_rest(topic):
     where = Filter(value="tea")
-    first = search([(i, p, 0) for i, p in enumerate(topic.partitions)], where, budget=130, shown=len(RECORDS))
+    first = search([(i, p, 0, None) for i, p in enumerate(topic.partitions)], where, budget=130, shown=len(RECORDS))
     assert (first.scanned, first.done, first.positions) == (130, False, {0: 100, 1: 30})
-    rest = search([(i, p, first.positions[i]) for i, p in enumerate(topic.partitions)], where, budget=130, shown=len(RECORDS))
+    rest = search([(i, p, first.positions[i], None) for i, p in enumerate(topic.partitions)], where, budget=130, shown=len(RECORDS))
     assert (rest.scanned, rest.done) == (70, True)
     everything = [(p, r.offset) for p, r in first.matches + rest.matches]
     assert everything == expected(lambda k, v, h, ts: b"tea" in v)
-    shown = search([(i, p, 0) for i, p in enumerate(topic.partitions)], where, shown=5)
+    shown = search([(i, p, 0, None) for i, p in enumerate(topic.partitions)], where, shown=5)
     assert [(p, r.offset) for p, r in shown.matches] == everything[:5] and not shown.done
 
 

@@ -17,7 +17,7 @@ class FetchPosition(NamedTuple):
 
 
 class PartitionNews(NamedTuple):
-    error: int
+    error_code: int
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int

@@ -9,8 +9,8 @@ from kafka.protocol.consumer import FetchRequest
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.apis import ADVERTISED
-from headwater.broker.apis.fetch import fetch
-from headwater.broker.apis.log_admin import delete_records
+from headwater.broker.fetch_apis import fetch
+from headwater.broker.log_admin_apis import delete_records
 from headwater.broker.wakeups import GrowthSignals
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey, RequestHeader, parse_request
 from headwater.records import Record, encode_batch
@@ -73,17 +73,31 @@ def test_fetch_of_unknown_partitions_leaves_no_signal(tmp_path):
         for start in range(0, len(unknown), 5_000):
             response = await fetch(broker, header, fetch_request(unknown[start:start + 5_000]))
             assert {p.error_code for t in response.responses for p in t.partitions} == {3}  # UNKNOWN_TOPIC_OR_PARTITION
-        assert len(broker.growth) == 0
+        assert len(broker.wakeups) == 0
 
         # A fetch waiting on a real partition holds one signal while it waits and none after.
         waiting = asyncio.create_task(fetch(broker, header, fetch_request([("real", 0)], max_wait_ms=30_000)))
-        await _until(lambda: len(broker.growth))
-        assert len(broker.growth) == 1
+        await _until(lambda: len(broker.wakeups))
+        assert len(broker.wakeups) == 1
         assert broker.appender.append("real", 0, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
         response = await asyncio.wait_for(waiting, 30)
         assert response.responses[0].partitions[0].records
-        assert len(broker.growth) == 0
+        assert len(broker.wakeups) == 0
     with_broker(tmp_path, "real", 2, scenario)
+
+
+def test_a_fetch_naming_many_partitions_of_a_topic_waits_on_the_topic_and_is_woken_by_any(tmp_path):
+    """librdkafka's sessionless fetch names every partition: one registration, not one per partition."""
+    async def scenario(broker, header):
+        waiting = asyncio.create_task(fetch(broker, header, fetch_request([("t", p) for p in range(100)],
+                                                                          max_wait_ms=30_000)))
+        await _until(lambda: len(broker.wakeups))
+        assert len(broker.wakeups) == 1   # the topic
+        assert broker.appender.append("t", 73, encode_batch([Record(0, 1, b"k", b"v")])).error == 0
+        [topic] = (await asyncio.wait_for(waiting, 30)).responses
+        assert [p.partition_index for p in topic.partitions if p.records] == [73]
+        assert len(broker.wakeups) == 0
+    with_broker(tmp_path, "t", 100, scenario)
 
 
 def test_an_idle_session_hears_of_appends_and_of_a_log_start_deletes_records_moved(tmp_path):
@@ -94,7 +108,7 @@ def test_an_idle_session_hears_of_appends_and_of_a_log_start_deletes_records_mov
         opening = fetch_request([("t", 0), ("t", 1), ("t", 2)])
         opening.session_epoch, opening.topics[0].partitions[1].fetch_offset = 0, 2   # caught up everywhere
         session_id = (await fetch(broker, header, opening)).session_id
-        assert session_id and len(broker.growth) == 3
+        assert session_id and len(broker.wakeups) == 3
 
         def incremental(epoch, max_wait_ms=0):
             request = fetch_request([], max_wait_ms)

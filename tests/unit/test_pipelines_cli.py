@@ -14,7 +14,7 @@ def test_list_names_every_shipped_pipeline_with_its_parameters(capsys):
     listed = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in listed] == list(PIPELINES) == ["windows", "click-through", "revenue-view",
                                                                "card-testing", "latency-stats", "top-pages",
-                                                               "device-clocks"]
+                                                               "device-clocks", "percolator", "search-index", "cache"]
     assert "lateness=2 minutes" in listed[0]["parameters"]
     assert [p["parameters"][-1] for p in listed] == [f"dead-letter={p}.dlq" for p in PIPELINES]
 
@@ -34,7 +34,7 @@ def _closed_port() -> int:
 
 @pytest.mark.parametrize("args, message", [
     (["nope"], "unknown pipeline 'nope' (known: windows, click-through, revenue-view, card-testing, "
-              "latency-stats, top-pages, device-clocks)"),
+              "latency-stats, top-pages, device-clocks, percolator, search-index, cache)"),
     (["windows", "--set", "orders=x"], "unknown parameter 'orders' for windows"),
     (["windows", "--master", "yarn"], "unsupported --master 'yarn'"),
     (["windows", "card-testing", "--set", "dead-letter=bad"], "pipelines run together need dead-letter topics of "

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from headwater.broker.apis.client_quotas import alter_client_quotas
+from headwater.broker.quota_apis import alter_client_quotas
 from headwater.broker.quotas import (CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotas,
                                      QuotaError)
 from headwater.protocol.errors import ErrorCode

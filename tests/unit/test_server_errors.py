@@ -2,6 +2,7 @@
 request (issue 10 finding 8: one hostile client must not flood the log), and the broker goes
 on serving."""
 import asyncio
+import dataclasses
 import logging
 import struct
 
@@ -10,7 +11,6 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.apis import ENDPOINTS
-from headwater.broker.endpoint import Endpoint
 from headwater.broker.server import Server
 from headwater.fuzzing.corpus import encode_request
 from headwater.protocol.messages import ApiKey
@@ -34,7 +34,7 @@ def test_a_handler_bug_logs_one_traceback_and_the_broker_keeps_serving(tmp_path,
 
     async def broken(broker, header, request):  # stands for any bug a request can reach
         raise KeyError("a bug")
-    monkeypatch.setitem(ENDPOINTS, ApiKey.METADATA, Endpoint(ENDPOINTS[ApiKey.METADATA].api, broken))
+    monkeypatch.setitem(ENDPOINTS, ApiKey.METADATA, dataclasses.replace(ENDPOINTS[ApiKey.METADATA], handle=broken))
 
     async def scenario():
         server = Server(Broker(BrokerConfig(data_dir=tmp_path, port=0)))

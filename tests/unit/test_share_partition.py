@@ -270,7 +270,7 @@ def _restarted(tmp_path, clock, appender=None):
     if appender is not None:
         close_appender(appender)
     appender = open_appender(tmp_path / "data")
-    store = ShareStateStore(appender.log_manager, appender.append, fsync_each_write=False)
+    store = ShareStateStore(appender, clock)
     return ShareCoordinator(appender.log_manager, clock, store=store), appender
 
 

@@ -24,7 +24,7 @@ from headwater.records.control import marker_is_commit
 from headwater.records.layout import ATTR_TRANSACTIONAL
 
 from ..small_disk import fill_up, small_disk
-from .parts import close_appender, fsync_each_write, open_appender, open_groups
+from .parts import close_appender, open_appender, open_groups
 
 E = ErrorCode
 TIMEOUT_MS = 60_000
@@ -43,7 +43,7 @@ class Core:
         self.appender = open_appender(data_dir, flush)
         self.log_manager, self.txn_partitions = self.appender.log_manager, self.appender.txn_partitions
         self.groups = open_groups(self.appender, clock)
-        store = TransactionStore(self.log_manager, self.appender.append, fsync_each_write(self.appender))
+        store = TransactionStore(self.appender, clock)
         self.transactions = TransactionCoordinator(store, clock, self.txn_partitions, ProducerIds(data_dir).allocate,
                                                    self.groups)
 

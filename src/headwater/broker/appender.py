@@ -5,7 +5,7 @@ A client's batches are validated as Kafka's log validator does (compressed or la
 the validator thread, so the event loop keeps serving meanwhile); the idempotent producer's
 sequence is checked; ``log.Log.append`` stamps the offsets; transactional batches open their
 transaction in the partition (``txn.partitions``); fetches waiting on the partition are woken
-and the broker's counters told. Durability for acks=all is the group commit's (``group_commit``).
+and the broker's counters told. Durability for acks=all is the group commit's (``fsync_rounds``).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from headwater.records import BatchHeader
 from headwater.records.layout import NO_PRODUCER_ID, is_compressed
 from headwater.records.validator import Refusal, validate
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 
 # Uncompressed records at least this large are validated off the event loop too (measured:
 # about 1.3 us per record, so this is a few milliseconds of work).
@@ -89,21 +89,21 @@ class Validated:
 
 class Appender:
     def __init__(self, config: BrokerConfig, log_manager: LogManager, txn_partitions: TxnPartitions,
-                 growth: GrowthSignals, stats: BrokerStats):
+                 wakeups: GrowthSignals, stats: BrokerStats):
         self.config, self.log_manager, self.txn_partitions = config, log_manager, txn_partitions
-        self.growth, self.stats = growth, stats
+        self.wakeups, self.stats = wakeups, stats
         self._producers: dict[tuple[str, int], PartitionProducers] = {}
         # One thread, not asyncio's pool: each thread that decompresses keeps a malloc arena of its
         # own sized by the largest batch it opened, so a pool of them multiplies resident memory.
         self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
-        self.group_commit = GroupCommit(Log.flush)  # fsyncs before acks=all answers, off the event loop
+        self.fsync_rounds = GroupCommit(Log.flush)  # fsyncs before acks=all answers, off the event loop
 
     def topic_for_produce(self, name: str):
         """The topic, auto-created when the broker allows it; None if it does not exist."""
         topic = self.log_manager.topics.get(name)
         if topic is None and self.config.auto_create_topics:
             topic = self.log_manager.create_topic(name, self.config.num_partitions)
-            log.info("auto-created topic %s with %d partition(s)", name, self.config.num_partitions)
+            logger.info("auto-created topic %s with %d partition(s)", name, self.config.num_partitions)
         return topic
 
     async def validate(self, topic_name: str, partition: int, records: bytes | None) -> Validated | ProduceResult:
@@ -127,10 +127,15 @@ class Appender:
             validated = self._validate(target, records)
         return validated if isinstance(validated, ProduceResult) else Validated(target, partition, *validated)
 
+    @property
+    def fsyncs_each_write(self) -> bool:
+        """``--flush always``: the broker's own writes (coordinators' state) are fsynced as they are made."""
+        return self.config.flush == "always"
+
     def must_be_durable(self, plog: Log, acks_all: bool) -> bool:
         """Whether a produce to ``plog`` waits for its fsync (group commit) before it is answered:
         acks=all with ``--flush always``, or the topic's flush.messages / flush.ms due."""
-        return (acks_all and self.config.flush == "always") or plog.flush_due()
+        return (acks_all and self.fsyncs_each_write) or plog.flush_due()
 
     def append(self, topic_name: str, partition: int, records: bytes | None, flush_policy: bool = True) -> ProduceResult:
         """Validate and append one partition's batches (on the caller's thread)."""
@@ -193,7 +198,7 @@ class Appender:
         known = self._producers.get((topic.name, partition))
         if known is not None and known.segment != plog.active_segment.base_offset:
             self._snapshot_producers(known, plog)   # a roll: the state must outlive the segment it came from
-        self.growth.notify(topic.name, partition)
+        self.wakeups.notify(topic.name, partition)
         self.stats.appended(topic.name, last - first + 1, len(buf))
         return ProduceResult(ErrorCode.NONE, first, log_append_time=now_ms if topic.config.log_append_time else -1)
 
@@ -221,7 +226,7 @@ class Appender:
             producers.save(plog.directory, plog.log_end_offset)
             producers.segment = plog.active_segment.base_offset
         except OSError as exc:  # the next start replays from the previous snapshot instead
-            log.warning("cannot snapshot the producers of %s: %s", plog.directory.name, exc)
+            logger.warning("cannot snapshot the producers of %s: %s", plog.directory.name, exc)
 
     @staticmethod
     def _replay_producers(producers: PartitionProducers, plog: Log, offset: int) -> None:
@@ -238,7 +243,7 @@ class Appender:
     def close(self) -> None:
         """Stop validating and fsyncing, and snapshot every partition's producers (the logs stay open)."""
         self._validator.shutdown()
-        self.group_commit.close()
+        self.fsync_rounds.close()
         for (topic, partition), producers in self._producers.items():
             plog = self.log_manager.get_log(topic, partition)
             if plog is not None:

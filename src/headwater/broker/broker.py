@@ -3,7 +3,6 @@ path, coordinators, who is waiting for data), each given what it needs."""
 from __future__ import annotations
 
 import fcntl
-import logging
 import uuid
 from pathlib import Path
 
@@ -30,8 +29,6 @@ from headwater.broker.txn.store import TransactionStore
 from headwater.log.layout import replace_atomically
 from headwater.log import LogConfig, LogManager
 
-log = logging.getLogger("headwater.broker")
-
 
 class DataDirInUse(Exception):
     pass
@@ -51,17 +48,14 @@ class Broker:
         self.producer_ids = ProducerIds(config.data_dir)
         self.credentials = CredentialStore(config.data_dir)  # SASL users, re-read when `headwater users` changes them
         self.authorizer = Authorizer(AclStore(config.data_dir), config.super_users)
-        self.growth = GrowthSignals()
+        self.wakeups = GrowthSignals()
         self.stats = BrokerStats()
         self.quotas = ClientQuotas(config.data_dir / "client-quotas.json")
-        fsync_each_write = config.flush == "always"
-        self.txn_partitions = TxnPartitions(self.log_manager, self.growth, fsync_each_write)
-        self.appender = Appender(config, self.log_manager, self.txn_partitions, self.growth, self.stats)
-        append = self.appender.append
+        self.txn_partitions = TxnPartitions(self.log_manager, self.wakeups, fsync_markers=config.flush == "always")
+        self.appender = Appender(config, self.log_manager, self.txn_partitions, self.wakeups, self.stats)
         # Replays __consumer_offsets: groups and offsets are back.
         clock = clock or LoopClock()
-        self.groups = GroupCoordinator(GroupStore(self.log_manager, append, fsync_each_write), clock,
-                                       config.group_initial_rebalance_delay_ms)
+        self.groups = GroupCoordinator(GroupStore(self.appender, clock), clock, config.group_initial_rebalance_delay_ms)
         # KIP-848 consumer groups: membership in memory, offsets in __consumer_offsets through self.groups
         self.consumer_groups = ConsumerGroupCoordinator(
             clock, self._subscribable_topics,
@@ -70,18 +64,16 @@ class Broker:
             heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
             max_size=config.group_consumer_max_size)
         # Replays __transaction_state: decided transactions are finished, open ones aborted.
-        self.transactions = TransactionCoordinator(TransactionStore(self.log_manager, append, fsync_each_write),
-                                                   clock, self.txn_partitions, self.producer_ids.allocate,
-                                                   self.groups)
+        self.transactions = TransactionCoordinator(TransactionStore(self.appender, clock), clock, self.txn_partitions,
+                                                   self.producer_ids.allocate, self.groups)
         self.share = ShareCoordinator(self.log_manager, clock,
                                       dead_letter=DeadLetterWriter(self.appender, lambda g: self.share.group(g).config),
                                       is_classic_group=lambda g: (self.groups.describe(g).state.value != "Dead"
                                                                  or self.consumer_groups.has_members(g)),
-                                      wake=self.growth.notify,
-                                      store=ShareStateStore(self.log_manager, append,
-                                                            fsync_each_write=fsync_each_write))
+                                      wake=self.wakeups.notify,
+                                      store=ShareStateStore(self.appender, clock))
         self.fetch_sessions = FetchSessionCache(clock, config.fetch_session_cache_slots,  # KIP-227, in memory
-                                                max_size=config.max_partitions, signals=self.growth)
+                                                max_size=config.max_partitions, signals=self.wakeups)
 
     def _subscribable_topics(self) -> dict[str, int]:
         """Topic -> partition count of the topics consumer groups may subscribe to (not the internal ones)."""
@@ -109,7 +101,7 @@ class Broker:
 
     def delete_topic(self, name: str) -> None:
         self.log_manager.delete_topic(name)
-        self.growth.forget_topic(name)
+        self.wakeups.forget_topic(name)
         self.txn_partitions.forget_topic(name)
         self.stats.forget_topic(name)
         self.share.forget_topic(name)

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from headwater.log import LogConfig
-from headwater.log.layout import replace_atomically
+from headwater.log.layout import read_json, replace_atomically
 
 BROKER_LEVEL, DEFAULT_LEVEL = "broker", "default"
 LEVELS = (DEFAULT_LEVEL, BROKER_LEVEL)  # in the order they overlay each other
@@ -61,7 +61,7 @@ class DynamicBrokerConfigs:
 
     def __init__(self, data_dir: Path):
         self._path = data_dir / FILE
-        stored = json.loads(self._path.read_text()) if self._path.exists() else {}
+        stored = read_json(self._path, {})
         self.levels: dict[str, dict[str, str]] = {level: stored.get(level, {}) for level in LEVELS}
 
     def topic_defaults(self, static: LogConfig, changed: tuple[str, dict[str, str]] | None = None) -> LogConfig:

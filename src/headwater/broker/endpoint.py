@@ -1,4 +1,4 @@
-"""What an API handler is: the contract between the server and the handlers (``apis/``, ``groups/``).
+"""What an API handler is: the contract between the server and the handlers (the ``*_apis`` modules).
 
 A handler is ``async (broker, header, request) -> response | None``: it gets the broker's
 state, the request header and the decoded request body, and returns the response body
@@ -11,6 +11,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from headwater.broker.security.authorization import Rule
 from headwater.protocol.messages import Api, ApiKey, RequestHeader, api
 
 if TYPE_CHECKING:
@@ -23,13 +24,15 @@ class Handler(Protocol):
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One API the broker serves: its versions and message classes, and its handler."""
+    """One API the broker serves: its versions and message classes, its handler, and the
+    authorization rule every request passes before the handler sees it."""
     api: Api
     handle: Handler
+    authorize: Rule
 
 
-def endpoint(key: ApiKey, min_version: int, max_version: int, handle: Handler) -> Endpoint:
-    return Endpoint(api(key, min_version, max_version), handle)
+def endpoint(key: ApiKey, min_version: int, max_version: int, handle: Handler, authorize: Rule) -> Endpoint:
+    return Endpoint(api(key, min_version, max_version), handle, authorize)
 
 
 # The client address of the connection whose request is being handled (each connection is a task).

@@ -45,7 +45,7 @@ class FetchPosition(Protocol):
 
 class PartitionNews(Protocol):
     """What one read of a partition found: enough to know whether the client must hear of it."""
-    error: int
+    error_code: int
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
@@ -58,7 +58,7 @@ def _offsets(news: PartitionNews) -> tuple[int, int, int]:
 
 def _told(news: PartitionNews) -> tuple[int, int, int] | None:
     """What the session remembers once ``news`` is sent: an error is sent again until it clears."""
-    return None if news.error else _offsets(news)
+    return None if news.error_code else _offsets(news)
 
 
 @dataclass(slots=True)
@@ -115,7 +115,7 @@ def _unquiet(position: FetchPosition, news: PartitionNews, read_committed: bool)
     A read_committed fetch can read no further than the last stable offset: an open transaction
     above it is news only once its marker changes the partition."""
     readable_end = news.last_stable_offset if read_committed else news.high_watermark
-    return bool(news.error) or position.fetch_offset != readable_end
+    return bool(news.error_code) or position.fetch_offset != readable_end
 
 
 class FetchSessionCache:
@@ -208,7 +208,7 @@ class FetchSessionCache:
             found, cached = news[partition], session.partitions.get(partition)
             if cached is None:   # forgotten by a later fetch of the session while this one waited
                 continue
-            if found.records or found.error or _offsets(found) != cached.told:
+            if found.records or found.error_code or _offsets(found) != cached.told:
                 cached.told = _told(found)
                 session.reorder(cached)
                 answered.append(partition)

@@ -8,40 +8,34 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any, Callable
 
-from headwater.broker.appender import Append
-from headwater.log import Log, LogManager, UnknownTopicError
+from headwater.broker.appender import Appender
+from headwater.broker.clock import Clock
+from headwater.log import Log, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
-from headwater.records import CorruptRecordError, Record, decode_records, encode_batch
+from headwater.records import CorruptRecordError, Record, encode_batch
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 # Segments small enough that the cleaner gets closed ones to work on.
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
 # Applies one replayed record: (key, value or None for a tombstone), parsed JSON; may raise on bad content.
 Apply = Callable[[Any, Any], None]
 
 
-def replay(plog: Log, topic: str) -> Iterator[Record]:
-    end = plog.log_end_offset   # what the log held when the replay began
-    offset = plog.log_start_offset
+def replay(plog: Log, topic: str, start: int = 0) -> Iterator[Record]:
+    """The records from ``start`` (or the log start, if later) that the log holds when the replay
+    begins, a batch that cannot be decoded skipped."""
+    def skip(header, exc: CorruptRecordError) -> None:
+        logger.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, topic, exc)
+    reached = max(start, plog.log_start_offset)
     try:
-        for chunk, pos, header in plog.batches(offset):
-            if header.base_offset >= end:
-                return
-            offset = header.last_offset + 1
-            if header.is_control:
-                continue
-            try:
-                records = decode_records(chunk, pos)[1]
-            except CorruptRecordError as exc:
-                log.warning("skipping unreadable batch at offset %d of %s: %s", header.base_offset, topic, exc)
-                continue
-            yield from records
+        for record in plog.records(reached, upto=plog.log_end_offset, unreadable=skip):
+            reached = record.offset + 1
+            yield record
     except CorruptRecordError as exc:  # the framing itself is gone: nothing after it can be found
-        log.error("replay of %s stops at offset %d: %s", topic, offset, exc)
+        logger.error("replay of %s stops at offset %d: %s", topic, reached, exc)
 
 
 def json_bytes(obj) -> bytes:
@@ -52,28 +46,28 @@ class InternalTopic:
     """One-partition compacted topic of JSON records keyed so that compaction keeps the latest
     state of each thing; a null value (tombstone) deletes the key."""
 
-    def __init__(self, name: str, logs: LogManager, append: Append, fsync_each_write: bool):
-        # append: the broker's own, so the internal log is validated and fetched like any other
-        # topic's, and consumers waiting on it are woken
-        self.name, self.logs, self._append, self._fsync_each_write = name, logs, append, fsync_each_write
-        if name not in logs.topics:
-            logs.create_topic(name, 1, TOPIC_CONFIGS)
+    def __init__(self, name: str, appender: Appender, clock: Clock):
+        # the broker's own append path, so the internal log is validated and fetched like any other
+        # topic's, and consumers waiting on it are woken; the clock stamps the records
+        self.name, self.logs, self._appender, self._clock = name, appender.log_manager, appender, clock
+        if name not in self.logs.topics:
+            self.logs.create_topic(name, 1, TOPIC_CONFIGS)
 
     def write(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
         """Append (key, value) records in one batch, fsynced when the broker flushes every write."""
         if not pairs:
             return ErrorCode.NONE
-        now = int(time.time() * 1000)
+        now = self._clock.now_ms()
         batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
-        result = self._append(self.name, 0, batch)
+        result = self._appender.append(self.name, 0, batch)
         if result.error:
-            log.error("cannot write to %s: %s %s", self.name, result.error.name, result.message or "")
+            logger.error("cannot write to %s: %s %s", self.name, result.error.name, result.message or "")
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its state log refuses a write
-        if self._fsync_each_write:
+        if self._appender.fsyncs_each_write:
             try:
                 self.logs.get_log(self.name, 0).flush()
             except OSError as exc:  # written, not durable: the client is told, and retries
-                log.error("cannot fsync %s: %s", self.name, exc)
+                logger.error("cannot fsync %s: %s", self.name, exc)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
@@ -86,4 +80,4 @@ class InternalTopic:
             try:
                 apply(json.loads(record.key), None if record.value is None else json.loads(record.value))
             except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
-                log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, self.name, exc)
+                logger.warning("skipping unreadable record at offset %d of %s: %r", record.offset, self.name, exc)

@@ -18,7 +18,7 @@ from headwater.broker.stats import BrokerStats
 from headwater.log import LogManager
 from headwater.log.cleaner_worker import CleanerWorker
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 
 
 class LogMaintenance:
@@ -54,21 +54,21 @@ class LogMaintenance:
             try:
                 await asyncio.to_thread(work, int(time.time() * 1000))
             except Exception:  # a failed pass is logged and retried at the next interval
-                log.exception("log maintenance pass failed")
+                logger.exception("log maintenance pass failed")
 
     def _retention(self, now_ms: int) -> None:
         # A fetch session reads a partition only once told it changed: the new log start is news.
         deleted = self.logs.enforce_retention(now_ms, lambda *p: self._loop.call_soon_threadsafe(self._moved, *p))
         self.stats.retention_deleted(deleted)
         if deleted:
-            log.info("retention deleted %d segment(s)", deleted)
+            logger.info("retention deleted %d segment(s)", deleted)
 
     def _clean(self, now_ms: int) -> None:
         start = time.monotonic()
         stats = self.logs.clean(now_ms)
         self.stats.cleaned(stats)
         if stats.logs_cleaned:
-            log.info("log cleaner: %d log(s), %d segment(s) rewritten, %d record(s) removed, %d -> %d bytes, "
+            logger.info("log cleaner: %d log(s), %d segment(s) rewritten, %d record(s) removed, %d -> %d bytes, "
                      "%d uncleanable log(s) in %.2f s", stats.logs_cleaned, stats.segments_rewritten,
                      stats.records_removed, stats.bytes_read, stats.bytes_written, stats.uncleanable_logs,
                      time.monotonic() - start)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from headwater.log.layout import replace_atomically
+from headwater.log.layout import read_json, replace_atomically
 from headwater.protocol.messages import ApiKey
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
@@ -38,9 +38,8 @@ class ClientQuotas:
         self._now = now
         self.configs: dict[Entity, dict[str, float]] = {}
         self._buckets: dict[tuple[str | None, str], list[float]] = {}  # -> [available, last refill]
-        if path is not None and path.exists():
-            for entry in json.loads(path.read_text()):
-                self.configs[entry["client_id"]] = entry["quotas"]
+        for entry in read_json(path, []) if path is not None else ():
+            self.configs[entry["client_id"]] = entry["quotas"]
 
     def quota(self, client_id: str | None, key: str) -> float | None:
         for entity in (client_id, None):

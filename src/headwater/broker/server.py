@@ -19,7 +19,7 @@ from typing import Protocol
 from cryptography import x509
 
 from headwater.broker.apis import ADVERTISED, ENDPOINTS
-from headwater.broker.apis.api_versions import api_versions_body
+from headwater.broker.version_apis import api_versions_body
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.endpoint import client_host
@@ -54,7 +54,7 @@ class Server:
         cfg = broker.config
         self.failed_logins = FailedLogins(cfg.failed_authentication_delay_ms / 1000)
         self.maintenance = LogMaintenance(broker.log_manager, cfg.retention_check_interval_ms, cfg.cleaner_interval_ms,
-                                          cfg.cleaner_io_max_bytes_per_second, moved=broker.growth.notify,
+                                          cfg.cleaner_io_max_bytes_per_second, moved=broker.wakeups.notify,
                                           stats=broker.stats)
         self.services = [service(self) for service in services]
 
@@ -147,7 +147,7 @@ class Server:
             started = time.perf_counter()
             was_authenticated = conn.authenticated
             handle = functools.partial(endpoint.handle, self.broker, header)
-            response = await authorization.rule_for(header.api_key)(access, header, request, handle)
+            response = await endpoint.authorize(access, header, request, handle)
             if conn.failed:
                 await self._refuse(conn, peer)
             elif conn.authenticated and not was_authenticated:

@@ -53,22 +53,33 @@ class GrowthSignals:
 
     def __init__(self) -> None:
         self._watches: dict[Partition, set[Watch]] = {}   # the Watches registered on each partition
+        self._topic_watches: dict[str, set[Watch]] = {}   # those registered on every partition of a topic
 
     def __len__(self) -> int:
-        """Partitions watched now (none once nothing watches)."""
-        return len(self._watches)
+        """Partitions and whole topics watched now (none once nothing watches)."""
+        return len(self._watches) + len(self._topic_watches)
 
     @contextmanager
-    def watch(self, partitions: list[Partition]) -> Iterator[Watch]:
-        """A Watch on ``partitions`` for the block, armed: read the logs, then ``wait`` on it (an
-        append between the read and the wait still wakes it)."""
+    def watch(self, partitions: list[Partition], topics: Iterable[str] = ()) -> Iterator[Watch]:
+        """A Watch on ``partitions`` and on every partition of ``topics`` for the block, armed: read
+        the logs, then ``wait`` on it (an append between the read and the wait still wakes it).
+        A wait on thousands of partitions of one topic (librdkafka's fetch names them all) is one
+        registration on the topic, not one per partition."""
         watch = Watch()
+        topics = list(topics)
         self.register(watch, partitions)
+        for topic in topics:
+            self._topic_watches.setdefault(topic, set()).add(watch)
         watch.arm()
         try:
             yield watch
         finally:
             self.unregister(watch, partitions)
+            for topic in topics:
+                watchers = self._topic_watches[topic]
+                watchers.discard(watch)
+                if not watchers:
+                    del self._topic_watches[topic]
 
     def register(self, watch: Watch, partitions: Iterable[Partition]) -> None:
         watches = self._watches
@@ -93,7 +104,11 @@ class GrowthSignals:
         key = (topic, partition)
         for watch in self._watches.get(key, ()):
             watch.wake(key)
+        for watch in self._topic_watches.get(topic, ()):
+            watch.wake(key)
 
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._watches if k[0] == topic]:
             self.notify(*key)
+        for watch in self._topic_watches.get(topic, ()):
+            watch.wake((topic, -1))

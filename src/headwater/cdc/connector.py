@@ -54,7 +54,9 @@ class Connector(ABC):
             on_status: StatusCallback | None = None) -> None:
         """Ship changes until `stop()` or `should_stop()`, then wait for the broker to
         acknowledge what was sent; `on_status(status())` every `status_interval` seconds.
-        Asked to stop before it could start (the broker was down): `Stopped`."""
+        Asked to stop before it could start (the broker was down), or while the broker keeps
+        the producer's queue full, or in the middle of a snapshot: `Stopped`; what was not
+        acknowledged keeps its place at the source (a snapshot is taken again)."""
         self.ticker.show_to(on_status, status_interval)
         self._should_stop = should_stop
         try:

@@ -17,6 +17,8 @@ import psycopg2.extras
 from confluent_kafka import Producer
 from psycopg2 import sql
 
+from headwater.waiting import Stopped
+
 from . import CdcError, SourceUnavailable, pgoutput, pgtypes
 from .connector import Connector, StatusTicker
 from .envelope import (UNAVAILABLE, Source, create_template, create_value, event_key, row_events, topic_name,
@@ -209,7 +211,8 @@ class PostgresConnector(Connector):
         snapshot = self._plan(stored, exists)
         self._repl = repl = connect(self.dsn, replication=True)
         cur = repl.cursor()
-        self._shipper = shipper = Shipper(self._producer or new_producer(self.bootstrap, self.security), on_wait=_keepalive(cur))
+        self._shipper = shipper = Shipper(self._producer or new_producer(self.bootstrap, self.security),
+                                          on_wait=_keepalive(cur), should_stop=self.stop_requested)
         resume_lsn = stored["lsn"] if stored and not snapshot else 0
         if snapshot:
             if exists:
@@ -276,15 +279,23 @@ class PostgresConnector(Connector):
         if self.progress.snapshotted % 1000 == 0:
             self._shipper.poll(0)  # run delivery callbacks as we go
             self.ticker.tick()
+            if self.stop_requested():
+                raise Stopped()   # "snapshot done" is not stored: the next start takes it again
 
     def _ready(self, lsn: int) -> None:
         """Store "snapshot done" before streaming: a crash after this resumes the stream; a crash
         before it takes the snapshot again (a half-shipped snapshot never meets the stream)."""
         stored = []
-        self._shipper.flush(None)
+        while len(self._shipper.producer):
+            self._flush_unless_stopped()
         self.positions.save(self._shipper, {"lsn": lsn, "snapshot_done": True}, lambda: stored.append(True))
         while not stored:
-            self._shipper.flush(1)
+            self._flush_unless_stopped()
+
+    def _flush_unless_stopped(self) -> None:
+        if self.stop_requested():
+            raise Stopped()
+        self._shipper.flush(1)
 
     # -- stream ----------------------------------------------------------------------------
 
@@ -314,6 +325,10 @@ def _keepalive(cur) -> Callable[[], None]:
                 cur.send_feedback(force=True)
             except psycopg2.ProgrammingError:
                 pass  # still taking the snapshot: no stream to keep alive yet
+            except psycopg2.DatabaseError as exc:
+                if "no COPY in progress" not in str(exc):
+                    raise
+                # the same, once the snapshot's CREATE_REPLICATION_SLOT ran on this connection
     return keepalive
 
 

@@ -136,13 +136,17 @@ class Shipper:
     """A confluent-kafka Producer plus acknowledged-position tracking.
 
     `producer` has the confluent_kafka.Producer interface. `on_wait` is called while the
-    local queue is full (broker down or slow), so the caller can keep its source alive.
+    local queue is full (broker down or slow), so the caller can keep its source alive; if
+    `should_stop()` then, the send raises `Stopped` (what is unacknowledged keeps its place at
+    the source).
     A producer of the caller's own that reports every delivery works too (the callbacks
     then count each event, at the old cost).
     """
 
-    def __init__(self, producer: Producer, on_wait: Callable[[], None] = lambda: None):
+    def __init__(self, producer: Producer, on_wait: Callable[[], None] = lambda: None,
+                 should_stop: Callable[[], bool] = never):
         self.producer = producer
+        self.should_stop = should_stop
         # Our own producer keeps the first failed delivery itself; another gets a callback per event.
         self._callbacks = not isinstance(producer, ConnectorProducer)
         self.tracker = AckTracker()
@@ -187,6 +191,8 @@ class Shipper:
                 self.producer.produce(topic, value=value, key=key, on_delivery=callback, **extra)
                 return
             except BufferError:  # the local queue is full: the broker is slow or down
+                if self.should_stop():
+                    raise Stopped()
                 self.poll(0.1)
                 self.on_wait()
 

@@ -145,7 +145,8 @@ class SqliteConnector(Connector):
         stored = self.positions.load(wait_log=self.log, should_stop=self.stop_requested)
         self.position = stored["id"] if stored else 0
         conn.execute(f"DELETE FROM {CHANGELOG} WHERE id <= ?", (self.position,))
-        self._shipper = Shipper(self._producer or new_producer(self.bootstrap, self.security))
+        self._shipper = Shipper(self._producer or new_producer(self.bootstrap, self.security),
+                                should_stop=self.stop_requested)
         self._started = True
 
     def _ship(self, stopping: Callable[[], bool]) -> None:

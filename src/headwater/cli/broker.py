@@ -20,6 +20,7 @@ from headwater.broker.server import Server, serve
 from headwater.cli.common import CommandError, data_dir, name_value, non_negative_int, positive_float, positive_int
 from headwater.http.listener import HttpListener
 from headwater.log import LogConfig
+from headwater.log.layout import CorruptFile
 from headwater.records.layout import MESSAGE_MAX_BYTES
 
 CONSOLE_READY = "headwater console on "  # the last line a broker with --http-listener prints when ready
@@ -207,9 +208,7 @@ def run(args) -> int:
     except ssl.SSLError as exc:
         raise CommandError(f"cannot load the TLS files (certificate {args.ssl_certfile}, key {args.ssl_keyfile}, "
                            f"CA {args.ssl_cafile}): {exc}") from exc
-    except DataDirInUse as exc:
-        raise CommandError(str(exc)) from exc
-    except NoSuchTopic as exc:
+    except (DataDirInUse, NoSuchTopic, CorruptFile) as exc:
         raise CommandError(str(exc)) from exc
     except OSError as exc:
         where = ", ".join(f"{listener.host}:{listener.port}" for listener in config.listeners)

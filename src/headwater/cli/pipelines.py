@@ -50,6 +50,10 @@ def add_parser(subparsers) -> None:
     run.add_argument("--trigger", type=trigger, default=trigger(LIVE_TRIGGER),
                      help=f"an interval such as '10 seconds': a micro-batch that often, with what arrived, until "
                      f"interrupted (default: {LIVE_TRIGGER}); available-now: everything in the topics, then stop; once")
+    run.add_argument("--source", choices=("headwater", "kafka"), default="headwater",
+                     help="the streaming source the pipelines read with: Headwater's own (default), or Spark's "
+                     "Kafka connector, whose jars must be on spark.jars (--conf spark.jars=... or "
+                     "spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:VERSION)")
     run.add_argument("--set", type=name_value, action="append", default=[], dest="params", metavar="NAME=VALUE",
                      help="a pipeline parameter (topic names, lateness, ...: see `headwater pipelines list`)")
     run.add_argument("--conf", type=name_value, action="append", default=[], metavar="KEY=VALUE",
@@ -129,7 +133,8 @@ def run_pipelines(args) -> int:
     spark.sparkContext.setLogLevel("WARN")
     client = {"bootstrap.servers": args.bootstrap_server, **args.command_config}
     runs = [(p, Run(spark, client, args.checkpoint or args.output / "checkpoints", args.output, args.trigger,
-                    {**p.params, **{k: v for k, v in params.items() if k in p.params}})) for p in chosen]
+                    {**p.params, **{k: v for k, v in params.items() if k in p.params}}, args.source))
+            for p in chosen]
     show = functools.partial(print, file=sys.stderr, flush=True)
     try:
         if "processingTime" in args.trigger:  # run until interrupted: all at once

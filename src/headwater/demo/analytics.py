@@ -1,7 +1,8 @@
-"""Chapter: stream analytics and the three clocks, on Spark. A site's page views and
-sensor readings (`analytics_events`) go into Headwater topics and through the shipped
-pipelines (`headwater.pipelines.catalog`, as `headwater pipelines run` starts them):
-rolling rates, latency percentiles and distinct users, the top pages, and windows of
+"""Chapter: stream analytics, search on streams and the three clocks, on Spark. A site's
+page views and sensor readings (`analytics_events`) go into Headwater topics and through
+the shipped pipelines (`headwater.pipelines.catalog`, as `headwater pipelines run` starts
+them): rolling rates, latency percentiles and distinct users, the top pages, standing
+searches matched against new products (the percolator, `search`), and windows of
 clock-corrected event time with corrections for stragglers. Each answer is checked as
 it comes: exact ones against plain Python (`headwater.pipelines.reference`),
 approximate ones against the bound their algorithm states. A miss raises `CheckFailed`.
@@ -9,7 +10,6 @@ approximate ones against the bound their algorithm states. A miss raises `CheckF
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections import Counter
 
@@ -17,19 +17,19 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.demo.analytics_events import MAX_DELAY_MS, SKEWS_MS, device_readings, page_views
+from headwater.demo import search
 from headwater.demo.checks import CheckFailed
 from headwater.demo.shop_events import MINUTE
-from headwater.demo.spark_chapter import clock, report_table, workspace
+from headwater.demo.spark_chapter import clock, report_table, run_pipeline, sqlite_rows, workspace
 from headwater.pipelines import analytics, reference
-from headwater.pipelines.catalog import PIPELINES, Run
 
-VIEWS_PER_BATCH, READINGS_PER_BATCH = 500, 15  # fixed micro-batches, so the same answers every run
+VIEWS_PER_BATCH, READINGS_PER_BATCH = 500, 40  # fixed micro-batches, so the same answers every run
 LATENESS_MS = 2 * MINUTE  # the pipelines' default lateness ("2 minutes")
 
 
 def _produce(bootstrap: str, views: list, readings: list) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(t, 1, 1) for t in ("page-views", "device-readings")]).values():
+    for future in admin.create_topics([NewTopic(t, 1) for t in ("page-views", "device-readings")]).values():
         future.result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     for v in views:
@@ -39,21 +39,6 @@ def _produce(bootstrap: str, views: list, readings: list) -> None:
         producer.produce("device-readings", json.dumps(device_side), r["device_id"], timestamp=r["received_ms"])
     if producer.flush(30):
         raise RuntimeError("the analytics chapter's events were not acknowledged")
-
-
-def run_pipeline(spark, bootstrap: str, workdir, name: str, **params) -> None:
-    """Run a shipped pipeline over everything in its topics, outputs and checkpoints in `workdir`."""
-    run = Run(spark, {"bootstrap.servers": bootstrap}, workdir / "checkpoints", workdir, {"availableNow": True},
-              {**PIPELINES[name].params, **params})
-    PIPELINES[name].start(run).awaitTermination()
-
-
-def sqlite_rows(path, sql: str) -> list:
-    db = sqlite3.connect(path)
-    try:
-        return db.execute(sql).fetchall()
-    finally:
-        db.close()
 
 
 def rolling_stats(spark, bootstrap, workdir, console, views: list) -> None:
@@ -149,7 +134,7 @@ def device_clocks(spark, bootstrap, workdir, console, readings: list) -> None:
 
 
 def run(bootstrap: str, console, spark=None) -> None:
-    console.rule("[bold]Stream analytics and the three clocks on Spark")
+    console.rule("[bold]Stream analytics, search on streams and the three clocks on Spark")
     started = time.monotonic()
     views, readings = page_views(seed=11), device_readings(seed=12)
     with workspace(console, spark) as (session, workdir):
@@ -158,5 +143,6 @@ def run(bootstrap: str, console, spark=None) -> None:
                       f"whose clocks are off by up to {max(map(abs, SKEWS_MS.values())) // 1000} s")
         rolling_stats(session, bootstrap, workdir, console, views)
         top_pages(session, bootstrap, workdir, console, views)
+        search.percolator(session, bootstrap, workdir, console)
         device_clocks(session, bootstrap, workdir, console, readings)
     console.print(f"{time.monotonic() - started:.0f} s for the chapter")

@@ -52,7 +52,7 @@ def _row(label: str, records, size: int) -> tuple:
 def run(bootstrap: str, console) -> None:
     console.rule("[bold]Log compaction: the latest value of every customer")
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1, config=CONFIGS)])[TOPIC].result(30)
+    admin.create_topics([NewTopic(TOPIC, 1, config=CONFIGS)])[TOPIC].result(30)
     rng = random.Random(7)
     producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "zstd", "linger.ms": 20})
     for version in range(UPDATES):

@@ -22,7 +22,7 @@ def order_events(n: int, seed: int = 11):
 def run(bootstrap: str, console) -> None:
     console.rule("[bold]1. A partitioned log: orders")
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS)])[TOPIC].result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "compression.type": "lz4"})
     for customer, order in order_events(ORDERS):
         producer.produce(TOPIC, key=customer, value=json.dumps(order))

@@ -75,7 +75,7 @@ def _dead_letters(bootstrap: str) -> list:
 def run(bootstrap: str, console) -> None:
     console.rule("[bold]3. Queues on the log: a share group of notification workers")
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(DEAD_LETTERS, 1, 1)])[DEAD_LETTERS].result(30)
+    admin.create_topics([NewTopic(DEAD_LETTERS, 1)])[DEAD_LETTERS].result(30)
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in CONFIGS.items()]
     for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, GROUP,
                                                                   incremental_configs=entries)]).values():

@@ -23,6 +23,7 @@ from rich.table import Table
 from headwater.demo.checks import CheckFailed
 from headwater.demo.shop_events import MINUTE, Morning
 from headwater.pipelines import exactly_once, reference
+from headwater.pipelines.catalog import PIPELINES, Run
 
 LATENESS, LATENESS_MS = "5 minutes", 5 * MINUTE
 COMPACTED = {"cleanup.policy": "compact"}
@@ -58,6 +59,29 @@ def report_table(title: str, *columns: str, numbers: int = 0) -> Table:
     return table
 
 
+def check(console, what: str, **answers) -> None:
+    """answers: name=(Spark's, plain Python's)."""
+    for name, (got, expected) in answers.items():
+        if got != expected:
+            raise CheckFailed(f"{what}: {name} from Spark differ from plain Python: {_difference(got, expected)}")
+    console.print(f"[green]✓[/] {what}: Spark's answers equal plain Python's")
+
+
+def run_pipeline(spark, bootstrap: str, workdir: Path, name: str, **params) -> None:
+    """Run a shipped pipeline over everything in its topics, outputs and checkpoints in `workdir`."""
+    run = Run(spark, {"bootstrap.servers": bootstrap}, workdir / "checkpoints", workdir, {"availableNow": True},
+              {**PIPELINES[name].params, **params})
+    PIPELINES[name].start(run).awaitTermination()
+
+
+def sqlite_rows(path, sql: str) -> list:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
 class Chapter:
     """What the scenes share: the morning's events and their topics, the micro-batches the
     queries read them in, queries started into sinks and read back, and the checks."""
@@ -72,7 +96,7 @@ class Chapter:
 
     def produce(self) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        for future in admin.create_topics([NewTopic(t, 1, 1, config=c) for t, c in TOPICS.items()]).values():
+        for future in admin.create_topics([NewTopic(t, 1, config=c) for t, c in TOPICS.items()]).values():
             future.result(30)
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "linger.ms": 5})
         failed = []
@@ -144,11 +168,7 @@ class Chapter:
             db.close()
 
     def check(self, what: str, **answers) -> None:
-        """answers: name=(Spark's, plain Python's)."""
-        for name, (got, expected) in answers.items():
-            if got != expected:
-                raise CheckFailed(f"{what}: {name} from Spark differ from plain Python: {_difference(got, expected)}")
-        self.console.print(f"[green]✓[/] {what}: Spark's answers equal plain Python's")
+        check(self.console, what, **answers)
 
     def stop(self) -> None:
         """Stop the queries still running (after a failed check)."""
@@ -174,6 +194,19 @@ def _jvm_output_to(log_path: Path):
             os.close(copy)
 
 
+def start_session(console, log_path: Path):
+    """A local SparkSession for the demo, the JVM's output in `log_path`."""
+    import headwater.spark
+
+    console.print("starting Spark in local mode (a JVM: about 10 s)...")
+    try:
+        with _jvm_output_to(log_path):
+            return headwater.spark.session(app_name="headwater-demo")
+    except Exception:
+        console.print(log_path.read_text()[-3000:])
+        raise
+
+
 @contextlib.contextmanager
 def workspace(console, spark=None) -> Iterator[tuple]:
     """(SparkSession, working directory) for the chapter. A session passed in is left
@@ -181,15 +214,7 @@ def workspace(console, spark=None) -> Iterator[tuple]:
     with tempfile.TemporaryDirectory(prefix="headwater-streams-") as tmp:
         workdir, own_session = Path(tmp), spark is None
         if own_session:
-            import headwater.spark
-
-            console.print("starting Spark in local mode (a JVM: about 10 s)...")
-            try:
-                with _jvm_output_to(workdir / "spark.log"):
-                    spark = headwater.spark.session(app_name="headwater-demo")
-            except Exception:
-                console.print((workdir / "spark.log").read_text()[-3000:])
-                raise
+            spark = start_session(console, workdir / "spark.log")
         try:
             yield spark, workdir
         finally:

@@ -3,7 +3,7 @@
 Creating a topic, editing its configs, deleting records, ACLs and SCRAM users: each action is
 built as its Kafka request (CreateTopics, IncrementalAlterConfigs, DeleteRecords, Create/
 Describe/DeleteAcls, Describe/AlterUserScramCredentials) and answered by the broker's own
-handler behind its own authorization rule (``security.authorization``), with the console's
+handler behind its own authorization rule (its row of ``broker.apis.ENDPOINTS``), with the console's
 logged-in user as the principal. So the console validates, refuses and errs exactly as the
 Kafka APIs do, and an operator sees the same error a client would get.
 """
@@ -68,7 +68,7 @@ class Admin:
         header = RequestHeader(key, version, 0, CLIENT_ID)
         request = endpoint.api.request(**fields)
         handle = functools.partial(endpoint.handle, self.broker, header)
-        return await authorization.rule_for(key)(self.access, header, request, handle)
+        return await endpoint.authorize(self.access, header, request, handle)
 
     def may(self, operation: AclOperation, resource: ResourceType, name: str) -> bool:
         return self.access.may(operation, resource, name)
@@ -99,6 +99,20 @@ class Admin:
         result = response.topics[0].partitions[0]
         _check(result)
         return result.low_watermark
+
+    # --- consumer groups ------------------------------------------------------------------------
+
+    async def commit_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Commit ``offsets`` (partition -> offset) for an empty group, as a reset by an admin client
+        does (generation -1, no member): READ on the group and on the topic, as for any commit."""
+        Topic = ENDPOINTS[ApiKey.OFFSET_COMMIT].api.request.OffsetCommitRequestTopic
+        response = await self._call(
+            ApiKey.OFFSET_COMMIT, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+            group_instance_id=None, retention_time_ms=-1, topics=[Topic(name=topic, partitions=[
+                Topic.OffsetCommitRequestPartition(partition_index=p, committed_offset=o, committed_leader_epoch=-1,
+                                                   committed_metadata="") for p, o in sorted(offsets.items())])])
+        for result in response.topics[0].partitions:
+            _check(result)
 
     # --- ACLs -----------------------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ Pages: the overview (topics, groups, a plot of message rates), a topic (partitio
 configs, a message browser, a live tail over server-sent events), a consumer group
 (members, assignment, committed offsets, lag and its plot, reset offsets), a share group
 (members, assignment, each share-partition's delivery state, configs, its dead-letter
-topic), ACLs and SCRAM users, a topic's message search. Read-only unless the broker runs
+topic), ACLs and SCRAM users, a topic's message search, the schema registry's subjects and a diff
+between two versions of one (``schema_pages``; the registry's API is ``schema_registry``). Read-only unless the broker runs
 with --console-allow-writes: then offsets can be reset, records produced and deleted, topics
 created and their configs set, ACLs and users added and deleted (``admin``: as the Kafka APIs
 do, as the logged-in user). Bad input gets an error page with the right HTTP status, never
@@ -33,24 +34,26 @@ from starlette.staticfiles import StaticFiles
 
 from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.broker import Broker
-from headwater.broker.groups.group import CommittedOffset
 from headwater.broker.groups.reset import MODES, ResetTo
 from headwater.http.admin import Admin, Refused
 from headwater.http.history import RATE_WINDOW_S, History
 from headwater.http.login import ConsoleLogin, peer
 from headwater.http.metrics import BrokerMetrics
 from headwater.http.rest import RestApi, produce
+from headwater.http.schema_pages import SchemaPages
+from headwater.http.schema_registry import SchemaRegistryApi
 from headwater.http.search import SCAN_BUDGET, SHOWN, BadFilter, Filter, search
 from headwater.http.segments import KeepEncodedSeparators, segment
 from headwater.http.state import (CDC_POSITIONS_TOPIC, GroupView, connector_positions, consumer_group,
-                                         consumer_groups, group_offsets, records_from, share_partitions)
+                                         consumer_groups, group_offsets, records_from, share_partitions,
+                                         stable_offset)
 from headwater.http.transactions import held_back, transactions
 from headwater.broker.security.acls import CLUSTER_NAME, OPERATION_ALL, AclBinding, PatternType, Permission, ResourceType
 from headwater.log import Log, Topic
-from headwater.protocol.errors import ErrorCode
 from headwater.records import Record
+from headwater.schemas.registry import Registry
 
-log = logging.getLogger("headwater.console")
+logger = logging.getLogger("headwater.console")
 HERE = Path(__file__).parent
 BROWSE_LIMIT = 50       # records per page of the message browser, at most
 MAX_BROWSE_LIMIT = 1000
@@ -99,9 +102,10 @@ def record_view(partition: int, record: Record) -> dict:
 
 class Console:
     def __init__(self, broker: Broker, metrics: BrokerMetrics, history: History, allow_writes: bool,
-                 login: ConsoleLogin | None = None):
+                 login: ConsoleLogin | None = None, registry: Registry | None = None):
         self.broker, self.metrics, self.history, self.allow_writes = broker, metrics, history, allow_writes
         self.login = login  # None: the broker is not secured, the console is open
+        self.registry = registry  # the schema registry's API and pages, at the root
 
     # --- pages -------------------------------------------------------------------------------
 
@@ -205,7 +209,8 @@ class Console:
                 start = found_at[0] if found_at else plog.log_end_offset
             else:
                 raise HTTPException(400, f"unknown browse mode {mode!r}: use newest, offset or time")
-            found.extend(record_view(index, r) for r in records_from(plog, start, limit))
+            upto = stable_offset(self.broker, topic.name, index, plog)
+            found.extend(record_view(index, r) for r in records_from(plog, start, limit, upto))
         if mode == "newest":
             found.sort(key=lambda r: (r["timestamp"], r["offset"]), reverse=True)
         else:
@@ -235,7 +240,7 @@ class Console:
                 start = found_at[0] if found_at else plog.log_end_offset
             else:
                 start = plog.log_start_offset
-            partitions.append((index, plog, start))
+            partitions.append((index, plog, start, stable_offset(self.broker, topic.name, index, plog)))
         found = search(partitions, where)
         resume_at = ",".join(f"{i}:{o}" for i, o in sorted(found.positions.items()))
         more = None if found.done else f"/topics/{topic.name}/search?" + urlencode({**query, "resume": resume_at})
@@ -262,12 +267,14 @@ class Console:
         async def events():
             yield ": tailing\n\n"  # the response starts at once, so the browser knows the stream is open
             while not await request.is_disconnected():
-                with self.broker.growth.watch(watched) as watch:
+                with self.broker.wakeups.watch(watched) as watch:
                     if self.broker.log_manager.topics.get(topic.name) is not topic:
                         yield "event: gone\ndata: {}\n\n"
                         return
                     for index, offset in positions.items():
-                        for record in records_from(topic.partitions[index], offset, TAIL_BATCH):
+                        plog = topic.partitions[index]
+                        upto = stable_offset(self.broker, topic.name, index, plog)
+                        for record in records_from(plog, offset, TAIL_BATCH, upto):
                             yield f"data: {json.dumps(record_view(index, record))}\n\n"
                             positions[index] = record.offset + 1
                     await watch.wait(1.0)  # wake now and then to notice a closed page
@@ -303,7 +310,7 @@ class Console:
         """Reset a group's offsets on one topic: the first POST shows the new offsets and asks
         for confirmation; the POST with confirm=yes commits them. Refused while the group has
         members, as `headwater groups reset-offsets` refuses."""
-        form, _ = await self._write(request)
+        form, admin = await self._write(request)
         group = self._group(request)
         topic = self.broker.log_manager.topics.get(form.get("topic", ""))
         if topic is None:
@@ -326,11 +333,8 @@ class Console:
         if form.get("confirm") != "yes":
             return self.page("reset.html", group=group, topic=topic.name, to=form.get("to"),
                              value=form.get("value", ""), rows=rows)
-        error = self.broker.groups.commit(group.group_id, -1, "", None,
-                                          {(topic.name, r["partition"]): CommittedOffset(r["new"]) for r in rows})
-        if error:
-            raise HTTPException(409, f"could not commit the offsets of {group.group_id!r}: {ErrorCode(error).name}")
-        log.info("console reset offsets of group %r on %s to %r", group.group_id, topic.name, reset_to)
+        await _act(admin.commit_offsets(group.group_id, topic.name, {r["partition"]: r["new"] for r in rows}))
+        logger.info("console reset offsets of group %r on %s to %r", group.group_id, topic.name, reset_to)
         return RedirectResponse(request.url_for("group", group=group.group_id), status_code=303)
 
     # --- writes: each a POST from a console page, refused unless --console-allow-writes ------------
@@ -359,7 +363,7 @@ class Console:
         result, = await produce(self.broker, topic, [entry], CONSOLE_CLIENT_ID, size, admin)
         if "error_code" in result:
             raise HTTPException(result["error_code"], result["message"])
-        log.info("console produced to %s-%d at %d", topic.name, result["partition_id"], result["offset"])
+        logger.info("console produced to %s-%d at %d", topic.name, result["partition_id"], result["offset"])
         return RedirectResponse(f"/topics/{topic.name}?mode=offset&partition={result['partition_id']}"
                                 f"&offset={result['offset']}&limit=1", status_code=303)
 
@@ -440,7 +444,7 @@ class Console:
         return self.page("error.html", status=exc.status_code, status_code=exc.status_code, message=exc.detail)
 
     async def failure(self, request: Request, exc: Exception) -> Response:
-        log.error("console: %s %r failed", request.method, request.url.path, exc_info=exc)
+        logger.error("console: %s %r failed", request.method, request.url.path, exc_info=exc)
         return self.page("error.html", status=500, status_code=500,
                          message="the console failed to build this page; the broker's log has the details")
 
@@ -467,6 +471,8 @@ class Console:
             Route("/cdc", self.cdc, name="cdc"),
             Route("/transactions", self.transactions, name="transactions"),
             Route("/metrics", self.scrape),
+            *(SchemaRegistryApi(self.broker, self.registry).routes() + SchemaPages(self.registry, self.page).routes()
+              if self.registry is not None else []),
             Mount("/v3", app=RestApi(self.broker).app()),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]

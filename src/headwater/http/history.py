@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from headwater.broker.broker import Broker
 from headwater.http.state import consumer_groups, group_offsets
+from headwater.schemas.store import SCHEMAS_TOPIC
 
 SAMPLE_INTERVAL_S = 2.0
 KEPT_SAMPLES = 300   # ten minutes at the default interval
@@ -53,7 +54,7 @@ class History:
                 first += 1
             before = samples[first]
             for topic, end in after.log_ends.items():
-                if topic.startswith("__"):
+                if topic.startswith("__") or topic == SCHEMAS_TOPIC:   # the broker's and the registry's own
                     continue
                 grown = end - before.log_ends.get(topic, 0)   # a topic newer than the window's start began empty
                 rates.setdefault(topic, [None] * len(times))[i - 1] = max(grown, 0) / max(window_s, after.at - before.at)

@@ -1,4 +1,5 @@
-"""The opt-in HTTP listener: uvicorn serving the console app on the broker's own event loop.
+"""The opt-in HTTP listener: uvicorn serving the console app (and the schema registry) on the
+broker's own event loop.
 
 uvicorn's Server runs as one more task of the broker's loop, on a socket we bind ourselves
 (so a busy port is an ordinary OSError for the CLI to report); the broker keeps its own
@@ -16,8 +17,11 @@ from headwater.http.console import Console
 from headwater.http.history import History
 from headwater.http.login import ConsoleLogin
 from headwater.http.metrics import BrokerMetrics
+from headwater.broker.clock import LoopClock
 from headwater.broker.security.listeners import SecurityProtocol
 from headwater.broker.server import Server
+from headwater.schemas.registry import Registry
+from headwater.schemas.store import SchemasTopic, max_schema_bytes
 
 SHUTDOWN_GRACE_S = 1  # open pages (a live tail) get this long to finish when the broker stops
 
@@ -35,7 +39,10 @@ class HttpListener:
         self.history = History(broker)
         secured = any(listener.protocol.sasl for listener in broker.config.listeners)
         login = ConsoleLogin(broker, server.failed_logins) if secured else None
-        app = Console(broker, metrics, self.history, allow_writes, login).app()
+        # The schema registry lives with the listener that serves it: _schemas replayed here.
+        clock = LoopClock()
+        registry = Registry(SchemasTopic(broker.appender, clock), clock, max_schema_bytes(broker.config.message_max_bytes))
+        app = Console(broker, metrics, self.history, allow_writes, login, registry).app()
         config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
         config.load()

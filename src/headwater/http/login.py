@@ -33,6 +33,8 @@ log = logging.getLogger("headwater.console")
 SESSION_COOKIE = "headwater_console"
 SESSION_S = 8 * 3600
 OPEN_PATHS = ("/login", "/static/")
+# What scripts and clients call: /metrics, the REST API, the schema registry's API.
+API_PATHS = ("/metrics", "/v3", "/subjects", "/schemas", "/config", "/mode", "/compatibility")
 REALM = 'Basic realm="headwater console", charset="UTF-8"'
 
 
@@ -129,7 +131,7 @@ def peer(request: Request) -> str:
 
 def _wants_page(path: str) -> bool:
     """A browser's page (sent to the login form) rather than data a script or a page's script fetches."""
-    return not (path.startswith(("/metrics", "/v3")) or path.endswith((".json", "/tail")))
+    return not (path.startswith(API_PATHS) or path.endswith((".json", "/tail")))
 
 
 class _Gate:

@@ -34,7 +34,7 @@ from headwater.broker.appender import ProduceResult
 from headwater.broker.broker import Broker
 from headwater.http.admin import Admin
 from headwater.http.login import peer
-from headwater.http.state import records_from
+from headwater.http.state import records_from, stable_offset
 from headwater.broker.partitioner import partition_for
 from headwater.broker.quotas import PRODUCER_BYTE_RATE
 from headwater.broker.security.acls import ResourceType
@@ -100,7 +100,7 @@ class RestApi:
             "partition_id": index, "offset": r.offset, "timestamp": r.timestamp,
             "key": _binary(r.key), "value": _binary(r.value),
             "headers": [{"name": k, "value": None if v is None else base64.b64encode(v).decode()} for k, v in r.headers],
-        } for r in records_from(plog, offset, limit)]})
+        } for r in records_from(plog, offset, limit, stable_offset(self.broker, topic.name, index, plog))]})
 
     # --- produce ---------------------------------------------------------------------------
 
@@ -188,7 +188,7 @@ async def _make_durable(broker: Broker, topic: Topic, answers: dict[int, Produce
     after the group commit's fsync of every partition appended to (one wait for them all)."""
     logs = {partition: topic.partitions[partition] for partition, answer in answers.items()
             if answer.error == ErrorCode.NONE and broker.appender.must_be_durable(topic.partitions[partition], True)}
-    failed = await broker.appender.group_commit.durable(logs.values())
+    failed = await broker.appender.fsync_rounds.durable(logs.values())
     for partition, plog in logs.items():
         if plog in failed:
             answers[partition] = ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,

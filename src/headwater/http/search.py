@@ -93,21 +93,21 @@ class Found:
     matches: list[tuple[int, Record]]   # (partition, record), by partition then offset
     scanned: int                        # records read
     positions: dict[int, int]           # partition -> where a continuation starts
-    done: bool                          # every partition searched to its log end
+    done: bool                          # every partition searched to its end (read_committed: its last stable offset)
 
 
-def search(partitions: list[tuple[int, Log, int]], where: Filter, budget: int = SCAN_BUDGET,
+def search(partitions: list[tuple[int, Log, int, int | None]], where: Filter, budget: int = SCAN_BUDGET,
            shown: int = SHOWN) -> Found:
-    """Search each (index, log, start offset) in turn, within the budget."""
+    """Search each (index, log, start offset, read_committed end or None) in turn, within the budget."""
     matches: list[tuple[int, Record]] = []
     scanned = 0
-    positions = {index: start for index, _, start in partitions}
-    for index, plog, start in partitions:
-        position = max(start, plog.log_start_offset)
-        while position < plog.log_end_offset and scanned < budget and len(matches) < shown:
-            batch = records_from(plog, position, min(budget - scanned, 500))
+    positions = {index: start for index, _, start, _ in partitions}
+    for index, plog, start, upto in partitions:
+        position, end = max(start, plog.log_start_offset), _end(plog, upto)
+        while position < end and scanned < budget and len(matches) < shown:
+            batch = records_from(plog, position, min(budget - scanned, 500), upto)
             if not batch:   # only control batches (or nothing) left
-                position = plog.log_end_offset
+                position = end
                 break
             for record in batch:
                 scanned += 1
@@ -117,5 +117,9 @@ def search(partitions: list[tuple[int, Log, int]], where: Filter, budget: int = 
                     if len(matches) >= shown:
                         break
         positions[index] = position
-    done = all(positions[index] >= plog.log_end_offset for index, plog, _ in partitions)
+    done = all(positions[index] >= _end(plog, upto) for index, plog, _, upto in partitions)
     return Found(matches, scanned, positions, done)
+
+
+def _end(plog: Log, upto: int | None) -> int:
+    return plog.log_end_offset if upto is None else upto

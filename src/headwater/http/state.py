@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from itertools import islice
 
 from headwater.broker.broker import Broker
 from headwater.broker.groups import assignment
@@ -13,7 +14,7 @@ from headwater.broker.groups.consumer_group import ConsumerGroup
 from headwater.broker.groups.group import GroupDescription, GroupState
 from headwater.broker.share.partition import RecordState
 from headwater.log import Log
-from headwater.records import Record, decode_records
+from headwater.records import Record
 
 # Where `headwater cdc` connectors keep their positions unless given --positions-topic.
 CDC_POSITIONS_TOPIC = "headwater-cdc-positions"
@@ -93,7 +94,7 @@ def consumer_group(broker: Broker, group_id: str) -> GroupView | None:
 
 def consumer_groups(broker: Broker) -> list[GroupView]:
     """Every consumer group of both protocols, sorted by id. A KIP-848 group's offsets are kept by a
-    classic group of the same id (groups/commits.py), which is not listed on its own."""
+    classic group of the same id (groups/commit_apis.py), which is not listed on its own."""
     kip848 = broker.consumer_groups.groups
     views = [_classic_view(g) for g in broker.groups.list_groups() if g.group_id not in kip848]
     views += [_consumer_view(g) for g in kip848.values()]
@@ -116,16 +117,17 @@ def group_offsets(broker: Broker, group_id: str) -> list[PartitionOffsets]:
     return rows
 
 
-def records_from(plog: Log, offset: int, limit: int) -> list[Record]:
-    """Up to ``limit`` records at or after ``offset`` (control batches skipped), in offset order."""
-    found: list[Record] = []
-    offset = max(offset, plog.log_start_offset)
-    for chunk, pos, header in plog.batches(offset):
-        if len(found) >= limit:
-            break
-        if not header.is_control:
-            found.extend(r for r in decode_records(chunk, pos)[1] if r.offset >= offset)
-    return found[:limit]
+def stable_offset(broker: Broker, topic: str, partition: int, plog: Log) -> int:
+    """Where a read_committed reader of the partition stops (its last stable offset): what the
+    console and the REST reads show, as a read_committed consumer would see the topic."""
+    return broker.txn_partitions.last_stable_offset(topic, partition, plog)
+
+
+def records_from(plog: Log, offset: int, limit: int, upto: int | None) -> list[Record]:
+    """Up to ``limit`` records at or after ``offset`` (control batches skipped), in offset order:
+    read_committed below ``upto`` (a last stable offset, aborted transactions' records skipped),
+    or read_uncommitted, to the log end, with None."""
+    return list(islice(plog.records(max(offset, plog.log_start_offset), upto, committed=upto is not None), limit))
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,8 @@ def connector_positions(broker: Broker, topic: str = CDC_POSITIONS_TOPIC) -> lis
     if plog is None:
         return []
     latest: dict[str, ConnectorPosition] = {}
-    for record in records_from(plog, plog.log_start_offset, plog.log_end_offset - plog.log_start_offset):
+    for record in records_from(plog, plog.log_start_offset, plog.log_end_offset - plog.log_start_offset,
+                               stable_offset(broker, topic, 0, plog)):
         key = (record.key or b"").decode("utf-8", "replace")
         try:
             position = json.loads(record.value) if record.value is not None else None

@@ -21,6 +21,7 @@ The base offset is zero-padded so that file names sort in offset order.
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -44,6 +45,21 @@ ABORTED_TRANSACTIONS = "aborted-transactions"
 PRODUCER_SNAPSHOT = "producer-snapshot"
 
 _BASE_OFFSET_DIGITS = 20
+
+
+class CorruptFile(Exception):
+    """A file of the data directory that does not parse: nothing may guess at what it held."""
+
+
+def read_json(path: Path, missing: object) -> object:
+    """The JSON in ``path``; ``missing`` if there is no such file; CorruptFile if it does not parse."""
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return missing
+    except ValueError as exc:   # JSONDecodeError and UnicodeDecodeError both are
+        raise CorruptFile(f"{path} is not valid JSON ({exc}): restore it from a backup "
+                          "(nothing here guesses at what it held)") from None
 
 
 def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:

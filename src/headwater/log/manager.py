@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .cleaner import CleanerStats, LogCleaner
 from .config import LogConfig
-from .layout import CATALOG, DELETED, partition_dir, replace_atomically
+from .layout import CATALOG, DELETED, partition_dir, read_json, replace_atomically
 from .partition import Log
 from .retention import enforce_retention
 
@@ -82,10 +82,7 @@ class LogManager:
         self.max_partitions = max_partitions   # over all topics; None: no limit
         self.topics: dict[str, Topic] = {}
         self.cleaner = LogCleaner()
-        try:
-            catalog = json.loads((self.data_dir / CATALOG).read_text())
-        except FileNotFoundError:
-            catalog = {"topics": {}, "deleting": {}}
+        catalog = read_json(self.data_dir / CATALOG, {"topics": {}, "deleting": {}})
         self._deleting: dict[str, int] = catalog["deleting"]
         for name, partitions in list(self._deleting.items()):
             self._remove_partitions(name, partitions)

@@ -25,11 +25,11 @@ import threading
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from headwater.records import BatchHeader, CorruptRecordError, decode_records, iter_batches, read_header
+from headwater.records import BatchHeader, CorruptRecordError, Record, decode_records, iter_batches, read_header
 from headwater.records.layout import MIN_BATCH_LENGTH, set_base_offset, set_log_append_time
 
 from .config import LogConfig
@@ -37,7 +37,7 @@ from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFS
                      fsync_directory, replace_atomically, segment_base_offsets)
 from .recovery import complete_interrupted_swaps
 from .segment import NO_TIMESTAMP, BatchInfo, Segment, delete_segment_files
-from .txn_index import AbortedTxnIndex
+from .txn_index import AbortedTxnIndex, is_aborted
 
 logger = logging.getLogger("headwater.log")
 
@@ -284,19 +284,42 @@ class Log:
                     return data
             return b""
 
-    def batches(self, start: int, chunk_bytes: int = 1 << 20) -> Iterator[tuple[bytes, int, BatchHeader]]:
-        """The batches holding offsets ``start`` and after, read a chunk at a time and not
-        validated: (chunk, the batch's position in it, its header). Raises CorruptRecordError
-        where the batches' framing is broken."""
+    def batches(self, start: int, chunk_bytes: int = 1 << 20,
+                upto: int | None = None) -> Iterator[tuple[bytes, int, BatchHeader]]:
+        """The batches holding offsets ``start`` and after (with ``upto``, none at or past it), read a
+        chunk at a time and not validated: (chunk, the batch's position in it, its header). Raises
+        CorruptRecordError where the batches' framing is broken."""
         offset = start
-        while offset < self.log_end_offset:
+        while offset < (self.log_end_offset if upto is None else min(upto, self.log_end_offset)):
             chunk = self.read(offset, chunk_bytes)
             if not chunk:
                 return
             for pos, header in iter_batches(chunk, validate=False):
+                if upto is not None and header.base_offset >= upto:
+                    return
                 if header.last_offset >= offset:
                     yield chunk, pos, header
                 offset = header.last_offset + 1
+
+    def records(self, start: int, upto: int | None = None, committed: bool = False,
+                unreadable: Callable[[BatchHeader, CorruptRecordError], None] | None = None) -> Iterator[Record]:
+        """The records at ``start`` and after, in offset order, control batches skipped; with ``upto``,
+        none at or past it. ``committed``: a read_committed reader's view (``upto`` its last stable
+        offset), the records of aborted transactions skipped too. A batch whose records cannot be
+        decoded raises CorruptRecordError, or with ``unreadable`` is handed to it and skipped."""
+        end = self.log_end_offset if upto is None else upto
+        aborted = self.aborted_txns.between(start, end) if committed else []
+        for chunk, pos, header in self.batches(start, upto=upto):
+            if header.is_control or is_aborted(header, aborted):
+                continue
+            try:
+                records = decode_records(chunk, pos)[1]
+            except CorruptRecordError as exc:
+                if unreadable is None:
+                    raise
+                unreadable(header, exc)
+                continue
+            yield from (r for r in records if r.offset >= start)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp >= ``timestamp``, or None."""

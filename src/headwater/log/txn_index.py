@@ -13,6 +13,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from headwater.records import BatchHeader
+
 from .layout import ABORTED_TRANSACTIONS, TMP
 
 _ENTRY = struct.Struct(">qqq")
@@ -26,6 +28,12 @@ class AbortedTxn:
 
     def covers(self, producer_id: int, offset: int) -> bool:
         return producer_id == self.producer_id and self.first_offset <= offset <= self.last_offset
+
+
+def is_aborted(header: BatchHeader, aborted: list[AbortedTxn]) -> bool:
+    """Whether ``header``'s batch holds data of one of the ``aborted`` transactions."""
+    return bool(aborted) and header.is_transactional and not header.is_control and any(
+        a.covers(header.producer_id, header.base_offset) for a in aborted)
 
 
 class AbortedTxnIndex:

@@ -14,5 +14,8 @@ One concept per module:
 - changelog: reading a compacted changelog topic (key = id, value = JSON row, null = delete)
 - enrichment: stream-table join (clicks enriched with the profile as of their time)
 - materialized_view: table-table join maintained as a view (revenue per product)
+- percolator: search on streams: standing queries (JSON), indexed by their words and field values
+- standing_queries: the percolator as a pipeline, each document matched against the queries as of its time
+- derived: a full-text index (SQLite FTS5) and a cache kept in sync from a CDC topic, exactly once
 - exactly_once: idempotent sinks keyed on the micro-batch id (SQLite, PostgreSQL, Parquet, topic)
 """

@@ -20,8 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from headwater.pipelines import (analytics, cep, clocks, dead_letter, exactly_once, lateness, materialized_view,
-                                 progress, window_join, windows)
+from headwater.pipelines import (analytics, cep, clocks, dead_letter, derived, exactly_once, lateness,
+                                 materialized_view, progress, standing_queries, window_join, windows)
 
 
 @dataclass
@@ -35,15 +35,23 @@ class Run:
     source: str = "headwater"  # or Spark's own "kafka" connector: the same options, the same columns
     bad: list[DataFrame] = field(default_factory=list)  # each reader's bad records, for `start`
 
-    def records(self, shapes: dict[str, dead_letter.Shape]) -> DataFrame:
-        """The good records of the topics in `shapes`; the bad ones are counted and kept
-        for the dead-letter topic (see `start`)."""
-        topics = ",".join(shapes)
+    def _read(self, topics: str) -> DataFrame:
         reader = self.spark.readStream.format(self.source).option("subscribe", topics)
         reader = reader.option("startingOffsets", "earliest")  # a new pipeline's answer covers the whole topic
         for key, value in self.client.items():
             reader = reader.option(f"kafka.{key}", value)
-        records = reader.option("maxOffsetsPerTrigger", self.params["per-trigger"]).load()
+        return reader.option("maxOffsetsPerTrigger", self.params["per-trigger"]).load()
+
+    def raw_records(self, topics: str) -> DataFrame:
+        """Every record of `topics` (comma-separated) as the Kafka source's columns, unchecked:
+        for sinks that judge (and count) bad input themselves. Counted as input."""
+        return progress.observe_input(self._read(topics), topics, F.lit(False))
+
+    def records(self, shapes: dict[str, dead_letter.Shape]) -> DataFrame:
+        """The good records of the topics in `shapes`; the bad ones are counted and kept
+        for the dead-letter topic (see `start`)."""
+        topics = ",".join(shapes)
+        records = self._read(topics)
         # Two branches of one query, each scanning the micro-batch: only one observes it.
         checked = dead_letter.checked(records, shapes)
         self.bad.append(dead_letter.bad_records(
@@ -59,12 +67,15 @@ class Run:
         return lateness.on_time(events, "event_time", self.params["lateness"])
 
     def start(self, name: str, frame: DataFrame, sink: Callable) -> StreamingQuery:
-        """Run `frame` into `sink`, and the readers' bad records into the dead-letter topic."""
+        """Run `frame` into `sink`, and the bad records of `records`' readers, if any, into
+        the dead-letter topic (a pipeline of `raw_records` has none: its sink judges them)."""
         rows = progress.observe_output(frame)
         for bad in self.bad:
             rows = rows.unionByName(bad, allowMissingColumns=True)
-        sinks = dead_letter.WithDeadLetters(sink, dead_letter.DeadLetterTopic(self.client, self.params["dead-letter"]))
-        return (rows.writeStream.queryName(name).foreachBatch(sinks)
+        if self.bad:
+            sink = dead_letter.WithDeadLetters(sink, dead_letter.DeadLetterTopic(self.client,
+                                                                                 self.params["dead-letter"]))
+        return (rows.writeStream.queryName(name).foreachBatch(sink)
                 .option("checkpointLocation", str(self.checkpoint / name)).trigger(**self.trigger).start())
 
 
@@ -105,6 +116,23 @@ def _card_testing(run: Run) -> StreamingQuery:
     alerts = matches.select("card_id", F.unix_millis("first_failure").alias("first_failure_ms"),
                             F.unix_millis("success_time").alias("success_ms"), "failures", "payment_id")
     return run.start("card-testing", alerts, exactly_once.TopicPerBatch(run.client, run.params["alerts"], "payment_id"))
+
+
+def _percolator(run: Run) -> StreamingQuery:
+    both = run.raw_records(f"{run.params['queries']},{run.params['documents']}")
+    return run.start("percolator", both, standing_queries.Percolator(
+        run.output / "percolator.db", run.client, run.params["queries"], run.params["matches"]))
+
+
+def _search_index(run: Run) -> StreamingQuery:
+    changes = run.raw_records(run.params["changes"])
+    return run.start("search-index", changes, derived.SearchIndex(run.output / "search.db",
+                                                                  run.params["fields"].split(",")))
+
+
+def _cache(run: Run) -> StreamingQuery:
+    changes = run.raw_records(run.params["changes"])
+    return run.start("cache", changes, derived.Cache(run.output / "cache.db"))
 
 
 PAGE_VIEW = "event_id string, user_id string, page string, latency_ms double, ts_ms long"
@@ -168,4 +196,11 @@ PIPELINES = {p.name: p for p in [
               "stragglers and too-late counts -> Parquet device_windows/",
               {"readings": "device-readings", "size": "1 minute", "lateness": "3 minutes", "delay": "10 seconds",
                **LIVE}, _device_clocks),
+    _pipeline("percolator", "documents matched against the standing queries of a compacted topic, as of each "
+              "document's time -> topic keyed by query id", {"queries": "queries", "documents": "documents",
+                                                            "matches": "matches", **LIVE}, _percolator),
+    _pipeline("search-index", "a CDC topic's rows in a full-text index (SQLite FTS5), exactly once -> search.db",
+              {"changes": "shop.main.products", "fields": "name", **LIVE}, _search_index),
+    _pipeline("cache", "a CDC topic's rows in a key-value cache, exactly once -> SQLite cache.db",
+              {"changes": "shop.main.products", **LIVE}, _cache),
 ]}

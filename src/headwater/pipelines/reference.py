@@ -8,8 +8,11 @@ milliseconds; a result is emitted only once the final watermark has passed it.
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from collections import Counter, defaultdict
+
+from headwater.pipelines.percolator import BadQuery, evaluate, parse_document, parse_query, words
 
 
 def micro_batches(events: list, per_trigger: int) -> list[list]:
@@ -239,3 +242,52 @@ def corrected_windows(batches: list[list[dict]], size: int, lateness: int, delay
             newest = max([newest or 0] + [e["received_ms"] for e in batch])
             watermark = max(watermark, newest - delay)
     return out
+
+
+def percolate(query_changes: list[tuple], documents: list[tuple]) -> tuple[set, set]:
+    """The percolator as a naive loop: query_changes (ts, partition, offset, query id,
+    value or None) and documents (ts, partition, offset, value). Each document meets
+    every query as of its time (changes at or before it, in (ts, partition, offset)
+    order; an invalid change leaves the query as it was). Returns the matches (query
+    id, partition, offset) and the rejects (partition, offset, query id or '') of the
+    documents topic."""
+    changes = []
+    for ts, partition, offset, query_id, value in sorted(query_changes):
+        try:
+            changes.append((ts, query_id, value and parse_query(value)))
+        except BadQuery:
+            pass
+    matches, rejects = set(), set()
+    for ts, partition, offset, value in documents:
+        live = {}
+        for changed, query_id, query in changes:
+            if changed > ts:
+                break
+            live[query_id] = query
+        try:
+            doc = parse_document(value)
+        except ValueError:
+            rejects.add((partition, offset, ""))
+            continue
+        found, mismatches = evaluate(((q, query) for q, query in live.items() if query is not None), doc)
+        matches |= {(q, partition, offset) for q in found}
+        rejects |= {(partition, offset, q) for q, _ in mismatches}
+    return matches, rejects
+
+
+def table_from_changes(changes: list[tuple]) -> dict[str, dict]:
+    """The table a CDC topic's (key, value) records in log order leave: key -> row after."""
+    table = {}
+    for key, value in changes:
+        event = value and json.loads(value)
+        if event is None or event["op"] == "d":
+            table.pop(key, None)
+        else:
+            table[key] = event["after"]
+    return table
+
+
+def text_search(rows: dict[str, dict], fields: list[str], word: str) -> set[str]:
+    """What a full-text index answers: keys of the rows with `word` in one of `fields`."""
+    return {key for key, row in rows.items()
+            if any(word.lower() in words(str(row[f])) for f in fields if row.get(f) is not None)}

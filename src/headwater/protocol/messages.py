@@ -20,6 +20,7 @@ from kafka.protocol.schemas.fields.codecs import UUID
 NO_UUID = uuid.UUID(int=0)
 
 from headwater.protocol import consumer_group_messages as consumer_group
+from headwater.protocol import fetch_request
 from headwater.protocol import share_messages as share
 
 
@@ -238,9 +239,19 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
     key = version, bytes(memoryview(frame)[pos:])
     body = _REPEATED_FETCHES.get(key)
     if body is None:
-        body = _decode(spec, version, header.api_name, key[1])
+        body = _decode_fetch(spec, version, key[1])
         _REPEATED_FETCHES.put(key, body)
     return header, copy.copy(body)
+
+
+def _decode_fetch(spec: Api, version: int, body: bytes):
+    """By hand where it can (fetch_request: thousands of partitions per fetch), else generated."""
+    if not fetch_request.MIN_VERSION <= version <= fetch_request.MAX_VERSION:
+        return _decode(spec, version, "FETCH", body)
+    try:
+        return fetch_request.decode_fetch_request(body, version)
+    except ValueError as exc:
+        raise ProtocolError(f"malformed FETCH v{version} request: {exc}") from exc
 
 
 class _RecentFetches:

@@ -6,11 +6,20 @@ code reads a Headwater broker or a Kafka cluster. Never joins a consumer group.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
 
 from headwater.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, Subscription
 
 TIMEOUT_S = 30.0
+# One try of an offset look-up. librdkafka keeps asking the leader its metadata names until a
+# call's timeout, even one a Kafka cluster has fenced and replaced (a node lost); a Metadata
+# request between tries is what shows it the new leader.
+ATTEMPT_S = 2.0
+T = TypeVar("T")
 
 # A partition is named by (topic, partition); offsets maps it to a Kafka offset.
 TP = tuple[str, int]
@@ -58,7 +67,8 @@ class Cluster:
     def watermarks(self, tp: TP) -> tuple[int, int]:
         """(log start offset, high watermark) of one partition."""
         try:
-            low_high = self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=TIMEOUT_S)
+            low_high = self._retrying(
+                lambda: self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=ATTEMPT_S))
         except KafkaException as e:
             raise RuntimeError(f"cannot list offsets of {tp[0]}-{tp[1]}: {e.args[0].str()}") from None
         if low_high is None:
@@ -85,13 +95,24 @@ class Cluster:
             return {}
         query = [TopicPartition(t, p, timestamp_ms) for t, p in tps]
         try:
-            found = self._consumer.offsets_for_times(query, timeout=TIMEOUT_S)
+            found = self._retrying(lambda: self._consumer.offsets_for_times(query, timeout=ATTEMPT_S))
         except KafkaException as e:
             raise RuntimeError(f"cannot list offsets of {_names(tps)}: {e.args[0].str()}") from None
         for tp in found:
             if tp.error is not None:
                 raise RuntimeError(f"cannot list offsets of {tp.topic}-{tp.partition}: {tp.error.str()}")
         return {(tp.topic, tp.partition): tp.offset for tp in found}
+
+    def _retrying(self, look_up: Callable[[], T]) -> T:
+        """`look_up()`, tried again after a metadata refresh until TIMEOUT_S has passed."""
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            try:
+                return look_up()
+            except KafkaException:
+                if time.monotonic() + ATTEMPT_S > deadline:
+                    raise
+                self._consumer.list_topics(timeout=ATTEMPT_S)
 
     def resolve(self, spec: OffsetSpec, tps, name: str) -> dict[TP, int]:
         """Concrete offsets for `spec` on the given partitions."""

@@ -19,30 +19,23 @@ with a warning when replayed.
 from __future__ import annotations
 
 import base64
-import json
-import logging
 
-from headwater.broker.internal_topic import Append, InternalTopic, replay
-from headwater.log import LogManager, UnknownTopicError
+from headwater.broker.appender import Appender
+from headwater.broker.clock import Clock
+from headwater.broker.internal_topic import InternalTopic, json_bytes
 from headwater.protocol.errors import ErrorCode
 
 from .group import CommittedOffset, Group, GroupState, Member
 
-log = logging.getLogger("headwater.groups")
-
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-def _json(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
-
-
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
-    return _json({"group": group_id, "type": "offset", "topic": topic, "partition": partition})
+    return json_bytes({"group": group_id, "type": "offset", "topic": topic, "partition": partition})
 
 
 def group_key(group_id: str) -> bytes:
-    return _json({"group": group_id, "type": "group"})
+    return json_bytes({"group": group_id, "type": "group"})
 
 
 def _group_value(group: Group) -> bytes:
@@ -52,19 +45,18 @@ def _group_value(group: Group) -> bytes:
                 "subscription": base64.b64encode(m.metadata(group.protocol)).decode(),
                 "assignment": base64.b64encode(m.assignment).decode()}
                for m in group.members.values()] if group.protocol else []
-    return _json({"protocol_type": group.protocol_type, "protocol": group.protocol, "generation": group.generation,
+    return json_bytes({"protocol_type": group.protocol_type, "protocol": group.protocol, "generation": group.generation,
                   "leader": group.leader, "members": members})
 
 
 class GroupStore:
-    def __init__(self, logs: LogManager, append: Append, fsync_each_write: bool):
-        self.logs = logs
-        self._topic = InternalTopic(OFFSETS_TOPIC, logs, append, fsync_each_write)
+    def __init__(self, appender: Appender, clock: Clock):
+        self._topic = InternalTopic(OFFSETS_TOPIC, appender, clock)
         self._write = self._topic.write
 
     def store_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
         return self._write([(offset_key(group_id, topic, partition),
-                             _json({"offset": c.offset, "leader_epoch": c.leader_epoch, "metadata": c.metadata,
+                             json_bytes({"offset": c.offset, "leader_epoch": c.leader_epoch, "metadata": c.metadata,
                                     "commit_timestamp": c.commit_timestamp}))
                             for (topic, partition), c in offsets.items()])
 
@@ -87,14 +79,7 @@ class GroupStore:
     def load(self) -> dict[str, Group]:
         """Rebuild every group from the log: the last record of each key wins, as compaction keeps it."""
         groups: dict[str, Group] = {}
-        plog = self.logs.get_log(OFFSETS_TOPIC, 0)
-        if plog is None:
-            raise UnknownTopicError(OFFSETS_TOPIC)
-        for record in replay(plog, OFFSETS_TOPIC):
-            try:
-                _apply(groups, json.loads(record.key), None if record.value is None else json.loads(record.value))
-            except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
-                log.warning("skipping unreadable record at offset %d of %s: %r", record.offset, OFFSETS_TOPIC, exc)
+        self._topic.replay(lambda key, value: _apply(groups, key, value))
         return groups
 
 

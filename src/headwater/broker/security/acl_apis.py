@@ -9,6 +9,7 @@ from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.security.acls import (OPERATION_ALL, AclBinding, AclFilter, PatternType, Permission,
                                            ResourceType)
 from headwater.protocol.errors import ErrorCode
+from headwater.broker.security.authorization import NOT_AUTHORIZED, Rule, cluster_check, per_resource
 
 VALID_OPERATIONS = {OPERATION_ALL, *map(int, AclOperation)}
 
@@ -68,3 +69,14 @@ async def delete_acls(broker, header, request):
             pattern_type=a.pattern_type, principal=a.principal, host=a.host, operation=a.operation,
             permission_type=a.permission) for a in removed]))
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)
+
+
+def _acl_changes_rule(field: str, answers: str, result: type, **empty) -> Rule:
+    """Create/DeleteAcls: ALTER on the cluster, else each creation (filter) answered CLUSTER_AUTHORIZATION_FAILED."""
+    return per_resource(field, cluster_check(AclOperation.ALTER), answers, lambda _, code: result(
+        error_code=code, error_message=NOT_AUTHORIZED, **empty))
+
+
+create_acls_rule = _acl_changes_rule("creations", "results", CreateAclsResponse.AclCreationResult)
+delete_acls_rule = _acl_changes_rule("filters", "filter_results", DeleteAclsResponse.DeleteAclsFilterResult,
+                                     matching_acls=[])

@@ -5,6 +5,8 @@ from __future__ import annotations
 from kafka.protocol.admin import AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse
 
 from headwater.broker.security.scram import credential_from_salted_password
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import CLUSTER_DENIED, NOT_AUTHORIZED, empty_response
 
 MECHANISM_CODES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 CODE_OF = {name: code for code, name in MECHANISM_CODES.items()}
@@ -55,3 +57,14 @@ async def alter_user_scram_credentials(broker, header, request):
         results.append(Result(user=upsertion.name, error_code=UNACCEPTABLE_CREDENTIAL if error else 0,
                               error_message=error))
     return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=results)
+
+
+async def alter_user_scram_credentials_rule(access, header, request, handle):
+    """ALTER on the cluster, else each user named answered CLUSTER_AUTHORIZATION_FAILED."""
+    if access.cluster(Op.ALTER):
+        return await handle(request)
+    response = empty_response(header)
+    users = dict.fromkeys(c.name for c in [*request.deletions, *request.upsertions])
+    response.results = [type(response).AlterUserScramCredentialsResult(
+        user=user, error_code=CLUSTER_DENIED, error_message=NOT_AUTHORIZED) for user in users]
+    return response

@@ -6,27 +6,36 @@ one made through the broker's own APIs at once."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from headwater.log.layout import CorruptFile, read_json
+
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 CHECK_INTERVAL_S = 1.0
 
 
 class WatchedJson(Generic[T]):
-    def __init__(self, path: Path, parse: Callable[[object], T], empty: object):
+    def __init__(self, path: Path, parse: Callable[[object], T], empty: object,
+                 now: Callable[[], float] = time.monotonic):
         self.path = path
+        self._now = now
         self._parse = parse
         self._empty = empty
         self._value: T = parse(empty)
         self._stamp: tuple[int, int] | None = None  # (mtime, inode) of the file last read
         self._checked_at = float("-inf")
+        self._started = False
+        self.load()   # a corrupt file refuses the start (CorruptFile); later, the last good content stays
+        self._started = True
 
     def load(self) -> T:
-        now = time.monotonic()
+        now = self._now()
         if now - self._checked_at < CHECK_INTERVAL_S:
             return self._value
         self._checked_at = now
@@ -36,7 +45,12 @@ class WatchedJson(Generic[T]):
             self._value, self._stamp = self._parse(self._empty), None
             return self._value
         if (st.st_mtime_ns, st.st_ino) != self._stamp:
-            self._value = self._parse(json.loads(self.path.read_text()))
+            try:
+                self._value = self._parse(read_json(self.path, self._empty))
+            except CorruptFile as exc:
+                if not self._started:
+                    raise
+                logger.error("%s; still using its last good content", exc)
             self._stamp = (st.st_mtime_ns, st.st_ino)
         return self._value
 

@@ -13,22 +13,18 @@ from collections.abc import Callable
 
 from headwater.broker.appender import Appender
 from headwater.log import Log
-from headwater.records import Record, decode_records, encode_batch
+from headwater.records import Record, encode_batch
 
 from .configs import GroupConfig
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 
 HEADER_PREFIX = "__dlq.errors."
 
 
 def find_record(plog: Log, offset: int) -> Record | None:
     """The record at ``offset``, or None if the log no longer holds it."""
-    for chunk, position, header in plog.batches(offset):
-        if header.base_offset > offset:   # compacted away
-            return None
-        return next((r for r in decode_records(chunk, position)[1] if r.offset == offset), None)
-    return None
+    return next((r for r in plog.records(offset, upto=offset + 1) if r.offset == offset), None)
 
 
 def dead_letter(source: Record | None, *, group_id: str, topic: str, partition: int, offset: int,
@@ -57,10 +53,10 @@ class DeadLetterWriter:
             copy_record=config.get("errors.deadletterqueue.copy.record.enable") == "true", now_ms=int(time.time() * 1000))
         target = self._appender.topic_for_produce(config.dead_letter_topic)
         if target is None:
-            log.warning("share group %r: dead-letter topic %r does not exist; %s-%d@%d is archived without a dead letter",
+            logger.warning("share group %r: dead-letter topic %r does not exist; %s-%d@%d is archived without a dead letter",
                         group_id, config.dead_letter_topic, topic, partition, offset)
             return
         result = self._appender.append(target.name, partition % len(target.partitions), encode_batch([letter]))
         if result.error:
-            log.warning("share group %r: cannot write dead letter for %s-%d@%d: %s", group_id, topic, partition,
+            logger.warning("share group %r: cannot write dead letter for %s-%d@%d: %s", group_id, topic, partition,
                         offset, result.message or result.error.name)

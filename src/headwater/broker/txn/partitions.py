@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from headwater.broker.wakeups import GrowthSignals
     from headwater.log import LogManager
 
-log = logging.getLogger("headwater.txn")
+logger = logging.getLogger("headwater.txn")
 
 COORDINATOR_EPOCH = 0            # one broker: the coordinator never moves
 
@@ -29,10 +29,10 @@ COORDINATOR_EPOCH = 0            # one broker: the coordinator never moves
 class TxnPartitions:
     """The open transactions of every partition (producer id -> first offset), and the writer of markers."""
 
-    def __init__(self, logs: LogManager, growth: GrowthSignals, fsync_markers: bool):
+    def __init__(self, logs: LogManager, wakeups: GrowthSignals, fsync_markers: bool):
         # fsync_markers: with --flush always a marker is on disk before the transaction is recorded
         # as complete, so no crash can leave a completed transaction without its markers.
-        self._logs, self._growth, self._fsync_markers = logs, growth, fsync_markers
+        self._logs, self._wakeups, self._fsync_markers = logs, wakeups, fsync_markers
         self._open: dict[tuple[str, int], dict[int, int]] = {}
 
     def forget_topic(self, topic: str) -> None:
@@ -86,7 +86,7 @@ class TxnPartitions:
         try:
             offset, _ = plog.append(marker)
         except OSError as exc:
-            log.error("cannot write a transaction marker to %s-%d: %s", topic, partition, exc)
+            logger.error("cannot write a transaction marker to %s-%d: %s", topic, partition, exc)
             return False
         durable = self._flush(plog)
         open_ = self._open.get((topic, partition), {})
@@ -95,7 +95,7 @@ class TxnPartitions:
         if first is not None and not commit:
             with plog.lock:  # the cleaner rewrites the index under the same lock
                 plog.aborted_txns.append(AbortedTxn(producer_id, first, offset))
-        self._growth.notify(topic, partition)
+        self._wakeups.notify(topic, partition)
         return durable
 
     def _flush(self, plog: Log) -> bool:
@@ -105,5 +105,5 @@ class TxnPartitions:
             plog.flush()
             return True
         except OSError as exc:  # the marker is in the log, not yet durable: written again on the retry
-            log.error("cannot fsync a transaction marker in %s: %s", plog.directory.name, exc)
+            logger.error("cannot fsync a transaction marker in %s: %s", plog.directory.name, exc)
             return False

@@ -16,8 +16,9 @@ broker that restarts between the two finishes what was decided.
 from __future__ import annotations
 
 from headwater.broker.groups.group import CommittedOffset
-from headwater.broker.internal_topic import Append, InternalTopic, json_bytes
-from headwater.log import LogManager
+from headwater.broker.appender import Appender
+from headwater.broker.clock import Clock
+from headwater.broker.internal_topic import InternalTopic, json_bytes
 from headwater.protocol.errors import ErrorCode
 
 from .transaction import Transaction, TxnState
@@ -48,8 +49,8 @@ def _restore(transactional_id: str, v: dict) -> Transaction:
 
 
 class TransactionStore:
-    def __init__(self, logs: LogManager, append: Append, fsync_each_write: bool):
-        self._topic = InternalTopic(TRANSACTION_STATE_TOPIC, logs, append, fsync_each_write)
+    def __init__(self, appender: Appender, clock: Clock):
+        self._topic = InternalTopic(TRANSACTION_STATE_TOPIC, appender, clock)
 
     def store(self, txn: Transaction) -> ErrorCode:
         return self._topic.write([(_key(txn.transactional_id), _value(txn))])

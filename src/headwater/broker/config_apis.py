@@ -16,8 +16,11 @@ from headwater.broker.dynamic_config import (BROKER_LEVEL, BROKER_SYNONYMS, DEFA
 from headwater.log import LogConfig
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import (CLUSTER_DENIED, GROUP_DENIED, NOT_AUTHORIZED, TOPIC_DENIED, Check,
+                                                     Rule, per_resource)
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 
 DescribeConfigsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_CONFIGS][1]
 AlterConfigsResponse = MESSAGE_CLASSES[ApiKey.ALTER_CONFIGS][1]
@@ -210,7 +213,7 @@ def _alter_topic(broker, resource, validate_only: bool, incremental: bool) -> No
         raise ConfigError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     if not validate_only:
         broker.log_manager.alter_topic_configs(topic.name, overrides, incremental=False)
-        log.info("topic %s configs now %s", topic.name, overrides or "the defaults")
+        logger.info("topic %s configs now %s", topic.name, overrides or "the defaults")
 
 
 def _alter_broker(broker, resource, validate_only: bool, incremental: bool) -> None:
@@ -227,7 +230,7 @@ def _alter_broker(broker, resource, validate_only: bool, incremental: bool) -> N
     if not validate_only:
         broker.dynamic_configs.replace(level, configs)
         broker.log_manager.set_defaults(new_defaults)
-        log.info("dynamic broker configs (%s) now %s", level, configs or "none")
+        logger.info("dynamic broker configs (%s) now %s", level, configs or "none")
 
 
 def _alter(broker, request, response_class, incremental: bool):
@@ -246,3 +249,27 @@ async def alter_configs(broker, header, request):
 
 async def incremental_alter_configs(broker, header, request):
     return _alter(broker, request, IncrementalAlterConfigsResponse, incremental=True)
+
+
+def _may_configure(operation: Op) -> Check:
+    """Each resource needs ``operation`` on its topic, its group, or else the cluster."""
+    def check(access, resource) -> ErrorCode | None:
+        if resource.resource_type == TOPIC:
+            return None if access.topic(operation, resource.resource_name) else TOPIC_DENIED
+        if resource.resource_type == GROUP:
+            return None if access.group(operation, resource.resource_name) else GROUP_DENIED
+        return None if access.cluster(operation) else CLUSTER_DENIED
+    return check
+
+
+def _configs_rule(operation: Op, answers: str, result: type, **empty) -> Rule:
+    return per_resource("resources", _may_configure(operation), answers, lambda r, code: result(
+        error_code=code, error_message=NOT_AUTHORIZED, resource_type=r.resource_type,
+        resource_name=r.resource_name, **empty))
+
+
+describe_configs_rule = _configs_rule(Op.DESCRIBE_CONFIGS, "results", DescribeConfigsResponse.DescribeConfigsResult,
+                                      configs=[])
+alter_configs_rule = _configs_rule(Op.ALTER_CONFIGS, "responses", AlterConfigsResponse.AlterConfigsResourceResponse)
+incremental_alter_configs_rule = _configs_rule(Op.ALTER_CONFIGS, "responses",
+                                               IncrementalAlterConfigsResponse.AlterConfigsResourceResponse)

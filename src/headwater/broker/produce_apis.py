@@ -5,9 +5,13 @@ from __future__ import annotations
 import logging
 
 from headwater.broker.appender import ProduceResult
-from headwater.broker.txn.apis import init_transactional_producer, produce_error
+from headwater.broker.txn.transaction_apis import init_transactional_producer, produce_error
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import (NOT_AUTHORIZED, TOPIC_DENIED, TRANSACTIONAL_ID_DENIED,
+                                                     empty_response, partition_answers, partition_results, take_denied,
+                                                     topic_check)
 
 log = logging.getLogger("headwater.broker")
 
@@ -50,7 +54,7 @@ async def produce(broker, header, request):
     durable = [(plog, response) for plog, response in appended
                if broker.appender.must_be_durable(plog, request.acks == ACKS_ALL)]
     if durable:
-        failed = await broker.appender.group_commit.durable(plog for plog, _ in durable)
+        failed = await broker.appender.fsync_rounds.durable(plog for plog, _ in durable)
         for plog, response in durable:
             if plog in failed:
                 _fsync_failed(plog, response, failed[plog])
@@ -119,3 +123,31 @@ async def describe_producers(broker, header, request):
                                               active_producers=active))
         topics.append(TopicResult(name=topic.name, partitions=partitions))
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+
+
+async def produce_rule(access, header, request, handle):
+    """WRITE on each topic, and on the transactional id if there is one (else every topic is refused)."""
+    transaction_denied = request.transactional_id is not None and not access.transactional_id(
+        Op.WRITE, request.transactional_id)
+    denied = take_denied(request, "topic_data", lambda t: not transaction_denied and access.topic(Op.WRITE, t.name))
+    response = await handle(request) if request.topic_data or not denied else None
+    if response is None and not denied or request.acks == 0:
+        return response
+    Topic = ProduceResponse.TopicProduceResponse
+    answered = response.responses if response is not None else []
+    return ProduceResponse(throttle_time_ms=0, responses=answered + [
+        Topic(name=t.name, partition_responses=partition_answers(Topic.PartitionProduceResponse, "index",
+                                                                 (p.index for p in t.partition_data),
+                                                                 error_code=TOPIC_DENIED)) for t in denied])
+
+
+async def init_producer_id_rule(access, header, request, handle):
+    # Kafka 3.x: an idempotent producer needs no cluster permission (WRITE on each topic is checked per produce).
+    if request.transactional_id is None or access.transactional_id(Op.WRITE, request.transactional_id):
+        return await handle(request)
+    return empty_response(header, error_code=TRANSACTIONAL_ID_DENIED, producer_id=-1, producer_epoch=-1)
+
+
+describe_producers_rule = partition_results(
+    topic_check(Op.READ), DescribeProducersResponse.TopicResponse, DescribeProducersResponse.TopicResponse.PartitionResponse,
+    indexes_of=lambda t: t.partition_indexes, error_message=NOT_AUTHORIZED, active_producers=[])

@@ -4,6 +4,8 @@ from __future__ import annotations
 from headwater.broker.security.acl_operations import GROUP_OPERATIONS, authorized_operations
 from headwater.protocol.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import group_check, per_resource, visible
 
 from .group import Group, GroupDescription, GroupState
 
@@ -65,3 +67,10 @@ async def delete_groups(broker, header, request):
         return broker.groups.delete(group_id)
     return DeleteGroupsResponse(results=[GroupResult(group_id=group_id, error_code=delete(group_id))
                                          for group_id in request.groups_names])
+
+
+list_groups_rule = visible("groups", lambda a, g: a.group(Op.DESCRIBE, g.group_id))
+describe_groups_rule = per_resource("groups", group_check(Op.DESCRIBE), "groups", lambda g, code: (
+    DescribeGroupsResponse.DescribedGroup(error_code=code, group_id=g)))
+delete_groups_rule = per_resource("groups_names", group_check(Op.DELETE), "results", lambda g, code: (
+    DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=code)))

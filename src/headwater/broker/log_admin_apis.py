@@ -4,12 +4,14 @@ from __future__ import annotations
 import logging
 import shutil
 
-from headwater.broker.apis.per_partition import answer_partitions
+from headwater.broker.per_partition import answer_partitions
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import partition_results, topic_check
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 
 DeleteRecordsResponse = MESSAGE_CLASSES[ApiKey.DELETE_RECORDS][1]
 DescribeLogDirsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_LOG_DIRS][1]
@@ -28,8 +30,8 @@ async def delete_records(broker, header, request):
             offset = plog.log_end_offset if part.offset == HIGH_WATERMARK else part.offset
             try:
                 low_watermark = plog.delete_records_before(offset)
-                broker.growth.notify(topic, part.partition_index)   # the new log start is news to fetch sessions
-                log.info("records of %s-%d before %d deleted", topic, part.partition_index, low_watermark)
+                broker.wakeups.notify(topic, part.partition_index)   # the new log start is news to fetch sessions
+                logger.info("records of %s-%d before %d deleted", topic, part.partition_index, low_watermark)
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
         return PartitionResult(partition_index=part.partition_index, low_watermark=low_watermark, error_code=error)
@@ -57,3 +59,8 @@ async def describe_log_dirs(broker, header, request):
     result = LogDirResult(error_code=0, log_dir=str(data_dir), topics=topics, total_bytes=disk.total,
                           usable_bytes=disk.free)
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[result])
+
+
+delete_records_rule = partition_results(topic_check(Op.DELETE), DeleteRecordsResponse.DeleteRecordsTopicResult,
+                                        DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult,
+                                        low_watermark=-1)

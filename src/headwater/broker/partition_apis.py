@@ -6,14 +6,17 @@ partition's leader, replica set and ISR is that broker.
 from __future__ import annotations
 
 import logging
+import uuid
 
 from headwater.broker.security.acl_operations import TOPIC_OPERATIONS, bit_field
 from headwater.broker.appender import CREATION_ERRORS, creation_error
 from headwater.log import PartitionCountError, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import per_resource, topic_check, topic_results, visible
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 
 CreatePartitionsResponse = MESSAGE_CLASSES[ApiKey.CREATE_PARTITIONS][1]
 DescribeTopicPartitionsResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_TOPIC_PARTITIONS][1]
@@ -50,7 +53,7 @@ async def create_partitions(broker, header, request):
             try:
                 broker.log_manager.add_partitions(t.name, t.count, validate_only=request.validate_only)
                 if not request.validate_only:
-                    log.info("topic %s now has %d partitions", t.name, t.count)
+                    logger.info("topic %s now has %d partitions", t.name, t.count)
             except UnknownTopicError as exc:
                 error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, str(exc)
             except PartitionCountError as exc:
@@ -92,3 +95,18 @@ async def describe_topic_partitions(broker, header, request):
         if next_cursor:
             break
     return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+
+async def describe_topic_partitions_rule(access, header, request, handle):
+    """DESCRIBE on each topic: topics named are each answered with the denial; none named means all, filtered."""
+    if request.topics:
+        Topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
+        rule = per_resource("topics", topic_check(Op.DESCRIBE), "topics", lambda t, code: Topic(
+            error_code=code, name=t.name, topic_id=uuid.UUID(int=0), partitions=[]))
+    else:
+        rule = visible("topics", lambda a, t: a.topic(Op.DESCRIBE, t.name))
+    return await rule(access, header, request, handle)
+
+
+create_partitions_rule = topic_results(topic_check(Op.ALTER), "topics", "results",
+                                       CreatePartitionsResponse.CreatePartitionsTopicResult)

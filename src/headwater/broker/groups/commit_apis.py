@@ -5,6 +5,9 @@ from collections import defaultdict
 
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import (GROUP_DENIED, committed, empty_response, group, group_read,
+                                                     partition_answers, take_denied)
 
 from .coordinator import OFFSET_METADATA_MAX_BYTES
 from .group import CommittedOffset
@@ -118,3 +121,33 @@ async def offset_delete(broker, header, request):
                                                    for p in t.partitions])
               for t in request.topics] if not error else []
     return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=topics)
+
+
+offset_commit_rule = committed(OffsetCommitResponse.OffsetCommitResponseTopic,
+                               OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition, group_read)
+offset_delete_rule = group(Op.DELETE, committed(
+    OffsetDeleteResponse.OffsetDeleteResponseTopic,
+    OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition, lambda a, r: None))
+
+
+async def offset_fetch_rule(access, header, request, handle):
+    """DESCRIBE on the group (each group from v8), and on each topic answered (the others left out)."""
+    if header.api_version >= 8:  # many groups: each denied one answered with its error
+        denied = take_denied(request, "groups", lambda g: access.group(Op.DESCRIBE, g.group_id))
+        response = await handle(request) if request.groups or not denied else empty_response(header)
+        for group_ in response.groups:
+            group_.topics = [t for t in group_.topics if access.topic(Op.DESCRIBE, t.name)]
+        Group = type(response).OffsetFetchResponseGroup
+        response.groups += [Group(group_id=g.group_id, topics=[], error_code=GROUP_DENIED) for g in denied]
+        return response
+    if access.group(Op.DESCRIBE, request.group_id):
+        response = await handle(request)
+        response.topics = [t for t in response.topics if access.topic(Op.DESCRIBE, t.name)]
+        return response
+    # v0-1 have no error code of their own: each partition asked for carries it, as Kafka answers
+    response = empty_response(header, error_code=GROUP_DENIED)
+    Topic = type(response).OffsetFetchResponseTopic
+    response.topics = [Topic(name=t.name, partitions=partition_answers(
+        Topic.OffsetFetchResponsePartition, "partition_index", t.partition_indexes, committed_offset=-1,
+        metadata="", error_code=GROUP_DENIED)) for t in request.topics or ()]
+    return response

@@ -5,6 +5,9 @@ from headwater.broker.endpoint import client_host
 from headwater.broker.security import connection
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import GROUP_KEY, TRANSACTION_KEY, ApiKey, MESSAGE_CLASSES
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.acls import ResourceType
+from headwater.broker.security.authorization import GROUP_DENIED, TRANSACTIONAL_ID_DENIED, empty_response
 
 from .coordinator import JoinRequest
 
@@ -75,3 +78,13 @@ async def leave_group(broker, header, request):
     return LeaveGroupResponse(error_code=0, members=[
         MemberResult(member_id=member_id, group_instance_id=instance_id, error_code=error)
         for (member_id, instance_id), error in zip(leavers, errors)])
+
+
+async def find_coordinator_rule(access, header, request, handle):
+    """DESCRIBE on the group or transactional id whose coordinator is asked for."""
+    key_type = getattr(request, "key_type", GROUP_KEY)
+    resource, code = ((ResourceType.TRANSACTIONAL_ID, TRANSACTIONAL_ID_DENIED) if key_type == TRANSACTION_KEY
+                      else (ResourceType.GROUP, GROUP_DENIED))
+    if access.may(Op.DESCRIBE, resource, request.key):
+        return await handle(request)
+    return empty_response(header, error_code=code, node_id=-1, host="", port=-1)

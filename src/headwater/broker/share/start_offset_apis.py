@@ -6,6 +6,10 @@ from __future__ import annotations
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.share_messages import (AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsResponse,
                                                DescribeShareGroupOffsetsResponse)
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import (GROUP_DENIED, NOT_AUTHORIZED, TOPIC_DENIED, empty_response, group,
+                                                     partition_answers, partition_results, per_resource, take_denied,
+                                                     topic_check)
 
 from .coordinator import ShareError
 
@@ -92,3 +96,32 @@ async def delete_share_group_offsets(broker, header, request):
 def _topic_id(broker, name: str):
     topic = broker.log_manager.topics.get(name)
     return None if topic is None else topic.topic_id     # None: the zero UUID
+
+
+async def describe_share_group_offsets_rule(access, header, request, handle):
+    """DESCRIBE on each group, and on each topic named (all topics asked for: those without it left out)."""
+    denied_groups = take_denied(request, "groups", lambda g: access.group(Op.DESCRIBE, g.group_id))
+    denied_topics = {g.group_id: take_denied(g, "topics", lambda t: access.topic(Op.DESCRIBE, t.topic_name))
+                     for g in request.groups if g.topics is not None}
+    response = await handle(request) if request.groups else empty_response(header)
+    Group = type(response).DescribeShareGroupOffsetsResponseGroup
+    Topic = Group.DescribeShareGroupOffsetsResponseTopic
+    for group_ in response.groups:
+        group_.topics = [t for t in group_.topics if access.topic(Op.DESCRIBE, t.topic_name)] + [
+            Topic(topic_name=t.topic_name, partitions=partition_answers(
+                Topic.DescribeShareGroupOffsetsResponsePartition, "partition_index", t.partitions, start_offset=-1,
+                leader_epoch=-1, lag=-1, error_code=TOPIC_DENIED, error_message=NOT_AUTHORIZED))
+            for t in denied_topics.get(group_.group_id, [])]
+    response.groups += [Group(group_id=g.group_id, topics=[], error_code=GROUP_DENIED, error_message=NOT_AUTHORIZED)
+                        for g in denied_groups]
+    return response
+
+
+_AlterTopic = AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic
+alter_share_group_offsets_rule = group(Op.READ, partition_results(
+    topic_check(Op.READ, lambda t: t.topic_name), _AlterTopic, _AlterTopic.AlterShareGroupOffsetsResponsePartition,
+    answers="responses", name="topic_name", error_message=NOT_AUTHORIZED))
+delete_share_group_offsets_rule = group(Op.DELETE, per_resource(
+    "topics", topic_check(Op.READ, lambda t: t.topic_name), "responses",
+    lambda t, code: DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic(
+        topic_name=t.topic_name, error_code=code, error_message=NOT_AUTHORIZED)))

@@ -5,15 +5,17 @@ import logging
 import uuid
 
 from headwater.broker.security.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized_operations
-from headwater.broker.apis.partitions import replica_assignment_error
-from headwater.broker.apis.topic_configs import topic_entries
+from headwater.broker.partition_apis import replica_assignment_error
+from headwater.broker.config_apis import topic_entries
 from headwater.broker.appender import CREATION_ERRORS, creation_error
 from headwater.broker.security import connection
 from headwater.log import UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import TOPIC_DENIED, topic_check, topic_results
 
-log = logging.getLogger("headwater.broker")
+logger = logging.getLogger("headwater.broker")
 
 MetadataResponse = MESSAGE_CLASSES[ApiKey.METADATA][1]
 CreateTopicsResponse = MESSAGE_CLASSES[ApiKey.CREATE_TOPICS][1]
@@ -60,7 +62,7 @@ async def metadata(broker, header, request):
                 broker.appender.topic_for_produce(name)
             except tuple(CREATION_ERRORS) as exc:
                 error = creation_error(exc)
-                log.warning("cannot auto-create topic %r: %s", name, exc)
+                logger.warning("cannot auto-create topic %r: %s", name, exc)
         topics.append(_topic_metadata(broker, name, error, topic_operations))
     cfg = broker.config
     host, port = connection.advertised(cfg)
@@ -98,14 +100,14 @@ async def create_topics(broker, header, request):
                     topic_id = None
                 else:
                     topic = broker.log_manager.create_topic(t.name, partitions, configs)
-                    log.info("created topic %s with %d partition(s) %s", t.name, partitions, configs or "")
+                    logger.info("created topic %s with %d partition(s) %s", t.name, partitions, configs or "")
                     overrides, config, topic_id = topic.configs, topic.config, topic.topic_id
                 results.append(_created(t.name, partitions, topic_entries(broker, overrides, config), topic_id))
                 continue
             except tuple(CREATION_ERRORS) as exc:
                 error, message = creation_error(exc), str(exc)
                 if error == ErrorCode.KAFKA_STORAGE_ERROR:
-                    log.warning("cannot create topic %s: %s", t.name, exc)
+                    logger.warning("cannot create topic %s: %s", t.name, exc)
         results.append(TopicResult(name=t.name, error_code=error, error_message=message))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
@@ -145,12 +147,42 @@ async def delete_topics(broker, header, request):
         message = None
         try:
             broker.delete_topic(name)
-            log.info("deleted topic %s", name)
+            logger.info("deleted topic %s", name)
             error = ErrorCode.NONE
         except UnknownTopicError:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         except OSError as exc:  # nothing changed: the catalog is written first
             error, message = ErrorCode.KAFKA_STORAGE_ERROR, f"cannot delete topic {name!r}: {exc}"
-            log.warning("%s", message)
+            logger.warning("%s", message)
         results.append(TopicResult(name=name, error_code=error, error_message=message))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+async def metadata_rule(access, header, request, handle):
+    """DESCRIBE on each topic: a topic asked for by name is answered with the denial, the others left out."""
+    denied = []
+    if request.topics:
+        denied = [t.name for t in request.topics if t.name is not None and not access.topic(Op.DESCRIBE, t.name)]
+        request.topics = [t for t in request.topics if t.name not in denied]
+        if not request.topics and denied:  # an empty list would mean "all topics"
+            request.topics = None
+            response = await handle(request)
+            response.topics = []
+        else:
+            response = await handle(request)
+    else:
+        response = await handle(request)
+    Topic = type(response).MetadataResponseTopic
+    response.topics = [t for t in response.topics if access.topic(Op.DESCRIBE, t.name)] + [
+        Topic(name=name, error_code=TOPIC_DENIED) for name in denied]
+    return response
+
+
+def _may_create(access, topic) -> ErrorCode | None:
+    """CREATE on the cluster, or else on the topic (as Kafka)."""
+    return None if access.cluster(Op.CREATE) or access.topic(Op.CREATE, topic.name) else TOPIC_DENIED
+
+
+create_topics_rule = topic_results(_may_create, "topics", "topics", CreateTopicsResponse.CreatableTopicResult)
+delete_topics_rule = topic_results(topic_check(Op.DELETE, lambda name: name), "topic_names", "responses",
+                                   DeleteTopicsResponse.DeletableTopicResult, name_of=lambda name: name)

@@ -8,7 +8,11 @@ from headwater.broker.endpoint import client_host
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.share_messages import (ShareAcknowledgeResponse, ShareFetchResponse,
                                                ShareGroupDescribeResponse, ShareGroupHeartbeatResponse)
+from headwater.log.txn_index import is_aborted
 from headwater.records import BatchHeader
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import (NOT_AUTHORIZED, TOPIC_DENIED, Rule, group, partition_answers,
+                                                     per_resource)
 
 from .coordinator import ShareError, ShareGroup, ShareSession
 from .partition import AcknowledgeError, Acquired
@@ -159,7 +163,7 @@ async def _acquire(broker, group: ShareGroup, request, session: ShareSession
         gone = {tp: _missing(broker, tp, topic_id) for tp, topic_id in watched.items()}
         gone = {tp: error for tp, error in gone.items() if error is not None}
         live = [tp for tp in watched if tp not in gone]
-        with broker.growth.watch(live) as watch:
+        with broker.wakeups.watch(live) as watch:
             fetched = _acquire_now(broker, group, request, live)
             remaining = deadline - loop.time()
             if fetched or gone or remaining <= 0 or not live:
@@ -213,9 +217,7 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
 def _aborted(plog, batches: list[tuple[int, BatchHeader]], first: int, until: int) -> list[tuple[int, int]]:
     """The offset ranges of the data batches of aborted transactions among ``batches``."""
     txns = plog.aborted_txns.between(first, until)
-    return [(h.base_offset, h.last_offset) for _, h in batches
-            if txns and h.is_transactional and not h.is_control
-            and any(t.covers(h.producer_id, h.base_offset) for t in txns)]
+    return [(h.base_offset, h.last_offset) for _, h in batches if is_aborted(h, txns)]
 
 
 def _covering(chunk: bytes, batches: list[tuple[int, BatchHeader]], first: int, last: int) -> bytes:
@@ -248,3 +250,24 @@ async def share_acknowledge(broker, header, request):
     return ShareAcknowledgeResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                     responses=[Topic(topic_id=tid, partitions=ps) for tid, ps in by_topic.items()],
                                     node_endpoints=[])
+
+
+def _share_rule(topic_result: type, **fields) -> Rule:
+    """ShareFetch, ShareAcknowledge: READ on the group, then READ on each topic (named by id; an id the
+    broker does not know is left to the handler to answer)."""
+    def check(access, t):
+        name = access.topic_name(t.topic_id)
+        return None if name is None or access.topic(Op.READ, name) else TOPIC_DENIED
+
+    def denial(t, code):
+        Partition = topic_result.PartitionData
+        return topic_result(topic_id=t.topic_id, partitions=partition_answers(
+            Partition, "partition_index", (p.partition_index for p in t.partitions), error_code=code,
+            error_message=NOT_AUTHORIZED, current_leader=Partition.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+            **fields))
+    return group(Op.READ, per_resource("topics", check, "responses", denial))
+
+
+share_fetch_rule = _share_rule(ShareFetchResponse.ShareFetchableTopicResponse, acknowledge_error_code=0, records=None,
+                               acquired_records=[])
+share_acknowledge_rule = _share_rule(ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse)

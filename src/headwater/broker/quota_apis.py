@@ -6,6 +6,8 @@ import logging
 from headwater.broker.quotas import CLIENT_ID, QuotaError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import NOT_AUTHORIZED, cluster_check, per_resource
 
 log = logging.getLogger("headwater.broker")
 
@@ -60,3 +62,9 @@ async def alter_client_quotas(broker, header, request):
                              entity=[Entry.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
                                      for e in entry.entity]))
     return AlterClientQuotasResponse(throttle_time_ms=0, entries=results)
+
+
+alter_client_quotas_rule = per_resource("entries", cluster_check(Op.ALTER_CONFIGS), "entries", lambda e, code: (
+    AlterClientQuotasResponse.EntryData(error_code=code, error_message=NOT_AUTHORIZED, entity=[
+        AlterClientQuotasResponse.EntryData.EntityData(entity_type=x.entity_type, entity_name=x.entity_name)
+        for x in e.entity])))

@@ -10,6 +10,10 @@ from headwater.broker.groups.group import CommittedOffset
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 from headwater.records import BatchHeader
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import (CLUSTER_DENIED, TOPIC_DENIED, TRANSACTIONAL_ID_DENIED, committed,
+                                                     empty_response, partition_answers, per_resource,
+                                                     transactional_group, visible)
 
 from .transaction import Transaction, TxnState
 
@@ -176,3 +180,45 @@ def _write_marker(broker, topic: str, partition: int, producer_id: int, epoch: i
     if not broker.txn_partitions.write_marker(topic, partition, producer_id, epoch, commit):
         return ErrorCode.KAFKA_STORAGE_ERROR
     return ErrorCode.NONE
+
+
+async def add_partitions_to_txn_rule(access, header, request, handle):
+    """WRITE on the transactional id and on each topic; as Kafka, a denied topic fails the whole request
+    (the others answered OPERATION_NOT_ATTEMPTED), so a transaction never holds half its partitions."""
+    topics = request.v3_and_below_topics
+    if not access.transactional_id(Op.WRITE, request.v3_and_below_transactional_id):
+        codes = {t.name: TRANSACTIONAL_ID_DENIED for t in topics}
+    else:
+        codes = {t.name: TOPIC_DENIED for t in topics if not access.topic(Op.WRITE, t.name)}
+        if not codes:
+            return await handle(request)
+    response = empty_response(header)
+    Topic = type(response).AddPartitionsToTxnTopicResult
+    response.results_by_topic_v3_and_below = [
+        Topic(name=t.name, results_by_partition=partition_answers(
+            Topic.AddPartitionsToTxnPartitionResult, "partition_index", t.partitions,
+            partition_error_code=codes.get(t.name, ErrorCode.OPERATION_NOT_ATTEMPTED))) for t in topics]
+    return response
+
+
+async def write_txn_markers_rule(access, header, request, handle):
+    """CLUSTER_ACTION on the cluster (an operator's super user, as Kafka), else every partition says so."""
+    if access.cluster(Op.CLUSTER_ACTION):
+        return await handle(request)
+    response = empty_response(header)
+    Marker = type(response).WritableTxnMarkerResult
+    Topic = Marker.WritableTxnMarkerTopicResult
+    response.markers = [Marker(producer_id=m.producer_id, topics=[Topic(name=t.name, partitions=partition_answers(
+        Topic.WritableTxnMarkerPartitionResult, "partition_index", t.partition_indexes, error_code=CLUSTER_DENIED))
+        for t in m.topics]) for m in request.markers]
+    return response
+
+
+txn_offset_commit_rule = committed(TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic,
+                                   TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition,
+                                   transactional_group)
+describe_transactions_rule = per_resource(
+    "transactional_ids", lambda a, t: None if a.transactional_id(Op.DESCRIBE, t) else TRANSACTIONAL_ID_DENIED,
+    "transaction_states", lambda t, code: DescribeTransactionsResponse.TransactionState(
+        error_code=code, transactional_id=t, transaction_state="", topics=[]))
+list_transactions_rule = visible("transaction_states", lambda a, t: a.transactional_id(Op.DESCRIBE, t.transactional_id))

@@ -1,10 +1,12 @@
 """ListOffsets and OffsetForLeaderEpoch: finding positions in a partition."""
 from __future__ import annotations
 
-from headwater.broker.apis.fetch import READ_COMMITTED
-from headwater.broker.apis.per_partition import answer_partitions
+from headwater.broker.fetch_apis import READ_COMMITTED
+from headwater.broker.per_partition import answer_partitions
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import partition_results, topic_check
 
 ListOffsetsResponse = MESSAGE_CLASSES[ApiKey.LIST_OFFSETS][1]
 OffsetForLeaderEpochResponse = MESSAGE_CLASSES[ApiKey.OFFSET_FOR_LEADER_EPOCH][1]
@@ -58,3 +60,11 @@ async def offset_for_leader_epoch(broker, header, request):
     topics = answer_partitions(broker, request.topics, TopicResult, answer, topic_field="topic",
                                partition_field="partition")
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+
+list_offsets_rule = partition_results(topic_check(Op.DESCRIBE), ListOffsetsResponse.ListOffsetsTopicResponse,
+                                      ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse)
+offset_for_leader_epoch_rule = partition_results(
+    topic_check(Op.DESCRIBE, lambda t: t.topic), OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult,
+    OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset, name="topic", index="partition",
+    indexes_of=lambda t: [p.partition for p in t.partitions], leader_epoch=-1, end_offset=-1)

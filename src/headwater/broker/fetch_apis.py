@@ -1,0 +1,153 @@
+"""Fetch: reading partitions from an offset, long-polling until data arrives.
+
+A fetch that finds fewer than ``min_bytes`` sleeps on the growth signals of the partitions
+it asked for and is woken by the append itself, so a waiting consumer sees new data at
+once and costs nothing while it waits. Which partitions a fetch reads and which of them
+its response carries is the fetch session's say (KIP-227, ``broker.fetch_sessions``).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from headwater.broker.fetch_sessions import NO_SESSION, FetchContext, FetchPosition, Partition
+from headwater.broker.wakeups import GrowthSignals, Watch
+from headwater.log import OffsetOutOfRangeError
+from headwater.protocol.errors import ErrorCode
+from headwater.protocol.fetch_response import FetchedPartition, FetchedTopic, FetchResponse
+from headwater.records import CorruptRecordError
+from headwater.broker.security.acl_operations import AclOperation as Op
+from headwater.broker.security.authorization import TOPIC_DENIED, partition_answers
+
+logger = logging.getLogger("headwater.broker")
+READ_COMMITTED = 1
+TOPIC_WIDE_WATCH = 64   # a fetch naming this many partitions of a topic waits on the whole topic
+
+
+def _wanted(request) -> list[tuple[Partition, FetchPosition]]:
+    return [((t.topic, p.partition), p) for t in request.topics for p in t.partitions]
+
+
+def _forgotten(request) -> list[Partition]:
+    return [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions]
+
+
+def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], request):
+    """One pass over the partitions to read: (each partition's response entry, which is also the
+    fetch session's news of it; bytes read; any error).
+
+    KIP-74: ``max_bytes`` bounds the whole response and ``partition_max_bytes`` each
+    partition; only the first batch of the first non-empty partition may exceed them, so
+    a client always progresses (librdkafka refuses a response over its own limit)."""
+    budget = request.max_bytes
+    committed = request.isolation_level == READ_COMMITTED
+    total, errors, reads = 0, False, {}
+    # Looked up once (and each topic once per run of its partitions): this loop runs over every
+    # partition of every fetch, and a partition with nothing new must cost next to nothing.
+    topics, stable_offset = broker.log_manager.topics, broker.txn_partitions.last_stable_offset
+    no_error, quiet_aborted = ErrorCode.NONE, [] if committed else None
+    entry = FetchedPartition._make   # from one tuple: half the cost of the keyword constructor
+    name, logs = None, []
+    for key, position in targets:
+        if key[0] != name:
+            name = key[0]
+            topic = topics.get(name)
+            logs = topic.partitions if topic is not None else []
+        index = key[1]
+        plog = logs[index] if 0 <= index < len(logs) else None
+        if plog is None:
+            reads[key] = FetchedPartition(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None, -1, b"")
+            errors = True
+            continue
+        end = plog.log_end_offset
+        # without an open transaction the last stable offset is the end: no call for it
+        stable = end if plog.first_unstable_offset is None else stable_offset(name, index, plog)
+        if position.fetch_offset == end:   # a consumer that has caught up costs no read: the idle case
+            reads[key] = entry((index, no_error, end, stable, plog.log_start_offset, quiet_aborted, -1, b""))
+            continue
+        error, records, aborted = no_error, b"", None
+        try:
+            # read_committed: nothing at or past the LSO
+            records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget),
+                                min_one=total == 0, upto=stable if committed else None)
+        except OffsetOutOfRangeError:
+            error = ErrorCode.OFFSET_OUT_OF_RANGE
+            errors = True
+        except (OSError, CorruptRecordError) as exc:   # this log cannot be read; the others still answer
+            logger.warning("fetch from %s at offset %d: cannot read its log: %s", plog.directory.name,
+                           position.fetch_offset, exc)
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+            errors = True
+        if committed and not error:   # read_committed: which transactions in range were aborted
+            aborted = [(a.producer_id, a.first_offset)
+                       for a in plog.aborted_txns.between(position.fetch_offset, stable)] if records else []
+        total += len(records)
+        budget -= len(records)
+        reads[key] = FetchedPartition(index, error, end, stable, plog.log_start_offset, aborted, -1, records)
+    return reads, total, errors
+
+
+def _topic_results(answered: list[Partition], reads: dict[Partition, FetchedPartition]) -> tuple[list, dict[str, int]]:
+    """The response's topics, each with its answered partitions, in the order first answered, and
+    the record bytes each carries."""
+    by_topic: dict[str, list] = {}
+    for key in answered:
+        partitions = by_topic.get(key[0])
+        if partitions is None:
+            partitions = by_topic[key[0]] = []
+        partitions.append(reads[key])
+    return ([FetchedTopic(topic, partitions) for topic, partitions in by_topic.items()],
+            {topic: sum(len(p.records) for p in partitions if p.records) for topic, partitions in by_topic.items()})
+
+
+@contextmanager
+def _watch(signals: GrowthSignals, context: FetchContext, request) -> Iterator[Watch]:
+    """What the fetch waits on: its session's Watch, else one for this fetch only, on the partitions
+    it names, or on a whole topic where it names many (a wake-up it did not ask for only has it
+    read again)."""
+    if context.session is not None:
+        yield context.session.watch
+        return
+    wide = {t.topic for t in request.topics if len(t.partitions) >= TOPIC_WIDE_WATCH}
+    with signals.watch([p for p, _ in context.targets if p[0] not in wide], wide) as watch:
+        yield watch
+
+
+async def fetch(broker, header, request):
+    sessions = broker.fetch_sessions
+    context = sessions.context(request.session_id, request.session_epoch, _wanted(request), _forgotten(request))
+    if context.error:
+        return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=NO_SESSION, responses=[])
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + request.max_wait_ms / 1000
+    with _watch(broker.wakeups, context, request) as watch:
+        while True:
+            watch.arm()   # before reading: an append between the read and the wait still wakes it
+            reads, total, errors = _read_partitions(broker, context.targets, request)
+            remaining = deadline - loop.time()
+            if total >= request.min_bytes or errors or remaining <= 0 or not (context.targets or context.session):
+                break
+            if not await watch.wait(remaining):
+                break   # time is up and nothing changed: the reads above still stand
+            sessions.changed(context)
+    answered = sessions.answer(context, reads, request.isolation_level == READ_COMMITTED)
+    responses, sizes = _topic_results(answered, reads)
+    for topic, size in sizes.items():
+        broker.stats.fetched(topic, size)
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses)
+
+
+async def fetch_rule(access, header, request, handle):
+    """READ on each topic the answer carries, checked after the read: within a fetch session (KIP-227)
+    partitions are read without being named, and READ may have been revoked since the session began.
+    Nothing read from a topic without READ leaves; its partitions are answered with the denial."""
+    response = await handle(request)
+    Partition = type(response).FetchableTopicResponse.PartitionData
+    for topic in response.responses:
+        if not access.topic(Op.READ, topic.topic):
+            topic.partitions = partition_answers(Partition, "partition_index",
+                                                 (p.partition_index for p in topic.partitions),
+                                                 error_code=TOPIC_DENIED, high_watermark=-1, records=None)
+    return response
