@@ -63,9 +63,11 @@ def check_shape(value, where: str) -> None:
 
 
 @pytest.fixture
-def cluster(broker, tmp_path):
-    """A broker with a topic (the long name), a group's commits, a committed transaction and a
-    share group's config; an event store with a projection; a data directory for --offline."""
+def cluster(start_broker, tmp_path):
+    """A broker (with its HTTP listener: the schema registry) with a topic (the long name), a group's
+    commits, a committed transaction and a share group's config; an event store with a projection;
+    a data directory for --offline."""
+    broker = start_broker("--num-partitions", "3", "--http-listener", "127.0.0.1:0")
     producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": LONG_TXN_ID})
     producer.init_transactions(30)
     producer.begin_transaction()
@@ -88,6 +90,10 @@ def cluster(broker, tmp_path):
 def test_every_json_command_prints_one_shape(cluster):
     broker, events, offline = cluster
     store, data = ["--store", events], ["--offline", "--data-dir", offline]
+    registry = ["--url", broker.console_url]
+    schema = os.path.join(os.path.dirname(offline), "order.avsc")
+    with open(schema, "w") as f:
+        json.dump({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}, f)
     runs = {
         "topics create": (["topics", "create", "made", "--partitions", "2"], broker),
         "topics alter": (["topics", "alter", "made", "--config", "retention.ms=60000"], broker),
@@ -116,6 +122,10 @@ def test_every_json_command_prints_one_shape(cluster):
         "acls add": (["acls", "add", "--principal", "User:ada", "--operation", "READ", "--topic", "t", *data], None),
         "acls list": (["acls", "list", *data], None),
         "acls remove": (["acls", "remove", "--principal", "User:ada", *data], None),
+        "schemas register": (["schemas", "register", "orders-value", schema, *registry], None),
+        "schemas list": (["schemas", "list", *registry], None),
+        "schemas show": (["schemas", "show", "orders-value", *registry], None),
+        "schemas check": (["schemas", "check", "orders-value", schema, *registry], None),
     }
     assert set(runs) == commands_with_json()
     printed = {}

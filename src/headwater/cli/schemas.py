@@ -118,12 +118,15 @@ def list_subjects(args) -> int:
 
 def show_version(args) -> int:
     found = Registry(args).call("GET", f"{_subject(args.subject)}/versions/{quote(args.version, safe='')}")
-    found.setdefault("schemaType", "AVRO")
+    # the CLI's one JSON shape (snake_case keys, `type` as `schemas list` says it), not the REST API's
+    found = {"subject": found["subject"], "version": found["version"], "id": found["id"],
+             "type": found.get("schemaType", "AVRO"), "schema": found["schema"],
+             "references": found.get("references", [])}
     if args.json:
         print_json(found)
         return 0
-    references = ", ".join(f"{r['name']} ({r['subject']} v{r['version']})" for r in found.get("references", []))
-    print(f"subject {found['subject']}  version {found['version']}  id {found['id']}  type {found['schemaType']}"
+    references = ", ".join(f"{r['name']} ({r['subject']} v{r['version']})" for r in found["references"])
+    print(f"subject {found['subject']}  version {found['version']}  id {found['id']}  type {found['type']}"
           + (f"  references {references}" if references else ""))
     print(_pretty(found["schema"]))
     return 0
