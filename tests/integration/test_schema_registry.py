@@ -209,6 +209,28 @@ def test_compatibility_check_and_settings(broker, client):
     assert sorted(client.get_schema_types()) == ["AVRO", "JSON", "PROTOBUF"]
 
 
+def test_an_incompatible_change_is_refused_and_checked(broker, client, tmp_path, capsys):
+    """BACKWARD Avro: a field added without a default cannot be read from the old records."""
+    money_id = client.register_schema("evolving-value", Schema(json.dumps(MONEY), "AVRO"))
+    fields = MONEY["fields"]
+    without_default = {**MONEY, "fields": fields + [{"name": "note", "type": "string"}]}
+    with_default = {**MONEY, "fields": fields + [{"name": "note", "type": "string", "default": ""}]}
+    end = schemas_end(broker)
+    status, error = post(broker.console_url + "subjects/evolving-value/versions",
+                         {"schema": json.dumps(without_default)})
+    assert (status, error["error_code"]) == (409, 409) and "note" in error["message"], error
+    assert schemas_end(broker) == end and client.get_versions("evolving-value") == [1]
+    files = {"bad": tmp_path / "bad.avsc", "good": tmp_path / "good.avsc"}
+    files["bad"].write_text(json.dumps(without_default))
+    files["good"].write_text(json.dumps(with_default))
+    exits = {name: main(["schemas", "check", "evolving-value", str(path), "--url", broker.console_url])
+             for name, path in files.items()}
+    out = capsys.readouterr().out
+    assert exits == {"bad": 1, "good": 0} and "is not compatible with" in out and "note" in out
+    assert client.register_schema("evolving-value", Schema(json.dumps(with_default), "AVRO")) != money_id
+    assert client.get_versions("evolving-value") == [1, 2]
+
+
 def test_console_pages_list_subjects_and_diff_versions(broker, client):
     client.register_schema("paged-value", Schema(json.dumps(MONEY), "AVRO"))
     wider = {**MONEY, "fields": MONEY["fields"] + [{"name": "note", "type": "string", "default": ""}]}
