@@ -172,7 +172,7 @@ def test_relay_waits_out_a_broker_that_goes_away_mid_run(tmp_path):
     """Events appended while the broker is away wait (one line) and are published once when it
     is back; SIGTERM then stops the relay (143). It used to give up after 60 s (exit 1)."""
     from headwater.eventsourcing import NewEvent, open_store
-    from headwater.eventsourcing.subscription import decode_value
+    from headwater.eventsourcing.row_formats import decode_value
 
     store = open_store(str(tmp_path / "events.db"))
     store.append("cart-1", [NewEvent("ItemAdded", {"item": 0})])

@@ -80,7 +80,13 @@ def test_avro_with_a_reference_and_without_auto_registration(broker, client):
         (order_id, 1, "shop.Money")
 
 
-def test_protobuf_registers_its_imports_as_references(broker, client):
+MONEY_PROTO = 'syntax = "proto3";\npackage shop;\nmessage Money { string currency = 1; int64 cents = 2; }\n'
+ORDER_PROTO = ('syntax = "proto3";\npackage shop;\nimport "shop/money.proto";\n'
+               "message Order { string id = 1; Money total = 2; }\n")
+
+
+def order_class() -> type:
+    """shop.Order of ORDER_PROTO, built from descriptors (not from the text)."""
     money = descriptor_pb2.FileDescriptorProto(name="shop/money.proto", package="shop", syntax="proto3")
     message = money.message_type.add(name="Money")
     message.field.add(name="currency", number=1, type=9, label=1)
@@ -93,7 +99,11 @@ def test_protobuf_registers_its_imports_as_references(broker, client):
     pool = descriptor_pool.DescriptorPool()
     pool.Add(money)
     pool.Add(order)
-    Order = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_registers_its_imports_as_references(broker, client):
+    Order = order_class()
     orders = [Order(id=o["id"], total=o["total"]) for o in ORDERS]
     serializer = ProtobufSerializer(Order, client)
     got = round_trip(broker, "proto-orders", serializer, ProtobufDeserializer(Order), orders)
@@ -101,6 +111,24 @@ def test_protobuf_registers_its_imports_as_references(broker, client):
     latest = client.get_latest_version("proto-orders-value")
     assert [(r.name, r.subject) for r in latest.schema.references] == [("shop/money.proto", "shop/money.proto")]
     assert client.get_versions("shop/money.proto") == [1]         # a subject with "/" in its name
+
+
+def test_proto_text_is_served_serialized_to_protobuf_clients(broker, client):
+    """Registered as .proto text (as the CLI or a Java client does), read back by confluent-kafka's
+    Protobuf clients, which ask for ?format=serialized."""
+    client.register_schema("text-money", Schema(MONEY_PROTO, "PROTOBUF"))
+    order_id = client.register_schema("text-orders-value", Schema(ORDER_PROTO, "PROTOBUF", [
+        SchemaReference("shop/money.proto", "text-money", 1)]))
+    with urllib.request.urlopen(f"{broker.console_url}schemas/ids/{order_id}", timeout=30) as answer:
+        assert json.loads(answer.read())["schema"] == ORDER_PROTO        # as registered, unless asked
+    Order = order_class()
+    orders = [Order(id=o["id"], total=o["total"]) for o in ORDERS]
+    application = SchemaRegistryClient({"url": broker.console_url})   # not the registering client's cache
+    serializer = ProtobufSerializer(Order, application, {"auto.register.schemas": False, "use.latest.version": True})
+    got = round_trip(broker, "text-orders", serializer, ProtobufDeserializer(Order, {}, application), orders)
+    assert [(o.id, o.total.currency, o.total.cents) for o in got] == \
+        [(o["id"], o["total"]["currency"], o["total"]["cents"]) for o in ORDERS]
+    assert client.get_versions("text-orders-value") == [1]
 
 
 def test_json_schema_auto_registered_then_looked_up(broker, client):
@@ -179,6 +207,28 @@ def test_compatibility_check_and_settings(broker, client):
     assert caught.value.error_code == 42205
     assert client.delete_mode("checked-value") == "READONLY" and client.get_global_mode() == "READWRITE"
     assert sorted(client.get_schema_types()) == ["AVRO", "JSON", "PROTOBUF"]
+
+
+def test_an_incompatible_change_is_refused_and_checked(broker, client, tmp_path, capsys):
+    """BACKWARD Avro: a field added without a default cannot be read from the old records."""
+    money_id = client.register_schema("evolving-value", Schema(json.dumps(MONEY), "AVRO"))
+    fields = MONEY["fields"]
+    without_default = {**MONEY, "fields": fields + [{"name": "note", "type": "string"}]}
+    with_default = {**MONEY, "fields": fields + [{"name": "note", "type": "string", "default": ""}]}
+    end = schemas_end(broker)
+    status, error = post(broker.console_url + "subjects/evolving-value/versions",
+                         {"schema": json.dumps(without_default)})
+    assert (status, error["error_code"]) == (409, 409) and "note" in error["message"], error
+    assert schemas_end(broker) == end and client.get_versions("evolving-value") == [1]
+    files = {"bad": tmp_path / "bad.avsc", "good": tmp_path / "good.avsc"}
+    files["bad"].write_text(json.dumps(without_default))
+    files["good"].write_text(json.dumps(with_default))
+    exits = {name: main(["schemas", "check", "evolving-value", str(path), "--url", broker.console_url])
+             for name, path in files.items()}
+    out = capsys.readouterr().out
+    assert exits == {"bad": 1, "good": 0} and "is not compatible with" in out and "note" in out
+    assert client.register_schema("evolving-value", Schema(json.dumps(with_default), "AVRO")) != money_id
+    assert client.get_versions("evolving-value") == [1, 2]
 
 
 def test_console_pages_list_subjects_and_diff_versions(broker, client):

@@ -4,7 +4,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from headwater.demo.shopping_cart import AddedThenRemoved, CurrentCarts, current_carts, removals
 from headwater.eventsourcing import open_store
 from headwater.eventsourcing.projection import ProjectionRunner
-from headwater.eventsourcing.subscription import TopicSource, decode_value
+from headwater.eventsourcing.row_formats import JsonRows, RowFormat, decode_value
+from headwater.eventsourcing.subscription import TopicSource
 
 
 def topic_end(bootstrap, topic):
@@ -53,12 +54,12 @@ def assert_topic_holds_the_store(bootstrap, topic, store):
         assert [v for _, v in entries] == list(range(1, store.stream_version(stream) + 1))  # in order
 
 
-def assert_projections_from_topic_equal_store(bootstrap, topic, store, views_path):
+def assert_projections_from_topic_equal_store(bootstrap, topic, store, views_path, rows: RowFormat = JsonRows()):
     """The shop's projections fed from the topic (into a store at `views_path`) equal them fed from the store."""
     topic_views = open_store(str(views_path))
     for projection in (CurrentCarts(), AddedThenRemoved()):
         ProjectionRunner(store, projection).catch_up()
-        source = TopicSource(topic_views, bootstrap, topic)
+        source = TopicSource(topic_views, bootstrap, topic, rows=rows)
         ProjectionRunner(topic_views, projection, source).catch_up()
         source.close()
     assert current_carts(topic_views) == current_carts(store)

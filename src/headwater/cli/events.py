@@ -52,6 +52,8 @@ def add_parser(subparsers) -> None:
     relay = actions.add_parser("relay", help="publish the store's events to a topic, keyed by stream (outbox relay)")
     relay.add_argument("--topic", required=True)
     relay.add_argument("--partitions", type=int, default=3, help="partitions if the topic is created (default 3)")
+    relay.add_argument("--schema-registry", metavar="URL",
+                       help="write Avro (the stored row's schema, registered as <topic>-value) instead of JSON")
     add_connection_args(relay)
     relay.set_defaults(func=_store_command(run_relay), waits_for_broker=True)
 
@@ -152,12 +154,13 @@ def tail_events(args, store, _app) -> int:
 
 def run_relay(args, store, _app) -> int:
     from headwater.eventsourcing.relay import OutboxRelay, RelayError
+    from headwater.eventsourcing.row_formats import row_format
 
     stopping = StopRequest()
     say = command_log("events relay")
     try:
         relay = OutboxRelay(store, args.bootstrap_server, args.topic, args.partitions, security=args.command_config,
-                            should_stop=stopping, on_wait=say)
+                            should_stop=stopping, on_wait=say, rows=row_format(args.topic, args.schema_registry))
         say(f"publishing to {args.topic} from position {relay.position}")
         relay.run()
     except Stopped:

@@ -19,17 +19,18 @@ from pathlib import Path
 from rich.console import Console
 
 from headwater.demo import (analytics, cdc_shop, compaction, derived_systems, groups, messaging, orders, payments,
-                            share_queue, shopping_cart, stream_processing)
+                            schemas, share_queue, shopping_cart, stream_processing)
 from headwater.demo.checks import CheckFailed
 from headwater.demo.spark_chapter import start_session
 from headwater.testing import BrokerProcess
 
 # each: run(bootstrap, console), and a SparkSession too for SPARK_CHAPTERS
 CHAPTERS = [orders, groups, share_queue, messaging, cdc_shop, derived_systems, compaction, payments, shopping_cart,
-            stream_processing, analytics]
+            stream_processing, analytics, schemas]
 SPARK_CHAPTERS = {derived_systems, stream_processing, analytics}  # on one SparkSession: a JVM starts in ~10 s
 EXTERNAL_BOOTSTRAP = "HEADWATER_DEMO_BOOTSTRAP"
-EMBEDDED_ONLY = [messaging]   # StatsD over UDP into a topic: a listener of Headwater's broker
+# StatsD over UDP into a topic, and the schema registry: listeners of Headwater's broker
+EMBEDDED_ONLY = [messaging, schemas]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"[bold green]headwater broker[/] on {broker.bootstrap}, data in {broker.data_dir}")
             console.print(f"[bold green]web console[/] at {broker.console_url} (Prometheus metrics at "
                           f"{broker.console_url}metrics)")
-            if _chapters(console, broker.bootstrap, CHAPTERS, Path(tmp)):
+            if _chapters(console, broker.bootstrap, CHAPTERS, Path(tmp), broker.console_url):
                 return 1
             if args.keep_running:
                 _explore(console, broker.console_url)
@@ -59,14 +60,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _chapters(console: Console, bootstrap: str, chapters: list, tmp: Path) -> int:
-    """Run `chapters` against `bootstrap`: 0, or 1 once a chapter's check fails."""
+def _chapters(console: Console, bootstrap: str, chapters: list, tmp: Path, registry_url: str | None = None) -> int:
+    """Run `chapters` against `bootstrap` (the schema registry at `registry_url`): 0, or 1 once a chapter's
+    check fails."""
     spark = None
     try:
         for chapter in chapters:
             if chapter in SPARK_CHAPTERS:
                 spark = spark or start_session(console, tmp / "spark.log")
                 chapter.run(bootstrap, console, spark)
+            elif chapter is schemas:
+                chapter.run(bootstrap, console, registry_url)
             else:
                 chapter.run(bootstrap, console)
     except CheckFailed as failed:

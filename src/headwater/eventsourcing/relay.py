@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.eventsourcing.store import EventStore
-from headwater.eventsourcing.subscription import decode_value, encode_row
+from headwater.eventsourcing.row_formats import JsonRows, RowFormat
 from headwater.waiting import PROBE_TIMEOUT, client_log, never, wait_for_broker
 
 TIMEOUT = 15
@@ -35,11 +35,12 @@ def partition_for(stream_id: str, partitions: int) -> int:
 class OutboxRelay:
     def __init__(self, store: EventStore, bootstrap: str, topic: str, partitions: int = 3, batch_size: int = 1000,
                  security: dict[str, str] | None = None, should_stop: Callable[[], bool] = never,
-                 on_wait: Callable[[str], None] = lambda line: None):
-        """``security``: librdkafka properties for a secured broker (security.protocol, sasl.*, ssl.*).
+                 on_wait: Callable[[str], None] = lambda line: None, rows: RowFormat = JsonRows()):
+        """``security``: librdkafka properties for a secured broker (security.protocol, sasl.*, ssl.*);
+        ``rows``: the records' format (`row_formats.row_format`: JSON, or Avro with a schema registry).
         While the broker is down it waits (`on_wait` hears why, once) until `should_stop()`:
         then `headwater.waiting.Stopped`."""
-        self.store = store
+        self.store, self.rows = store, rows
         self.client = {"bootstrap.servers": bootstrap, **(security or {}), "logger": client_log}
         self.topic = topic
         self.batch_size = batch_size
@@ -82,7 +83,7 @@ class OutboxRelay:
             message = consumer.poll(1.0)
             if message is None or message.error():
                 continue
-            last[message.partition()] = decode_value(message.value())[0]
+            last[message.partition()] = self.rows.decode(message.value())[0]
             pending.discard(message.partition())
         return last
 
@@ -100,7 +101,7 @@ class OutboxRelay:
             position, stream_id = row[0], row[1]
             partition = partition_for(stream_id, self.partitions)
             if position > self.published[partition]:
-                self.producer.produce(self.topic, key=stream_id.encode(), value=encode_row(row),
+                self.producer.produce(self.topic, key=stream_id.encode(), value=self.rows.encode(row),
                                       partition=partition, on_delivery=delivered)
                 sent += 1
                 self.producer.poll(0)

@@ -3,17 +3,16 @@ checkpoint (JSON) that says where the next batch starts. From the store (by glob
 position) or from the topic the relay fills (by offset per partition)."""
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from headwater.eventsourcing.events import COLUMNS, RecordedEvent
+from headwater.eventsourcing.events import RecordedEvent
+from headwater.eventsourcing.row_formats import JsonRows, RowFormat
 from headwater.eventsourcing.store import EventStore
 
 Checkpoint = dict[str, Any]
-FIELDS = [c.strip() for c in COLUMNS.split(",")]
 
 
 class Source(Protocol):
@@ -33,24 +32,15 @@ class StoreSource:
         return events, after, len(events) < size
 
 
-def encode_row(row: tuple) -> bytes:
-    """A stored row as the relay publishes it: personal fields stay encrypted, old versions stay old."""
-    return json.dumps(dict(zip(FIELDS, row))).encode()
-
-
-def decode_value(value: bytes) -> tuple:
-    record = json.loads(value)
-    return tuple(record[f] for f in FIELDS)
-
-
 class TopicSource:
     """The events topic, every partition, from the offsets in the checkpoint. The store
     still decodes each event (its keys decrypt personal fields, its upcasters apply)."""
 
     def __init__(self, store: EventStore, bootstrap: str, topic: str, poll_timeout: float = 1.0,
-                 security: dict[str, str] | None = None):
-        """``security``: librdkafka properties for a secured broker (security.protocol, sasl.*, ssl.*)."""
-        self.store = store
+                 security: dict[str, str] | None = None, rows: RowFormat = JsonRows()):
+        """``security``: librdkafka properties for a secured broker (security.protocol, sasl.*, ssl.*);
+        ``rows``: the records' format, as the relay wrote them (`row_formats.row_format`)."""
+        self.store, self.rows = store, rows
         self.topic = topic
         self.poll_timeout = poll_timeout
         self.consumer = Consumer({"bootstrap.servers": bootstrap, **(security or {}),
@@ -88,7 +78,7 @@ class TopicSource:
                     self._at_end.add(partition)
                     continue
                 self._at_end.discard(partition)
-                events.append(self.store.decode_row(decode_value(message.value())))
+                events.append(self.store.decode_row(self.rows.decode(message.value())))
                 self._position[partition] = message.offset() + 1
         return events, {"offsets": dict(self._position)}, len(self._at_end) == len(self._position)
 

@@ -10,6 +10,7 @@ use, at the root of the HTTP listener so that ``schema.registry.url`` is the lis
     GET  /subjects/{s}/versions/{v}/referencedby     ids of the schemas referencing it
     DELETE /subjects/{s}/versions/{v|latest}         soft, or ?permanent=true
     GET  /schemas/ids/{id}                           ?subject;  .../schema, .../versions, .../subjects
+    ?format=serialized on a version or an id: a Protobuf schema as a base64 FileDescriptorProto
     GET  /schemas/types
     GET|PUT|DELETE /config, /config/{s}              compatibility levels  ?defaultToGlobal
     GET|PUT /mode, GET|PUT|DELETE /mode/{s}          READWRITE, READONLY, READONLY_OVERRIDE, IMPORT  ?force
@@ -71,14 +72,18 @@ def _version(request: Request) -> int:
     return parse_version(request.path_params["version"])
 
 
-def version_json(version: Version) -> dict:
+def _serialized(request: Request) -> bool:
+    return request.query_params.get("format", "").lower() == "serialized"
+
+
+def version_json(version: Version, text: str) -> dict:
     """A version as Confluent answers it: schemaType left out for Avro, references when there are some."""
     body = {"subject": version.subject, "version": version.version, "id": version.id}
-    return {**body, **schema_json(version)}
+    return {**body, **schema_json(version, text)}
 
 
-def schema_json(version: Version) -> dict:
-    body: dict = {"schema": version.schema}
+def schema_json(version: Version, text: str) -> dict:
+    body: dict = {"schema": text}
     if version.schema_type != "AVRO":
         body["schemaType"] = version.schema_type
     if version.references:
@@ -192,17 +197,18 @@ class SchemaRegistryApi:
     @_api
     async def lookup(self, request: Request):
         _, schema = await self._schema(request)
-        return version_json(self.registry.lookup(request.path_params["subject"], *schema, _flag(request, "deleted")))
+        found = self.registry.lookup(request.path_params["subject"], *schema, _flag(request, "deleted"))
+        return version_json(found, found.schema)
 
     @_api
     async def version(self, request: Request):
-        return version_json(self.registry.version(request.path_params["subject"], _version(request),
-                                                  _flag(request, "deleted")))
+        found = self.registry.version(request.path_params["subject"], _version(request), _flag(request, "deleted"))
+        return version_json(found, self.registry.text(found, _serialized(request)))
 
     @_api
     async def version_schema(self, request: Request):
         found = self.registry.version(request.path_params["subject"], _version(request), _flag(request, "deleted"))
-        return Response(found.schema, media_type=CONTENT_TYPE)
+        return Response(self.registry.text(found, _serialized(request)), media_type=CONTENT_TYPE)
 
     @_api
     async def referenced_by(self, request: Request):
@@ -223,11 +229,13 @@ class SchemaRegistryApi:
 
     @_api
     async def schema(self, request: Request):
-        return schema_json(self.registry.by_id(request.path_params["id"]))
+        found = self.registry.by_id(request.path_params["id"])
+        return schema_json(found, self.registry.text(found, _serialized(request)))
 
     @_api
     async def schema_text(self, request: Request):
-        return Response(self.registry.by_id(request.path_params["id"]).schema, media_type=CONTENT_TYPE)
+        found = self.registry.by_id(request.path_params["id"])
+        return Response(self.registry.text(found, _serialized(request)), media_type=CONTENT_TYPE)
 
     @_api
     async def id_versions(self, request: Request):

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from headwater.broker.clock import Clock
+from headwater.schemas import protobuf
 from headwater.schemas.compatibility import InvalidSchema, incompatibilities, parse
 
 log = logging.getLogger("headwater.schemas")
@@ -299,6 +300,17 @@ class Registry:
 
     def mode(self, subject: str | None = None, default_to_global: bool = False) -> str:
         return self.setting(MODE, subject, default_to_global)
+
+    def text(self, version: Version, serialized: bool = False) -> str:
+        """The schema as registered, or (``serialized``, as confluent-kafka's Protobuf clients
+        ask: ``format=serialized``) a Protobuf one as a base64 FileDescriptorProto, whether it
+        was registered as .proto text or already so."""
+        if not serialized or version.schema_type != "PROTOBUF":
+            return version.schema
+        try:
+            return protobuf.serialized(version.schema, self._reference_texts(version.references))
+        except InvalidSchema as exc:   # written to _schemas by a laxer writer than us
+            raise RegistryError(422, 42201, str(exc)) from None
 
     # --- schemas in, checked -------------------------------------------------------------------------
 

@@ -794,7 +794,7 @@ def test_share_group_commands_over_sasl_ssl(secured, tmp_path):
 def test_events_relay_over_sasl_ssl(secured, tmp_path):
     """`headwater events relay --command-config`: the store's events reach the topic over SASL_SSL."""
     from headwater.eventsourcing import NewEvent, open_store
-    from headwater.eventsourcing.subscription import decode_value
+    from headwater.eventsourcing.row_formats import decode_value
     db, topic = str(tmp_path / "events.db"), f"relayed-{uuid.uuid4().hex[:8]}"
     store = open_store(db)
     for i in range(5):
