@@ -3,7 +3,7 @@
 confluent-kafka producer; and records/s delivered by `headwater push` to a local webhook
 endpoint next to a native confluent-kafka consumer group reading the same records.
 
-    .venv/bin/python bench/push.py [--records 20000] [--max-in-flight 64] [--smoke]
+    .venv/bin/python bench/push.py [--records 20000] [--max-in-flight 64] [--http-only] [--smoke]
 
 The endpoint (aiohttp, loopback, in this process) acknowledges every POST. Push delivery pays
 one HTTP request per record plus JSON and base64; the native consumer gets batches. One
@@ -101,6 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=20000)
     parser.add_argument("--max-in-flight", type=int, default=64)
+    parser.add_argument("--http-only", action="store_true", help="only the HTTP produce row")
     args = bench_arguments(parser, smoke={"records": 300})
     with tempfile.TemporaryDirectory() as tmp:
         broker = start_broker(Path(tmp) / "data", "--num-partitions", "4", "--http-listener", "127.0.0.1:0")
@@ -118,6 +119,8 @@ def main() -> None:
                                lambda: push(broker.bootstrap, "bench", args.records, args.max_in_flight, "none")),
                               (f"consume: push, ordering key, {args.max_in_flight} in flight",
                                lambda: push(broker.bootstrap, "bench", args.records, args.max_in_flight, "key"))]:
+                if args.http_only and not name.startswith("produce: HTTP"):
+                    continue
                 seconds = run()
                 rows.append({"path": name, "records": f"{args.records:,}", "seconds": f"{seconds:.2f}",
                              "records/s": f"{args.records / seconds:,.0f}"})
