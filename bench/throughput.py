@@ -1,23 +1,30 @@
-"""Broker throughput and latency, Headwater next to librdkafka's in-process mock broker (C).
+"""Broker throughput and latency: Headwater next to Apache Kafka (one node) and librdkafka's mock broker.
 
     .venv/bin/python bench/throughput.py [--messages N] [--rate R] [--seconds S]
                                          [--durable-seconds S] [--before REV] [--smoke]
 
-One confluent-kafka producer (100-byte values, acks=1) and one consumer, per broker:
+One confluent-kafka producer (100-byte values, acks=all) and one consumer, per broker:
 produce and consume messages/s and MB/s; the same with kcat, whose C loop shows what the
 broker takes when the client's Python is out of the way; then end-to-end latency p50/p99
-at a fixed rate.
+at a fixed rate. The last column is Headwater / Kafka.
+
+The peers, all in the same run on the same machine: Apache Kafka 4.4, one KRaft node
+(``headwater.testing.KafkaCluster(1)``: Kafka's default configs but for loopback listeners,
+3 partitions per new topic and small internal topics), and librdkafka's mock cluster, a
+Kafka-protocol broker in C that keeps only a bounded tail of each partition in memory (so it
+is read back for as many messages as it still holds: "messages consumed").
+
+Fsync policy. Kafka by default never fsyncs on the produce path: log.flush.interval.messages
+is Long.MAX_VALUE, so it acknowledges once the batch is in the OS page cache (its durability
+is replication). Headwater's default (``--flush always``) fsyncs before acknowledging an
+acks=all produce. The first table runs Headwater with ``--flush never``, Kafka's policy.
 
 Durable produce (a second table): 3 idempotent producers, acks=all, against the broker with
-``--flush always`` (fsync before acknowledging): acknowledged msg/s and the p50/p99 of
-produce → delivery report, for this tree (group commit: one fsync per round of requests)
-and for the broker before group commit (git revision REV, default the parent of the commit
-that brought it, run from a ``git archive`` of its src/; one fsync per request), side by
-side in the same run, with the mock broker (which never fsyncs) as the peer.
-No real Kafka broker can be installed here (no JVM distribution on the reachable
-registries), so the peer is librdkafka's mock cluster, a Kafka-protocol broker in C. It
-keeps only a bounded tail of each partition in memory, so it is read back for as many
-messages as it still holds ("messages consumed").
+``--flush always``: acknowledged msg/s and the p50/p99 of produce → delivery report, for this
+tree (group commit: one fsync per round of requests) and for the broker before group commit
+(git revision REV, default the parent of the commit that brought it, run from a ``git
+archive`` of its src/; one fsync per request), next to Kafka on its defaults (no fsync) and
+the mock broker (no disk at all).
 """
 from __future__ import annotations
 
@@ -36,7 +43,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from headwater.testing import BrokerProcess, MockKafkaCluster, bench_arguments, produce_all
+from headwater.testing import BrokerProcess, KafkaCluster, MockKafkaCluster, bench_arguments, produce_all
 
 VALUE = b"x" * 100
 GROUP_COMMIT_SUBJECT = "Group commit for flush=always"  # the commit the "before" broker precedes
@@ -47,7 +54,7 @@ console = Console(stderr=True)
 
 
 def produce_throughput(bootstrap: str, topic: str, n: int) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1_000_000,
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000,
                          "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
     producer.produce(topic, VALUE)
     producer.flush(30)  # metadata and connection are warm before the clock starts
@@ -92,7 +99,7 @@ def kcat_throughput(bootstrap: str, topic: str, n: int, workdir: Path) -> tuple[
         lines.write_bytes((VALUE[:-1] + b"\n") * n)  # 99 bytes + newline: 100-byte values
     start = time.perf_counter()
     with open(lines, "rb") as f:
-        subprocess.run(["kcat", "-b", bootstrap, "-P", "-t", topic, "-X", "linger.ms=5", "-X", "acks=1"],
+        subprocess.run(["kcat", "-b", bootstrap, "-P", "-t", topic, "-X", "linger.ms=5", "-X", "acks=all"],
                        stdin=f, check=True)
     produced = time.perf_counter() - start
     start = time.perf_counter()
@@ -106,7 +113,7 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float) -> list[float
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency", "fetch.wait.max.ms": 100,
                          "fetch.min.bytes": 1})
     # linger.ms=1: what a latency-minded user sets; 0 makes librdkafka send one request per message.
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1})
     producer.produce(topic, repr(time.perf_counter()).encode())  # creates the topic
     producer.flush(10)
     assign_all(consumer, topic)
@@ -188,7 +195,7 @@ def source_before_group_commit(revision: str | None, workdir: Path) -> Path | No
         return None
 
 
-def durable_table(args, workdir: Path, mock_bootstrap: str) -> Table:
+def durable_table(args, workdir: Path, kafka_bootstrap: str, mock_bootstrap: str) -> Table:
     rows = {}
     before = source_before_group_commit(args.before, workdir)
     for name, source in (("Headwater, group commit", None), ("Headwater before (fsync per request)", before)):
@@ -198,6 +205,8 @@ def durable_table(args, workdir: Path, mock_bootstrap: str) -> Table:
         with BrokerProcess(workdir / f"durable-{len(rows)}", "--flush", "always", "--num-partitions", "3",
                            source=source) as broker:
             rows[name] = durable_produce(broker.bootstrap, "durable", args.durable_seconds)
+    console.print("[bold]Apache Kafka[/]: the same, on its defaults (no fsync)")
+    rows["Apache Kafka, 1 node, default (OS flushes)"] = durable_produce(kafka_bootstrap, "durable", args.durable_seconds)
     console.print("[bold]librdkafka mock[/]: the same (no fsync at all)")
     rows["librdkafka mock broker (C), no fsync"] = durable_produce(mock_bootstrap, "durable", args.durable_seconds)
     table = Table(title="Durable produce: 3 idempotent producers, acks=all, 100-byte values, --flush always")
@@ -244,16 +253,20 @@ def main() -> int:
         results["Headwater"] = measure("Headwater", broker.bootstrap, args, workdir)
     mock = MockKafkaCluster(brokers=1)  # lives while `mock` does; clients reach it over loopback
     mock_bootstrap = mock.bootstrap
-    results["librdkafka mock broker (C)"] = measure("librdkafka mock", mock_bootstrap, args, workdir)
-    durable = durable_table(args, workdir, mock_bootstrap)
+    with KafkaCluster(nodes=1) as kafka:
+        results["Apache Kafka 4.4, 1 node"] = measure("Apache Kafka", kafka.bootstrap, args, workdir)
+        results["librdkafka mock broker (C)"] = measure("librdkafka mock", mock_bootstrap, args, workdir)
+        durable = durable_table(args, workdir, kafka.bootstrap, mock_bootstrap)
     shutil.rmtree(workdir)
 
-    table = Table(title=f"Broker throughput: {args.messages:,} x 100-byte messages, acks=1")
+    table = Table(title=f"Broker throughput: {args.messages:,} x 100-byte messages, acks=all, no fsync on any")
     table.add_column("metric")
     for name in results:
         table.add_column(name, justify="right")
+    table.add_column("Headwater / Kafka", justify="right")
     for metric in results["Headwater"]:
-        table.add_row(metric, *(f"{r[metric]:,.1f}" for r in results.values()))
+        ratio = results["Headwater"][metric] / results["Apache Kafka 4.4, 1 node"][metric]
+        table.add_row(metric, *(f"{r[metric]:,.1f}" for r in results.values()), f"{ratio:.2f}")
     Console().print(table)
     Console().print(durable)
     return 0
