@@ -2,7 +2,8 @@
 source (`format("kafka")`) reading the same topic, vs Spark's rate source, and
 produce-to-window-result latency.
 
-    .venv/bin/python bench/spark_source.py [--rows 400000] [--rounds 3] [--rate 200] [--seconds 30] [--smoke]
+    .venv/bin/python bench/spark_source.py [--rows 400000] [--rounds 3] [--rate 200] [--seconds 30]
+                                           [--latency-only] [--smoke]
 
 1. Throughput: rows/s from a topic through the source into the `noop` sink, next to
    Spark's own Kafka connector reading the same topic from the same broker (the jars
@@ -18,7 +19,8 @@ produce-to-window-result latency.
    that drifts over the run weighs on both), with the median of those ratios.
 2. Latency: events produced at a steady rate; a 1-second tumbling window count in
    update mode; for every window update written by foreachBatch, write time minus the
-   produce time of the newest event in it. Median and p95.
+   produce time of the newest event in it. Median and p95, and where the micro-batches'
+   time went: median and p95 of each phase of Spark's StreamingQueryProgress.durationMs.
 """
 
 from __future__ import annotations
@@ -165,7 +167,8 @@ def sources(spark, bootstrap: str, topic: str, per_batch: int) -> dict:
     }
 
 
-def latency(spark, bootstrap, topic, rate, seconds, workdir) -> list[float]:
+def latency(spark, bootstrap, topic, rate, seconds, workdir) -> tuple[list[float], list[dict]]:
+    """The window updates' latencies in seconds, and the durationMs of every micro-batch."""
     written: list[float] = []
 
     def record(batch, batch_id):
@@ -195,7 +198,20 @@ def latency(spark, bootstrap, topic, rate, seconds, workdir) -> list[float]:
     producer.flush(30)
     time.sleep(3)
     query.stop()
-    return written
+    return written, [p.durationMs for p in query.recentProgress]
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+def phases(durations: list[dict]) -> str:
+    """Median / p95 ms of each durationMs phase over the micro-batches, longest first."""
+    names = sorted({name for d in durations for name in d},
+                   key=lambda name: -statistics.median(d.get(name, 0) for d in durations))
+    return "\n".join(f"  {name:<20}{statistics.median(d.get(name, 0) for d in durations):>8.0f}"
+                     f"{percentile([d.get(name, 0) for d in durations], 0.95):>8.0f}" for name in names)
 
 
 def main() -> None:
@@ -205,15 +221,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds after the warm-up")
     parser.add_argument("--rate", type=int, default=200, help="events/s for the latency run")
     parser.add_argument("--seconds", type=int, default=30)
+    parser.add_argument("--latency-only", action="store_true", help="skip the throughput rounds")
     args = bench_arguments(parser, {"rows": 40_000, "per_batch": 20_000, "rounds": 1, "rate": 20, "seconds": 3})
 
     workdir = Path(tempfile.mkdtemp(prefix="hw-spark-bench-"))
     with BrokerProcess(workdir / "data", "--num-partitions", "2", "--flush", "never") as broker:
-        fill(broker.bootstrap, "bench", args.rows)
-        # Python workers get 2 minutes, not 15 s, to connect back: a shared machine can be that loaded.
+        if not args.latency_only:
+            fill(broker.bootstrap, "bench", args.rows)
+        # Python workers get 2 minutes, not 15 s, to connect back: a shared machine can be that
+        # loaded. Every micro-batch's progress of the latency run is kept (Spark keeps 100).
         spark = headwater.spark.session(app_name="spark-source-bench",
                                         conf={"spark.jars": ",".join(spark_kafka_jars()),
-                                              "spark.python.authenticate.socketTimeout": "120s"})
+                                              "spark.python.authenticate.socketTimeout": "120s",
+                                              "spark.sql.streaming.numRecentProgressUpdates": "100000"})
         spark.dataSource.register(PrebuiltSource)
         streams = sources(spark, broker.bootstrap, "bench", args.per_batch)
         batches = args.rows // args.per_batch
@@ -225,7 +245,7 @@ def main() -> None:
         # Each source runs once to warm the JVM and the Python workers, then they take
         # turns; the median round counts, since this small machine is noisy.
         runs: dict[str, list[tuple]] = {name: [] for name in streams}
-        for round_ in range(args.rounds + 1):
+        for round_ in range(0 if args.latency_only else args.rounds + 1):
             figures = []
             for name, stream in streams.items():
                 run = throughput(stream(), batches, workdir / f"ck-{round_}-{len(figures)}", cpu)
@@ -234,9 +254,19 @@ def main() -> None:
                     runs[name].append(run)
             print(f"round {round_}{' (warm-up)' if round_ == 0 else ''}: " + ", ".join(figures) + " rows/s",
                   flush=True)
-        lat = latency(spark, broker.bootstrap, "latency", args.rate, args.seconds, workdir)
+        lat, durations = latency(spark, broker.bootstrap, "latency", args.rate, args.seconds, workdir)
         spark.stop()
 
+    if not args.latency_only:
+        throughput_table(runs)
+    print(f"produce -> 1 s window update at {args.rate} events/s for {args.seconds} s: "
+          f"{len(lat)} updates, median {statistics.median(lat) * 1000:.0f} ms, "
+          f"p95 {percentile(lat, 0.95) * 1000:.0f} ms")
+    print(f"{len(durations)} micro-batches, durationMs{'median':>10}{'p95':>8}")
+    print(phases(durations))
+
+
+def throughput_table(runs: dict[str, list[tuple]]) -> None:
     print()
     medians = {name: median_run(r) for name, r in runs.items()}
     rate = medians["rate-micro-batch"][1]
@@ -252,10 +282,6 @@ def main() -> None:
     kafka = medians["Spark's kafka source"][1]
     print(f"headwater / Spark's kafka source: {medians['headwater'][1] / kafka:.2f} (medians)")
     print()
-    lat.sort()
-    print(f"produce -> 1 s window update at {args.rate} events/s for {args.seconds} s: "
-          f"{len(lat)} updates, median {statistics.median(lat) * 1000:.0f} ms, "
-          f"p95 {lat[int(len(lat) * 0.95)] * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from headwater.records import CorruptRecordError, decode_records, read_header
 from headwater.records.control import marker_is_commit
+from headwater.records.encoding import Record, encode_batch
 from headwater.records.layout import (ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_LOG_APPEND_TIME, ATTR_TRANSACTIONAL,
                                       ATTRIBUTES_AT, BASE_TIMESTAMP_AT, BATCH_LENGTH_AT, HEADER_SIZE,
                                       LAST_OFFSET_DELTA_AT, LOG_OVERHEAD, MAGIC, MAGIC_AT, MAX_TIMESTAMP_AT,
@@ -181,6 +182,12 @@ def _binary(data: np.ndarray, at: np.ndarray, size: np.ndarray, kind: pa.DataTyp
     offsets, out, valid = _gather(data, at, size)
     validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(kind, len(at), [validity, pa.py_buffer(offsets), pa.py_buffer(out)])
+
+
+def load_compiled_walk() -> None:
+    """Walk a one-record batch, so that numba loads (or compiles) the walk's machine code
+    now rather than on a reader's first fetch."""
+    FetchedRecords(encode_batch([Record(0, 0, b"k", b"v", [("h", b"")])]), True).columns("", 0, 0, 1)
 
 
 class FetchedRecords:

@@ -15,6 +15,10 @@ PIPELINE_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.streaming.stateStore.providerClass":
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    # A micro-batch commits its state changes as a small changelog file per state partition
+    # instead of uploading a zipped RocksDB snapshot (snapshots are made in the background).
+    # At a few hundred events a second the upload was most of each batch's time.
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "false",
 }
@@ -29,6 +33,15 @@ LOCAL_CONF = {
     # A Python worker that starts slowly on a busy machine must not fail the query
     # (the default waits 15 s for it to connect back).
     "spark.python.authenticate.socketTimeout": "120s",
+    # Without Hadoop's native library the JVM forks a process for file operations: `chmod`
+    # for every file created and, with the default (FileContext) checkpoint file manager,
+    # `readlink`s for every rename into place, tens of ms in each micro-batch's offset and
+    # commit log writes. The FileSystem manager renames without them (still a temporary
+    # file renamed into place: atomic on a local disk).
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    # Python workers start with the source's reader already loaded (worker_daemon).
+    "spark.python.daemon.module": "headwater.spark.worker_daemon",
 }
 
 

@@ -1,0 +1,37 @@
+"""The local session's speed settings take effect in Spark itself, not only in its conf."""
+
+import time
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+
+def test_task_workers_fork_from_the_daemon_that_preloads_the_reader(spark):
+    def daemon_name(batches):  # defined here to be pickled by value: workers cannot import tests
+        import sys
+
+        import pyarrow as pa
+
+        spec = sys.modules["__main__"].__spec__
+        yield pa.RecordBatch.from_pydict({"daemon": [spec.name if spec else None]})
+
+    rows = spark.range(1, numPartitions=1).mapInArrow(daemon_name, "daemon string").collect()
+    assert [row.daemon for row in rows] == ["headwater.spark.worker_daemon"]
+
+
+def test_state_is_committed_as_changelogs(spark, tmp_path: Path):
+    counts = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 10).load()
+              .groupBy((F.col("value") % 3).alias("k")).count())
+    query = (counts.writeStream.format("noop").outputMode("update")
+             .option("checkpointLocation", str(tmp_path)).start())
+    try:
+        while query.lastProgress is None or query.lastProgress["batchId"] < 1:
+            time.sleep(0.1)
+    finally:
+        query.stop()
+    # Batch n's state changes are file n+1 of each state partition: a changelog, not a zipped snapshot.
+    partitions = [tmp_path / "state" / "0" / str(p) for p in range(int(spark.conf.get("spark.sql.shuffle.partitions")))]
+    for partition in partitions:
+        names = {f.name for f in partition.iterdir() if not f.name.startswith(".")}
+        assert {"1.changelog", "2.changelog"} <= names, names
+        assert not any(name.endswith(".zip") for name in names), names
