@@ -15,7 +15,7 @@ from headwater.eventsourcing.relay import OutboxRelay
 from headwater.eventsourcing.row_formats import FIELDS, ROW_SCHEMA, row_format
 from headwater.testing import BrokerProcess
 
-from .topic import assert_projections_from_topic_equal_store, read_topic
+from tests.support.events_topic import assert_projections_from_topic_equal_store, read_topic
 
 TOPIC = "avro-carts"
 

@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from sparkdata import create_topic
+from tests.support.sparkdata import create_topic
 
 from headwater.spark.avro import avro_values
 from headwater.testing import BrokerProcess
