@@ -57,9 +57,10 @@ jvm: $(JVM_BUILD)/.installed
 # Two workers: most tests wait on brokers, databases and clients rather than compute, so on
 # the 2-core machine 1,041 tests take 15 min (on one worker, 977 of them took 20.5 min); the
 # Spark tests share one worker (one session), a module's tests stay together (tests/conftest.py).
+# The 30 slowest tests are listed at the end, to keep the suite within its 30 minutes.
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed system-deps quix-venv jvm
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	$(PY) bench/throughput.py
