@@ -39,7 +39,8 @@ def broker(start_broker):
 def kafka_cluster(tmp_path_factory):
     """Apache Kafka, three KRaft nodes (`make jvm`'s jars), started once per test run for tests/system/kafka_cluster/
     and the Spark tests on it; a missing JDK or jar fails, never skips."""
-    with KafkaCluster(3, tmp_path_factory.mktemp("kafka-cluster")) as cluster:
+    # A directory that does not exist yet, as a user may name one: the cluster makes it.
+    with KafkaCluster(3, tmp_path_factory.mktemp("kafka-cluster") / "data") as cluster:
         yield cluster
 
 

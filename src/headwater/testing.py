@@ -743,6 +743,7 @@ class KafkaCluster:
                 "-cp", kafka_classpath(), main_class, *args]
 
     def start(self, timeout: float = 120) -> "KafkaCluster":
+        self.directory.mkdir(parents=True, exist_ok=True)   # a directory given may not exist yet
         (self.directory / "log4j2.properties").write_text(_KAFKA_LOG4J)
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         for node in range(self.nodes):
