@@ -25,7 +25,7 @@ from headwater.schemas.avro_records import AvroRecords, registry_client
 from . import CdcError
 from .avro_columns import AvroColumn, check_names
 
-_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_]")
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_.]")
 _OPTIONAL_LONG = {"type": ["null", "long"], "default": None}
 SOURCE_SCHEMA = {"type": "record", "name": "Source", "namespace": "headwater.cdc", "fields": [
     {"name": "connector", "type": "string"}, {"name": "db", "type": "string"},
@@ -37,7 +37,7 @@ SOURCE_SCHEMA = {"type": "record", "name": "Source", "namespace": "headwater.cdc
 def namespace(topic: str) -> str:
     """The topic's name as an Avro namespace: each dot-separated part a valid Avro name."""
     return ".".join(("_" + part if part[:1].isdigit() else part) or "_"
-                    for part in _NOT_IN_NAME.sub("_", topic.replace("-", "_")).split("."))
+                    for part in _NOT_IN_NAME.sub("_", topic).split("."))
 
 
 def _field(column: AvroColumn, keyed: bool) -> dict:

@@ -128,7 +128,7 @@ def _typed(table: str, columns: list[AvroColumn], row: dict | None) -> dict | No
     if row is None:
         return None
     try:
-        return {c.name: None if row[c.name] is None else c.convert(row[c.name]) for c in columns}
+        return {c.name: None if row.get(c.name) is None else c.convert(row[c.name]) for c in columns}
     except ValueError as exc:
         raise CdcError(f"table main.{table}: a value does not fit its column's declared type in Avro: {exc}") from None
 
@@ -162,6 +162,9 @@ class SqliteConnector(Connector):
         self._conn = conn = open_db(self.path)
         install(conn, self.tables)
         self._keys = {t: primary_key(columns(conn, t)) for t in self.tables}
+        if self.events.typed:  # read with the triggers just installed: their columns are these
+            for table in self.tables:
+                self._avro_columns(table)
         stored = self.positions.load(wait_log=self.log, should_stop=self.stop_requested)
         self.position = stored["id"] if stored else 0
         conn.execute(f"DELETE FROM {CHANGELOG} WHERE id <= ?", (self.position,))
@@ -195,7 +198,8 @@ class SqliteConnector(Connector):
         shipper.flush_on_stop(self.log)
 
     def _avro_columns(self, table: str) -> list[AvroColumn]:
-        """The table's columns in Avro, told to `events` on its first change since the start."""
+        """The table's columns in Avro, told to `events` once per start (a table captured before
+        but not now may still have changes in the changelog: they use its columns now)."""
         typed = self._typed.get(table)
         if typed is None:
             typed = self._typed[table] = typed_columns(self._conn, table)
