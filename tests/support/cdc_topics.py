@@ -6,8 +6,9 @@ from confluent_kafka import Consumer, TopicPartition
 from headwater.testing import wait_until
 
 
-def read_topic(bootstrap, topic, json_keys=True):
-    """Every record of every partition, as dicts; partition order kept, partitions concatenated."""
+def read_topic(bootstrap, topic, json_keys=True, json_values=True):
+    """Every record of every partition, as dicts; partition order kept, partitions concatenated
+    (keys and values as bytes where not JSON)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdc-test-reader", "enable.auto.commit": False})
     try:
         meta = consumer.list_topics(topic, timeout=60).topics[topic]
@@ -25,7 +26,8 @@ def read_topic(bootstrap, topic, json_keys=True):
                 offset = msg.offset() + 1
                 records.append({"partition": partition, "offset": msg.offset(),
                                 "key": json.loads(msg.key()) if json_keys and msg.key() is not None else msg.key(),
-                                "value": json.loads(msg.value()) if msg.value() is not None else None})
+                                "value": json.loads(msg.value()) if json_values and msg.value() is not None
+                                else msg.value()})
         return records
     finally:
         consumer.close()

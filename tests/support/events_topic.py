@@ -18,9 +18,11 @@ def topic_end(bootstrap, topic):
         consumer.close()
 
 
-def read_topic(bootstrap, topic):
-    """Every record of every partition: [(partition, key, value)] in offset order per partition."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.partition.eof": True})
+def read_topic(bootstrap, topic, security=None):
+    """Every record of every partition: [(partition, key, value)] in offset order per partition
+    (`security`: a secured broker's client properties)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, **(security or {}), "group.id": "test-reader",
+                         "enable.partition.eof": True})
     try:
         partitions = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])

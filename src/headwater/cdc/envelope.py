@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import time
+from typing import Any, Protocol
 
 import orjson
 
@@ -64,21 +65,50 @@ def _value(op: str, before: dict | None, after: dict | None, source: dict) -> by
                    "ts_ms": int(time.time() * 1000)})
 
 
+class EventFormat(Protocol):
+    """How a change event's key and value are written: JSON (`JSON`) or Avro (`avro_events`)."""
+    typed: bool  # whether rows hold typed values (Avro's) rather than JSON's
+
+    def define(self, table: str, topic: str, columns: list[Any], key: list[str]) -> None:
+        """A table's columns (`avro_columns.AvroColumn`s), before its first event and after each schema change."""
+
+    def key(self, topic: str, key_columns: list[str], row: dict | None) -> bytes | None: ...
+
+    def value(self, topic: str, op: str, before: dict | None, after: dict | None, source: dict) -> bytes: ...
+
+
+class JsonEvents:
+    """Key and value as JSON: the default, schemaless."""
+    typed = False
+
+    def define(self, table: str, topic: str, columns: list[Any], key: list[str]) -> None:
+        pass
+
+    def key(self, topic: str, key_columns: list[str], row: dict | None) -> bytes | None:
+        return event_key(key_columns, row)
+
+    def value(self, topic: str, op: str, before: dict | None, after: dict | None, source: dict) -> bytes:
+        return _value(op, before, after, source)
+
+
+JSON = JsonEvents()
+
+
 def row_events(topic: str, key_columns: list[str], op: str, before: dict | None, after: dict | None,
-               source: dict) -> list[ChangeEvent]:
+               source: dict, events: EventFormat = JSON) -> list[ChangeEvent]:
     """The events for one row change; op is c, u, d or r; `source` is a `Source.as_json()`."""
     if op == "d":
-        key = event_key(key_columns, before)
-        return [ChangeEvent(topic, key, _value("d", before, None, source)),
+        key = events.key(topic, key_columns, before)
+        return [ChangeEvent(topic, key, events.value(topic, "d", before, None, source)),
                 ChangeEvent(topic, key, None)]
-    key = event_key(key_columns, after)
+    key = events.key(topic, key_columns, after)
     if op == "u" and before is not None:
-        old_key = event_key(key_columns, before)
+        old_key = events.key(topic, key_columns, before)
         if old_key != key:
-            return [ChangeEvent(topic, old_key, _value("d", before, None, source)),
+            return [ChangeEvent(topic, old_key, events.value(topic, "d", before, None, source)),
                     ChangeEvent(topic, old_key, None),
-                    ChangeEvent(topic, key, _value("c", None, after, source))]
-    return [ChangeEvent(topic, key, _value(op, before, after, source))]
+                    ChangeEvent(topic, key, events.value(topic, "c", None, after, source))]
+    return [ChangeEvent(topic, key, events.value(topic, op, before, after, source))]
 
 
 def create_template(source: dict) -> bytes:
@@ -99,6 +129,6 @@ def create_value(template: bytes, after: dict, lsn: int, ts_ms: int) -> bytes:
     return template % (_dumps(after), lsn, ts_ms)
 
 
-def truncate_event(topic: str, source: dict) -> ChangeEvent:
+def truncate_event(topic: str, source: dict, events: EventFormat = JSON) -> ChangeEvent:
     """A truncate has no row and so no key."""
-    return ChangeEvent(topic, None, _value("t", None, None, source))
+    return ChangeEvent(topic, None, events.value(topic, "t", None, None, source))

@@ -36,12 +36,16 @@ def _timetz(text: str) -> str:
     return text + ":00" if _HOUR_ONLY_OFFSET.search(text) else text
 
 
+def boolean(text: str) -> bool:
+    return text in ("t", "true")  # the stream sends t/f, a snapshot's ::text true/false
+
+
 def _bytea(text: str) -> str:
     return base64.b64encode(bytes.fromhex(text[2:])).decode()
 
 
 _CONVERTERS: dict[int, Callable[[str], Any]] = {
-    **dict.fromkeys(_INTEGERS, int), BOOL: "t".__eq__, FLOAT4: _float, FLOAT8: _float,
+    **dict.fromkeys(_INTEGERS, int), BOOL: boolean, FLOAT4: _float, FLOAT8: _float,
     TIMESTAMP: _iso_timestamp, TIMESTAMPTZ: _iso_timestamp, TIMETZ: _timetz, BYTEA: _bytea,
 }
 

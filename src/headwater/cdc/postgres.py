@@ -19,10 +19,12 @@ from psycopg2 import sql
 
 from headwater.waiting import Stopped
 
-from . import CdcError, SourceUnavailable, pgoutput, pgtypes
+from . import CdcError, SourceUnavailable, avro_columns, pgoutput, pgtypes
+from .avro_columns import AvroColumn
+from .avro_events import AvroEvents
 from .connector import Connector, StatusTicker
-from .envelope import (UNAVAILABLE, Source, create_template, create_value, event_key, row_events, topic_name,
-                       truncate_event)
+from .envelope import (JSON, UNAVAILABLE, EventFormat, Source, create_template, create_value, event_key,
+                       row_events, topic_name, truncate_event)
 from .shipper import Batch, PositionStore, Shipper, new_producer
 
 SNAPSHOT_MODES = ("initial", "never", "when_needed")
@@ -37,11 +39,25 @@ class Table:
     columns: list[tuple[str, int]]  # [(name, type_oid)] in column order
     key: list[str]  # primary key column names
     topic: str  # where the table's events go
-    # [(name, text -> JSON or None)]: each column's type looked up once, not per value
+    typed: bool = False  # values as Avro's (`avro_columns`: --schema-registry) rather than JSON's
+    avro: list[AvroColumn] = field(init=False, repr=False)  # the columns as Avro fields, if typed
+    # [(name, text -> value or None)]: each column's type looked up once, not per value
     converters: list[tuple[str, Callable[[str], Any] | None]] = field(init=False, repr=False)
+    unavailable: dict[str, Any] = field(init=False, repr=False)  # what an unchanged TOASTed value holds, if not UNAVAILABLE
 
     def __post_init__(self) -> None:
-        self.converters = [(name, pgtypes.converter(oid)) for name, oid in self.columns]
+        self.avro = [avro_columns.postgres_column(name, oid) for name, oid in self.columns] if self.typed else []
+        if self.typed:
+            self.converters = [(column.name, column.convert) for column in self.avro]
+            self.unavailable = {column.name: avro_columns.unavailable(column) for column in self.avro}
+        else:
+            self.converters = [(name, pgtypes.converter(oid)) for name, oid in self.columns]
+            self.unavailable = {}
+
+    def define(self, events: EventFormat) -> Table:
+        """Tell `events` the table's columns (its Avro schema), before its events."""
+        events.define(f"{self.schema}.{self.name}", self.topic, self.avro, self.key)
+        return self
 
 
 @dataclass
@@ -85,14 +101,14 @@ def parse_table(name: str) -> tuple[str, str]:
     return schema or "public", table
 
 
-def load_table(conn, schema: str, name: str, topic: str) -> Table:
+def load_table(conn, schema: str, name: str, topic: str, typed: bool = False) -> Table:
     with conn.cursor() as cur:
         cur.execute("SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
                     "WHERE n.nspname = %s AND c.relname = %s AND c.relkind IN ('r', 'p')", (schema, name))
         row = cur.fetchone()
         if row is None:
             raise CdcError(f"table {schema}.{name} does not exist in database {conn.info.dbname}")
-        return Table(schema, name, _columns(cur, row[0]), _primary_key(cur, row[0]), topic)
+        return Table(schema, name, _columns(cur, row[0]), _primary_key(cur, row[0]), topic, typed)
 
 
 def _columns(cur, relid: int) -> list[tuple[str, int]]:
@@ -116,7 +132,7 @@ def _row(table: Table, values: list) -> dict[str, Any]:
         elif value is None:
             row[name] = None
         elif value is pgoutput.UNCHANGED:
-            row[name] = UNAVAILABLE
+            row[name] = table.unavailable.get(name, UNAVAILABLE)
         else:  # binary tuple data: we never ask for it, keep it lossless
             row[name] = pgtypes.to_json(pgtypes.BYTEA, "\\x" + value.hex())
     return row
@@ -136,13 +152,16 @@ class PostgresConnector(Connector):
     """Capture `tables` into `<topic_prefix>.<schema>.<table>` topics on the broker at
     `bootstrap`. `producer` may be a confluent_kafka.Producer of your own (security settings,
     another cluster); it must keep acks=all and idempotence. `security`: librdkafka properties
-    for a secured broker (security.protocol, sasl.*, ssl.*), used by every client of the connector."""
+    for a secured broker (security.protocol, sasl.*, ssl.*), used by every client of the connector.
+    `schema_registry`: write Avro with the tables' schemas in the registry at this URL
+    (`avro_events`; `registry_config`: more of its client's properties), not JSON."""
 
     def __init__(self, dsn: str, tables: list[str], topic_prefix: str, bootstrap: str, *, slot: str = "headwater",
                  publication: str = "headwater", snapshot_mode: str = "initial",
                  positions_topic: str = "headwater-cdc-positions", heartbeat_interval: float = 5.0,
                  slot_wait: float = 5.0, producer: Producer | None = None, log: Callable[[str], None] = print,
-                 security: dict[str, str] | None = None):
+                 security: dict[str, str] | None = None, schema_registry: str | None = None,
+                 registry_config: dict[str, str] | None = None):
         if snapshot_mode not in SNAPSHOT_MODES:
             raise CdcError(f"unknown snapshot mode {snapshot_mode!r}; use one of {', '.join(SNAPSHOT_MODES)}")
         if not re.fullmatch(r"[a-z0-9_]+", slot):
@@ -156,6 +175,7 @@ class PostgresConnector(Connector):
         self.positions = PositionStore(bootstrap, positions_topic, f"postgresql:{slot}", security)
         self.security = security
         self.bootstrap, self._producer, self.log = bootstrap, producer, log
+        self.events: EventFormat = AvroEvents(schema_registry, registry_config) if schema_registry else JSON
         self.progress = Progress()
         self._conn: Any = None  # catalog queries
         self._repl: Any = None  # the replication connection
@@ -166,8 +186,8 @@ class PostgresConnector(Connector):
 
     def _prepare(self, conn) -> list[Table]:
         check_wal_level(conn)
-        tables = [load_table(conn, schema, name, topic_name(self.prefix, schema, name))
-                  for schema, name in map(parse_table, self.table_names)]
+        tables = [load_table(conn, schema, name, topic_name(self.prefix, schema, name), self.events.typed)
+                  .define(self.events) for schema, name in map(parse_table, self.table_names)]
         idents = sql.SQL(", ").join(sql.Identifier(t.schema, t.name) for t in tables)
         with conn.cursor() as cur:
             cur.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (self.publication,))
@@ -227,7 +247,7 @@ class PostgresConnector(Connector):
         except psycopg2.errors.ObjectInUse as exc:
             raise CdcError(f"replication slot {self.slot!r} is in use: {exc.pgerror.strip().splitlines()[0]}") from None
         self._stream = _Stream(conn, cur, shipper, db, resume_lsn, self.prefix, self.positions, self.progress,
-                               self.heartbeat_interval, self.ticker, self.log)
+                               self.heartbeat_interval, self.ticker, self.log, self.events)
         self._started = True
 
     # -- snapshot --------------------------------------------------------------------------
@@ -273,8 +293,8 @@ class PostgresConnector(Connector):
     def _send_read(self, batch: Batch, db: str, lsn: int, xid: int, ts_ms: int, table: Table, values: tuple,
                    marker: str) -> None:
         source = Source("postgresql", db, table.schema, table.name, lsn, xid, ts_ms, marker)
-        self._shipper.send_all(row_events(table.topic, table.key, "r", None, _row(table, values), source.as_json()),
-                               batch)
+        self._shipper.send_all(row_events(table.topic, table.key, "r", None, _row(table, values), source.as_json(),
+                                          self.events), batch)
         self.progress.snapshotted += 1
         if self.progress.snapshotted % 1000 == 0:
             self._shipper.poll(0)  # run delivery callbacks as we go
@@ -332,14 +352,18 @@ def _keepalive(cur) -> Callable[[], None]:
     return keepalive
 
 
+def _no_relid(_payload: bytes) -> None:
+    return None
+
+
 class _Stream:
     """The streaming loop: decode, produce, and confirm only what the broker holds."""
 
     def __init__(self, conn, cur, shipper: Shipper, db: str, resume_lsn: int, prefix: str,
                  positions: PositionStore, progress: Progress, heartbeat_interval: float, ticker: StatusTicker,
-                 log: Callable[[str], None]):
+                 log: Callable[[str], None], events: EventFormat):
         self.conn, self.cur, self.shipper, self.db = conn, cur, shipper, db
-        self.log = log
+        self.log, self.events = log, events
         self.resume_lsn, self.prefix, self.positions = resume_lsn, prefix, positions
         self.progress, self.heartbeat_interval, self.ticker = progress, heartbeat_interval, ticker
         self.relations: dict[int, Table] = {}
@@ -389,6 +413,8 @@ class _Stream:
         """Decode a run of messages and hand their events to the producer. Inserts, most of a
         stream, go to `insert` undecoded: each step less per event counts at this rate."""
         decode, handle, insert, insert_relid = pgoutput.decode, self.handle, self.insert, pgoutput.insert_relid
+        if self.events.typed:  # the inserts' fast path writes JSON
+            insert_relid = _no_relid
         self.now_ms = time.time_ns() // 1_000_000  # the processing time of inserts: once per run
         for lsn, payload in received:
             relid = insert_relid(payload)
@@ -426,12 +452,15 @@ class _Stream:
             with self.conn.cursor() as cur:
                 key = _primary_key(cur, msg.relid)
             # Sent before the first change to a table and again after each schema change.
+            # In Avro a new schema version then, registered with the table's next event.
             self.relations[msg.relid] = Table(msg.schema, msg.table, [(c.name, c.type_oid) for c in msg.columns],
-                                              key, topic_name(self.prefix, msg.schema, msg.table))
+                                              key, topic_name(self.prefix, msg.schema, msg.table),
+                                              self.events.typed).define(self.events)
         elif kind is pgoutput.Truncate and not self.txn.skip:
             for relid in msg.relids:
                 table = self.relations[relid]
-                self.shipper.send_all([truncate_event(table.topic, self.source(relid, lsn))], self.txn.batch)
+                self.shipper.send_all([truncate_event(table.topic, self.source(relid, lsn), self.events)],
+                                      self.txn.batch)
 
     def source(self, relid: int, lsn: int) -> dict:
         """The envelope's source block: built once per table and transaction, then copied."""
@@ -474,5 +503,5 @@ class _Stream:
             before = _row(table, msg.old) if msg.old is not None else None
         else:
             op, before, after = "d", _row(table, msg.old), None
-        self.shipper.send_all(row_events(table.topic, table.key, op, before, after, self.source(msg.relid, lsn)),
-                              self.txn.batch)
+        self.shipper.send_all(row_events(table.topic, table.key, op, before, after, self.source(msg.relid, lsn),
+                                         self.events), self.txn.batch)

@@ -18,8 +18,10 @@ from typing import Callable
 from confluent_kafka import Producer
 
 from . import CdcError
+from .avro_columns import AvroColumn, sqlite_column
+from .avro_events import AvroEvents
 from .connector import Connector
-from .envelope import Source, row_events, topic_name
+from .envelope import JSON, EventFormat, Source, row_events, topic_name
 from .shipper import PositionStore, Shipper, new_producer
 
 CHANGELOG = "_headwater_changelog"
@@ -49,6 +51,11 @@ def columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, int]]:
     if not rows:
         raise CdcError(f"table {table} does not exist in the SQLite database")
     return [(row[1], row[5]) for row in rows]
+
+
+def typed_columns(conn: sqlite3.Connection, table: str) -> list[AvroColumn]:
+    """A table's columns as Avro fields, by their declared types."""
+    return [sqlite_column(row[1], row[2]) for row in conn.execute(f"PRAGMA table_info({_q(table)})")]
 
 
 def primary_key(cols: list[tuple[str, int]]) -> list[str]:
@@ -117,14 +124,25 @@ def _unwrap(image: str | None) -> dict | None:
     return row
 
 
+def _typed(table: str, columns: list[AvroColumn], row: dict | None) -> dict | None:
+    if row is None:
+        return None
+    try:
+        return {c.name: None if row.get(c.name) is None else c.convert(row[c.name]) for c in columns}
+    except ValueError as exc:
+        raise CdcError(f"table main.{table}: a value does not fit its column's declared type in Avro: {exc}") from None
+
+
 class SqliteConnector(Connector):
     """Ship the changelog of the SQLite file at `path` into `<topic_prefix>.main.<table>`
-    topics. `producer` and `security` as for PostgresConnector."""
+    topics. `producer`, `security`, `schema_registry` and `registry_config` as for
+    PostgresConnector; a table's Avro schema is its columns' when the connector starts."""
 
     def __init__(self, path: str, tables: list[str], topic_prefix: str, bootstrap: str, *,
                  positions_topic: str = "headwater-cdc-positions", poll_interval: float = 0.05,
                  batch_rows: int = 2000, producer: Producer | None = None, log: Callable[[str], None] = print,
-                 security: dict[str, str] | None = None):
+                 security: dict[str, str] | None = None, schema_registry: str | None = None,
+                 registry_config: dict[str, str] | None = None):
         if not tables:
             raise CdcError("no tables given")
         super().__init__()
@@ -137,11 +155,16 @@ class SqliteConnector(Connector):
         self._conn: sqlite3.Connection | None = None
         self._shipper: Shipper | None = None
         self._keys: dict[str, list[str]] = {}
+        self.events: EventFormat = AvroEvents(schema_registry, registry_config) if schema_registry else JSON
+        self._typed: dict[str, list[AvroColumn]] = {}  # table -> its columns, in Avro
 
     def start(self) -> None:
         self._conn = conn = open_db(self.path)
         install(conn, self.tables)
         self._keys = {t: primary_key(columns(conn, t)) for t in self.tables}
+        if self.events.typed:  # read with the triggers just installed: their columns are these
+            for table in self.tables:
+                self._avro_columns(table)
         stored = self.positions.load(wait_log=self.log, should_stop=self.stop_requested)
         self.position = stored["id"] if stored else 0
         conn.execute(f"DELETE FROM {CHANGELOG} WHERE id <= ?", (self.position,))
@@ -159,8 +182,12 @@ class SqliteConnector(Connector):
                 batch = shipper.tracker.open()
                 for row_id, table, op, before, after, ts_ms in rows:
                     source = Source("sqlite", db, "main", table, row_id, None, ts_ms, "true" if op == "r" else "false")
+                    before, after = _unwrap(before), _unwrap(after)
+                    if self.events.typed:
+                        typed = self._avro_columns(table)
+                        before, after = _typed(table, typed, before), _typed(table, typed, after)
                     shipper.send_all(row_events(topic_name(self.prefix, "main", table), self._keys.get(table, []),
-                                                op, _unwrap(before), _unwrap(after), source.as_json()), batch)
+                                                op, before, after, source.as_json(), self.events), batch)
                 shipper.tracker.close(batch, rows[-1][0])
                 self.position = rows[-1][0]
             self._store(shipper.settle())
@@ -169,6 +196,16 @@ class SqliteConnector(Connector):
                 time.sleep(self.poll_interval)
         self._store(shipper.flush_on_stop(self.log))
         shipper.flush_on_stop(self.log)
+
+    def _avro_columns(self, table: str) -> list[AvroColumn]:
+        """The table's columns in Avro, told to `events` once per start (a table captured before
+        but not now may still have changes in the changelog: they use its columns now)."""
+        typed = self._typed.get(table)
+        if typed is None:
+            typed = self._typed[table] = typed_columns(self._conn, table)
+            self.events.define(f"main.{table}", topic_name(self.prefix, "main", table), typed,
+                               self._keys.get(table, []))
+        return typed
 
     def _close(self) -> None:
         if self._conn is not None:

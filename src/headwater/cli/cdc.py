@@ -15,7 +15,7 @@ from confluent_kafka import KafkaException
 from headwater.cdc import CdcError, SourceUnavailable
 from headwater.cdc.connector import Connector
 from headwater.cdc.shipper import DeliveryFailed
-from headwater.cli.common import add_connection_args
+from headwater.cli.common import add_connection_args, add_schema_registry_arg, registry_config
 from headwater.cli.long_running import StopRequest, command_log
 from headwater.waiting import Stopped
 
@@ -57,10 +57,17 @@ def _common(parser: argparse.ArgumentParser, prefix_required: bool) -> None:
     parser.add_argument("--positions-topic", default="headwater-cdc-positions",
                         help="topic where the connector keeps its position (default: %(default)s)")
     parser.add_argument("--status-interval", type=float, default=2.0, help="seconds between status lines")
+    add_schema_registry_arg(parser, "each table's schema from its columns, registered as <topic>-value and "
+                                    "<topic>-key")
 
 
 def _tables(args: argparse.Namespace) -> list[str]:
     return [t.strip() for t in args.tables.split(",") if t.strip()]
+
+
+def _registry(args: argparse.Namespace) -> dict:
+    return {"schema_registry": args.schema_registry,
+            "registry_config": registry_config(args.schema_registry, args.command_config)}
 
 
 def _status_printer() -> Callable[[str], None]:
@@ -116,7 +123,7 @@ def run_postgres(args: argparse.Namespace) -> int:
                                  slot=args.slot, publication=args.publication,
                                  snapshot_mode=args.snapshot_mode, positions_topic=args.positions_topic,
                                  heartbeat_interval=args.heartbeat_interval, log=log,
-                                 security=args.command_config)
+                                 security=args.command_config, **_registry(args))
     return _supervise(make, args, log)
 
 
@@ -138,5 +145,5 @@ def run_sqlite(args: argparse.Namespace) -> int:
     def make() -> Connector:
         return sqlite.SqliteConnector(args.db, _tables(args), prefix, args.bootstrap_server,
                                       positions_topic=args.positions_topic, log=log,
-                                      security=args.command_config)
+                                      security=args.command_config, **_registry(args))
     return _supervise(make, args, log)

@@ -50,6 +50,25 @@ def add_connection_args(parser) -> None:
                              "sasl.username, sasl.password, ssl.ca.location, ... in librdkafka's names)")
 
 
+def add_schema_registry_arg(parser, what: str) -> None:
+    parser.add_argument("--schema-registry", metavar="URL",
+                        help=f"write Avro ({what}) instead of JSON, its schema in the registry at URL (a broker's "
+                             "HTTP listener); it logs in as http://USER:PASSWORD@HOST:PORT/ says, else as "
+                             "--command-config's sasl.username and sasl.password")
+
+
+def registry_config(url: str | None, properties: dict[str, str]) -> dict[str, str]:
+    """The schema registry client's properties from the broker's client properties: a secured
+    broker's HTTP listener takes the same user (HTTP Basic, as `headwater schemas` logs in), its
+    CA file verifies https. A login in the URL wins (confluent-kafka's client refuses both)."""
+    config = {}
+    if url and "@" not in url.partition("://")[2].partition("/")[0] and "sasl.username" in properties:
+        config["basic.auth.user.info"] = f"{properties['sasl.username']}:{properties.get('sasl.password', '')}"
+    if "ssl.ca.location" in properties:
+        config["ssl.ca.location"] = properties["ssl.ca.location"]
+    return config
+
+
 def name_value(text: str) -> tuple[str, str]:
     """A NAME=VALUE argument (a config, a client property, a parameter), both sides stripped."""
     name, sep, value = text.partition("=")

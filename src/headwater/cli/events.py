@@ -13,7 +13,7 @@ import json
 import os
 import time
 
-from headwater.cli.common import CommandError, add_connection_args, emit
+from headwater.cli.common import CommandError, add_connection_args, add_schema_registry_arg, emit, registry_config
 from headwater.cli.long_running import StopRequest, command_log
 from headwater.eventsourcing import ANY, EventStoreError, NewEvent, RecordedEvent, open_store
 from headwater.eventsourcing.projection import ProjectionRunner, skipped_events, statuses
@@ -52,8 +52,7 @@ def add_parser(subparsers) -> None:
     relay = actions.add_parser("relay", help="publish the store's events to a topic, keyed by stream (outbox relay)")
     relay.add_argument("--topic", required=True)
     relay.add_argument("--partitions", type=int, default=3, help="partitions if the topic is created (default 3)")
-    relay.add_argument("--schema-registry", metavar="URL",
-                       help="write Avro (the stored row's schema, registered as <topic>-value) instead of JSON")
+    add_schema_registry_arg(relay, "the stored row's schema, registered as <topic>-value")
     add_connection_args(relay)
     relay.set_defaults(func=_store_command(run_relay), waits_for_broker=True)
 
@@ -160,7 +159,9 @@ def run_relay(args, store, _app) -> int:
     say = command_log("events relay")
     try:
         relay = OutboxRelay(store, args.bootstrap_server, args.topic, args.partitions, security=args.command_config,
-                            should_stop=stopping, on_wait=say, rows=row_format(args.topic, args.schema_registry))
+                            should_stop=stopping, on_wait=say,
+                            rows=row_format(args.topic, args.schema_registry,
+                                            registry_config(args.schema_registry, args.command_config)))
         say(f"publishing to {args.topic} from position {relay.position}")
         relay.run()
     except Stopped:

@@ -8,11 +8,8 @@ from __future__ import annotations
 import json
 from typing import Protocol
 
-from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
-
 from headwater.eventsourcing.events import COLUMNS
+from headwater.schemas.avro_records import AvroRecords, registry_client
 
 FIELDS = [c.strip() for c in COLUMNS.split(",")]
 AVRO_TYPES = {"position": "long", "stream_id": "string", "version": "long", "event_id": "string",
@@ -49,18 +46,15 @@ class AvroRows:
 
     def __init__(self, url: str, topic: str, registry_config: dict[str, str] | None = None):
         """``registry_config``: more of the registry client's properties (basic.auth.user.info, ssl.ca.location)."""
-        client = SchemaRegistryClient({"url": url, **(registry_config or {})})
-        self.context = SerializationContext(topic, MessageField.VALUE)
-        self._serialize = AvroSerializer(client, json.dumps(ROW_SCHEMA))
-        self._deserialize = AvroDeserializer(client)
+        self.records = AvroRecords(registry_client(url, registry_config), topic, ROW_SCHEMA)
 
     def encode(self, row: tuple) -> bytes:
         record = dict(zip(FIELDS, row))
         record["recorded_at"] = float(record["recorded_at"])
-        return self._serialize(record, self.context)
+        return self.records.encode(record)
 
     def decode(self, value: bytes) -> tuple:
-        record = self._deserialize(value, self.context)
+        record = self.records.decode(value)
         return tuple(record[f] for f in FIELDS)
 
 

@@ -9,10 +9,11 @@ written with another one (an older version) fails the query with the ids, never 
 wrong values."""
 from __future__ import annotations
 
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
+
+from headwater.schemas.avro_records import registry_client
 
 PREFIX = 5   # magic byte and schema id
 
@@ -20,7 +21,7 @@ PREFIX = 5   # magic byte and schema id
 def registered_schema(registry_url: str, subject: str, version: int | None = None,
                       registry_config: dict[str, str] | None = None) -> tuple[int, str]:
     """The id and Avro schema JSON of the subject's version (default: its latest)."""
-    client = SchemaRegistryClient({"url": registry_url, **(registry_config or {})})
+    client = registry_client(registry_url, registry_config)
     found = client.get_version(subject, version) if version else client.get_latest_version(subject)
     if found.schema.schema_type not in (None, "AVRO"):
         raise ValueError(f"{subject} version {found.version} is {found.schema.schema_type}, not Avro")
