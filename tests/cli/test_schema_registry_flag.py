@@ -94,3 +94,18 @@ def test_cdc_writes_avro_to_a_registry_behind_the_login(secured, command_config,
     values = decode(secured, "shop.main.items")
     assert sorted((v["op"], v["after"]["id"], v["after"]["name"]) for v in values) == [
         ("c", 2, "ink"), ("r", 1, "pen")], output
+
+
+@pytest.mark.parametrize("registry", ["wrong password", "nothing listening"])
+def test_a_registry_that_does_not_answer_is_one_line(secured, command_config, tmp_path, registry):
+    """A wrong login or URL stops the command at its start with one line, before it ships anything."""
+    path = str(tmp_path / "shop.db")
+    make_db(path, "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO items VALUES (1, 'pen')")
+    url = (secured.console_url.replace("http://", "http://alice:wrong@") if registry == "wrong password"
+           else "http://127.0.0.1:1")
+    done = subprocess.run([sys.executable, "-m", "headwater", "cdc", "sqlite", "--db", path, "--tables", "items",
+                           "--bootstrap-server", secured.bootstrap, "--command-config", command_config,
+                           "--schema-registry", url], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("headwater: error: the schema registry at ") and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr

@@ -66,7 +66,20 @@ def registry_config(url: str | None, properties: dict[str, str]) -> dict[str, st
         config["basic.auth.user.info"] = f"{properties['sasl.username']}:{properties.get('sasl.password', '')}"
     if "ssl.ca.location" in properties:
         config["ssl.ca.location"] = properties["ssl.ca.location"]
+    if url:
+        _require_registry(url, config)
     return config
+
+
+def _require_registry(url: str, config: dict[str, str]) -> None:
+    """One request at the start, so that a wrong URL, a login refused or a registry that is down
+    is one line now rather than a traceback from the HTTP client at the first record."""
+    from headwater.schemas.avro_records import registry_client
+
+    try:
+        registry_client(url, config).get_subjects()
+    except Exception as exc:  # the client's own and its HTTP library's errors alike
+        raise CommandError(f"the schema registry at {url} does not answer: {exc}") from exc
 
 
 def name_value(text: str) -> tuple[str, str]:
