@@ -84,7 +84,8 @@ def validate_own(batch: bytes, keyless: list[int], rules: AppendRules, now_ms: i
 
 
 def _over_request_limit(records: bytes, rules: AppendRules) -> Refusal:
-    return Refusal(Refused.MESSAGE_TOO_LARGE, f"{len(records)} bytes exceed message.max.bytes {rules.max_request_bytes}")
+    return Refusal(Refused.MESSAGE_TOO_LARGE,
+                   f"{len(records)} bytes exceed message.max.bytes {rules.max_request_bytes}")
 
 
 def _topic_rules(buf: bytearray, batches: list[tuple[int, BatchHeader]], rules: AppendRules,
