@@ -12,6 +12,7 @@ import urllib.request
 from urllib.parse import urlsplit
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from headwater.testing import BrokerProcess
 
@@ -191,3 +192,42 @@ def test_reads_show_what_a_read_committed_consumer_sees(api):
     assert values() == []       # the open transaction holds back what was written after it began
     producer.commit_transaction(30)
     assert values() == [b"open", b'"plain"']  # a JSON value is stored as its JSON text
+
+
+def test_keyed_records_land_where_librdkafkas_murmur2_puts_them(api):
+    proc, base = api
+    keys = [f"user-{i}".encode() for i in range(40)] + ["ключ".encode(), b"\x00\xff" * 5, b""]
+    native = confluent_produce(proc.bootstrap, "placed-native", [(k, b"v", []) for k in keys], partitioner="murmur2")
+    confluent_produce(proc.bootstrap, "placed-http", sample_messages(1))  # created with as many partitions (3)
+    entries = [{"id": str(i), "key": {"type": "BINARY", "data": b64(k)}, "value": {"type": "STRING", "data": "v"}}
+               for i, k in enumerate(keys)]
+    status, answer, _ = call(f"{base}/topics/placed-http/records:batch", {"entries": entries})
+    assert status == 200 and len({p for p, *_ in native}) == 3
+    assert [s["partition_id"] for s in sorted(answer["successes"], key=lambda s: int(s["id"]))] == [
+        p for p, *_ in native]
+
+
+def test_a_bad_entry_fails_alone_and_a_topics_rules_refuse_with_their_reason(api):
+    proc, base = api
+    confluent_produce(proc.bootstrap, "events", sample_messages(1))
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})  # kept: its futures end with it
+    created = admin.create_topics([
+        NewTopic("http-compacted", 1, config={"cleanup.policy": "compact"}),
+        NewTopic("http-small", 1, config={"max.message.bytes": "1000"})])
+    for future in created.values():
+        future.result(30)
+    entries = [{"id": "ok", "partition_id": 0, "value": {"type": "STRING", "data": "fine"}},
+               {"id": "b64", "value": {"type": "BINARY", "data": "no base64!"}},
+               {"id": "p", "partition_id": 7, "value": {"type": "STRING", "data": "x"}}]
+    status, answer, _ = call(f"{base}/topics/events/records:batch", {"entries": entries})
+    assert status == 207 and [s["id"] for s in answer["successes"]] == ["ok"]
+    assert {f["id"]: (f["error_code"], "base64" in f["message"] or "partition_id" in f["message"])
+            for f in answer["failures"]} == {"b64": (400, True), "p": (400, True)}
+    for topic, entries, words in [
+            ("http-compacted", [{"key": {"type": "STRING", "data": "k"}}, {"value": {"type": "STRING", "data": "v"}}],
+             "without a key"),
+            ("http-small", [{"value": {"type": "STRING", "data": "x" * 2000}}], "max.message.bytes")]:
+        status, answer, _ = call(f"{base}/topics/{topic}/records:batch", {"entries": entries})
+        assert status == 207 and not answer["successes"] and len(answer["failures"]) == len(entries)
+        assert all(words in f["message"] for f in answer["failures"]), answer
+    assert call(f"{base}/topics/http-compacted/records", {"key": {"type": "STRING", "data": "k"}})[0] == 200

@@ -26,7 +26,7 @@ from headwater.log import InvalidTopicError, Log, LogManager, PartitionLimitErro
 from headwater.protocol.errors import ErrorCode
 from headwater.records import BatchHeader
 from headwater.records.layout import NO_PRODUCER_ID, is_compressed
-from headwater.records.validator import Refusal, validate
+from headwater.records.validator import Refusal, validate, validate_own
 
 logger = logging.getLogger("headwater.broker")
 
@@ -137,12 +137,15 @@ class Appender:
         acks=all with ``--flush always``, or the topic's flush.messages / flush.ms due."""
         return (acks_all and self.fsyncs_each_write) or plog.flush_due()
 
-    def append(self, topic_name: str, partition: int, records: bytes | None, flush_policy: bool = True) -> ProduceResult:
-        """Validate and append one partition's batches (on the caller's thread)."""
+    def append(self, topic_name: str, partition: int, records: bytes | None, flush_policy: bool = True,
+               keyless: list[int] | None = None) -> ProduceResult:
+        """Validate and append one partition's batches (on the caller's thread). With ``keyless``
+        (the indexes of its records without a key), ``records`` is one batch the broker encoded
+        itself with ``encode_batch``: only the topic's rules are checked, its records are not walked again."""
         target = self._target(topic_name, partition)
         if isinstance(target, ProduceResult):
             return target
-        validated = self._validate(target, records)
+        validated = self._validate(target, records, keyless)
         if isinstance(validated, ProduceResult):
             return validated
         return self.append_valid(Validated(target, partition, *validated), flush_policy=flush_policy)
@@ -157,10 +160,12 @@ class Appender:
             return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return topic
 
-    def _validate(self, topic: Topic, records: bytes | None) -> tuple[bytearray, list] | ProduceResult:
+    def _validate(self, topic: Topic, records: bytes | None,
+                  keyless: list[int] | None = None) -> tuple[bytearray, list] | ProduceResult:
         """The log validator's answer for an append of ``records`` to ``topic``: the batches as
-        (buffer, [(position, header)]), or the ProduceResult refusing them."""
-        checked = validate(records, topic.config.append_rules(self.config.message_max_bytes), int(time.time() * 1000))
+        (buffer, [(position, header)]), or the ProduceResult refusing them. ``keyless``: see ``append``."""
+        rules, now_ms = topic.config.append_rules(self.config.message_max_bytes), int(time.time() * 1000)
+        checked = validate(records, rules, now_ms) if keyless is None else validate_own(records, keyless, rules, now_ms)
         if isinstance(checked, Refusal):
             return ProduceResult(ErrorCode[checked.error.name], message=checked.message,
                                  record_errors=checked.record_errors)

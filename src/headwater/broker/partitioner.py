@@ -4,10 +4,32 @@ producer using murmur2 would put them."""
 from __future__ import annotations
 
 import itertools
-
-from kafka.partitioner.default import murmur2
+import struct
 
 _round_robin = itertools.count()
+_M, _SEED, _MASK = 0x5BD1E995, 0x9747B28C, 0xFFFFFFFF
+
+
+def murmur2(key: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` as an unsigned 32-bit int: the key's 4-byte blocks unpacked in
+    one call (little-endian, as Java reads them), then the tail bytes and the final mix."""
+    length = len(key)
+    h = _SEED ^ length
+    blocks = length >> 2
+    for k in struct.unpack_from(f"<{blocks}I", key):
+        k = (k * _M) & _MASK
+        k = ((k ^ (k >> 24)) * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    tail = length & 3
+    if tail:
+        at = blocks << 2
+        if tail == 3:
+            h ^= key[at + 2] << 16
+        if tail >= 2:
+            h ^= key[at + 1] << 8
+        h = ((h ^ key[at]) * _M) & _MASK
+    h = ((h ^ (h >> 13)) * _M) & _MASK
+    return h ^ (h >> 15)
 
 
 def partition_for(key: bytes | None, partitions: int) -> int:

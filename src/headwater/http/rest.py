@@ -23,6 +23,8 @@ import json
 import math
 import time
 
+import orjson
+
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -74,7 +76,7 @@ class RestApi:
         result = (await self._produce(request, [entry], size))[0]
         if "error_code" in result:
             raise HTTPException(result["error_code"], result["message"])
-        return JSONResponse(result)
+        return _JsonResponse(result)
 
     async def produce_batch(self, request: Request) -> Response:
         body, size = await self._body(request)
@@ -82,7 +84,7 @@ class RestApi:
         if not isinstance(entries, list) or not entries:
             raise HTTPException(400, 'a batch is {"entries": [record, ...]} with at least one record')
         results = await self._produce(request, entries, size)
-        return JSONResponse({"successes": [r for r in results if "error_code" not in r],
+        return _JsonResponse({"successes": [r for r in results if "error_code" not in r],
                              "failures": [r for r in results if "error_code" in r]}, status_code=207 if any(
                                  "error_code" in r for r in results) else 200)
 
@@ -96,7 +98,7 @@ class RestApi:
         limit = min(_query_int(request, "max_records", 100), MAX_READ)
         if not plog.log_start_offset <= offset <= plog.log_end_offset:
             raise HTTPException(416, f"offset {offset} is outside {plog.log_start_offset}..{plog.log_end_offset}")
-        return JSONResponse({"kind": "KafkaRecordList", "data": [{
+        return _JsonResponse({"kind": "KafkaRecordList", "data": [{
             "partition_id": index, "offset": r.offset, "timestamp": r.timestamp,
             "key": _binary(r.key), "value": _binary(r.value),
             "headers": [{"name": k, "value": None if v is None else base64.b64encode(v).decode()} for k, v in r.headers],
@@ -125,7 +127,7 @@ class RestApi:
             if len(raw) > limit:
                 raise too_large
         try:
-            body = json.loads(raw)
+            body = _json_loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise HTTPException(400, f"the body is not JSON: {exc}") from None
         if not isinstance(body, dict):
@@ -158,17 +160,19 @@ async def produce(broker: Broker, topic: Topic, entries: list, client_id: str, s
                             f"retry in {throttle:.2f} s", headers={"Retry-After": str(math.ceil(throttle))})
     now = int(time.time() * 1000)
     results: list[dict | None] = [None] * len(entries)
-    by_partition: dict[int, list[tuple[int, Record]]] = {}
+    by_partition: dict[int, list[tuple[int, Record]]] = {}  # (index in entries, record at its offset delta)
     for i, entry in enumerate(entries):
         try:
-            partition, record = _record(entry, now, len(topic.partitions))
+            partition, key, value, headers = _record(entry, len(topic.partitions))
         except HTTPException as exc:
             results[i] = _failure(entry, exc.status_code, exc.detail)
             continue
-        by_partition.setdefault(partition, []).append((i, record))
-    answers = {partition: broker.appender.append(topic.name, partition, encode_batch(
-        [Record(n, r.timestamp, r.key, r.value, r.headers) for n, (_, r) in enumerate(placed)]), flush_policy=False)
-        for partition, placed in by_partition.items()}
+        placed = by_partition.setdefault(partition, [])
+        placed.append((i, Record(len(placed), now, key, value, headers)))
+    # One batch per partition, which the appender need not walk again: the broker encoded it.
+    answers = {partition: broker.appender.append(
+        topic.name, partition, encode_batch([r for _, r in placed]), flush_policy=False,
+        keyless=[n for n, (_, r) in enumerate(placed) if r.key is None]) for partition, placed in by_partition.items()}
     await _make_durable(broker, topic, answers)
     for partition, placed in by_partition.items():
         answer = answers[partition]
@@ -195,7 +199,8 @@ async def _make_durable(broker: Broker, topic: Topic, answers: dict[int, Produce
                                                message=f"cannot fsync {plog.directory}: {failed[plog]}")
 
 
-def _record(entry, now: int, partitions: int) -> tuple[int, Record]:
+def _record(entry, partitions: int) -> tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
+    """An entry's partition, key, value and headers."""
     if not isinstance(entry, dict):
         raise HTTPException(400, "a record must be a JSON object")
     key, value = _data(entry.get("key"), "key"), _data(entry.get("value"), "value")
@@ -209,7 +214,7 @@ def _record(entry, now: int, partitions: int) -> tuple[int, Record]:
         partition = partition_for(key, partitions)
     elif not isinstance(partition, int) or not 0 <= partition < partitions:
         raise HTTPException(400, f"partition_id {partition!r} is not one of 0..{partitions - 1}")
-    return partition, Record(0, now, key, value, headers)
+    return partition, key, value, headers
 
 
 def _data(field, what: str) -> bytes | None:
@@ -233,9 +238,25 @@ def _base64(data, what: str) -> bytes | None:
     if data is None:
         return None
     try:
-        return base64.b64decode(data, validate=True)
+        return binascii.a2b_base64(data, strict_mode=True)  # as b64decode(validate=True), with less around it
     except (binascii.Error, TypeError, ValueError):
         raise HTTPException(400, f"{what} is not base64") from None
+
+
+def _json_loads(raw: bytearray):
+    """orjson's parse (several times json's), and json's for what only json takes (integers past
+    64 bits, NaN), so a body json took before is still taken."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
+class _JsonResponse(JSONResponse):
+    """JSONResponse rendered by orjson: the same compact UTF-8 JSON, with less work per record."""
+
+    def render(self, content) -> bytes:
+        return orjson.dumps(content)
 
 
 def _binary(data: bytes | None) -> dict | None:

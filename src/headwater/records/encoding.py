@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from .codecs import Compression, compress
 from .layout import ATTR_COMPRESSION_MASK, MAGIC, NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader, records_section, sealed
-from .varint import write_bytes, write_varint
+from .varint import write_varint
 
 
 @dataclass(slots=True)
@@ -16,6 +16,25 @@ class Record:
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+def _zigzag_varint(value: int) -> bytes:
+    out = bytearray()
+    write_varint(out, value)
+    return bytes(out)
+
+
+_TABLED_FROM, _TABLED_TO = -1, 1 << 13   # null's -1, deltas and lengths below 8 KiB: at most 3 bytes
+_VARINTS = [_zigzag_varint(v) for v in range(_TABLED_FROM, _TABLED_TO)]
+
+
+def _varint(value: int) -> bytes:
+    return _VARINTS[value + 1] if _TABLED_FROM <= value < _TABLED_TO else _zigzag_varint(value)
+
+
+def _field(data: bytes | None) -> bytes:
+    """A record's nullable bytes field: its varint length (-1 for null), then the bytes."""
+    return b"\x01" if data is None else _varint(len(data)) + data
 
 
 def recompressed(buf, pos: int, header: BatchHeader, codec: Compression) -> bytes:
@@ -41,22 +60,17 @@ def encode_batch(records: list[Record], *, base_offset: int = 0, compression: Co
     if not records:
         raise ValueError("a record batch holds at least one record")
     base_ts = min(r.timestamp for r in records)
-    body = bytearray()
+    parts = []
     for r in records:
-        rec = bytearray(b"\x00")
-        write_varint(rec, r.timestamp - base_ts)
-        write_varint(rec, r.offset - base_offset)
-        write_bytes(rec, r.key)
-        write_bytes(rec, r.value)
-        write_varint(rec, len(r.headers))
-        for hkey, hval in r.headers:
-            write_bytes(rec, hkey.encode())
-            write_bytes(rec, hval)
-        write_varint(body, len(rec))
-        body += rec
+        # Per record one join of small byte strings: the varints of small values come from a table.
+        rec = b"".join([b"\x00", _varint(r.timestamp - base_ts), _varint(r.offset - base_offset),
+                        _field(r.key), _field(r.value), _varint(len(r.headers)),
+                        *[_field(hkey.encode()) + _field(hval) for hkey, hval in r.headers]])
+        parts += _varint(len(rec)), rec
+    body = b"".join(parts)
     header = BatchHeader(base_offset=base_offset, batch_length=0, partition_leader_epoch=-1, magic=MAGIC, crc=0,
                          attributes=(attributes & ~ATTR_COMPRESSION_MASK) | int(compression),
                          last_offset_delta=records[-1].offset - base_offset, base_timestamp=base_ts,
                          max_timestamp=max(r.timestamp for r in records), producer_id=producer_id,
                          producer_epoch=producer_epoch, base_sequence=base_sequence, records_count=len(records))
-    return sealed(header, compress(compression, bytes(body)))
+    return sealed(header, compress(compression, body))

@@ -60,8 +60,7 @@ def validate(records: bytes | None, rules: AppendRules, now_ms: int) -> Appendab
     if not records:
         return Refusal(Refused.INVALID_RECORD, "no record batch in the request")
     if len(records) > rules.max_request_bytes:
-        return Refusal(Refused.MESSAGE_TOO_LARGE,
-                       f"{len(records)} bytes exceed message.max.bytes {rules.max_request_bytes}")
+        return _over_request_limit(records, rules)
     buf = bytearray(records)
     try:
         batches = validate_produce(buf, max_uncompressed_bytes=rules.max_request_bytes * DECOMPRESSION_RATIO,
@@ -70,6 +69,28 @@ def validate(records: bytes | None, rules: AppendRules, now_ms: int) -> Appendab
         return Refusal(Refused.INVALID_RECORD, str(exc), exc.record_errors)
     except CorruptRecordError as exc:
         return Refusal(Refused.CORRUPT_MESSAGE, str(exc))
+    return _topic_rules(buf, batches, rules, now_ms)
+
+
+def validate_own(batch: bytes, keyless: list[int], rules: AppendRules, now_ms: int) -> Appendable | Refusal:
+    """``validate`` for one batch the broker encoded itself (``encode_batch``, as the HTTP API's
+    produce does), whose records without a key are at ``keyless``: well-formed by construction,
+    so its records are not walked again; the sizes and the topic's rules are checked as for a client's."""
+    if len(batch) > rules.max_request_bytes:
+        return _over_request_limit(batch, rules)
+    if keyless and rules.keys_required:
+        return Refusal(Refused.INVALID_RECORD, _keyless_error(keyless[0]), [(i, KEYLESS_ON_COMPACTED) for i in keyless])
+    return _topic_rules(bytearray(batch), [(0, read_header(batch))], rules, now_ms)
+
+
+def _over_request_limit(records: bytes, rules: AppendRules) -> Refusal:
+    return Refusal(Refused.MESSAGE_TOO_LARGE,
+                   f"{len(records)} bytes exceed message.max.bytes {rules.max_request_bytes}")
+
+
+def _topic_rules(buf: bytearray, batches: list[tuple[int, BatchHeader]], rules: AppendRules,
+                 now_ms: int) -> Appendable | Refusal:
+    """The checks of well-formed batches against the topic: record timestamps, its codec, its batch size."""
     out_of_range = _timestamp_errors(buf, batches, rules, now_ms)
     if out_of_range:
         return Refusal(Refused.INVALID_TIMESTAMP, out_of_range[0][1], out_of_range)
@@ -172,6 +193,10 @@ def _checked_records(buf, pos: int, body, count: int, keys_required: bool) -> in
 KEYLESS_ON_COMPACTED = "a compacted topic (cleanup.policy=compact) refuses records without a key"
 
 
+def _keyless_error(index: int) -> str:
+    return f"record {index} is without a key, which a compacted topic (cleanup.policy=compact) refuses"
+
+
 def _check_records(body, count: int, keys_required: bool) -> int:
     """Check ``count`` records; return the largest timestamp delta. The compiled reader vouches
     for the records a client normally sends; whatever it cannot vouch for, valid or not, the
@@ -267,8 +292,7 @@ def _walk_records(body, count: int, keys_required: bool) -> int:
                 raise InvalidRecordError(f"record {index} has offset delta {off_delta}")
             key_length, p = read_varint(body, p, VARINT_MAX_BYTES)
             if key_length < 0 and keys_required:
-                raise InvalidRecordError(f"record {index} is without a key, which a compacted topic "
-                                         "(cleanup.policy=compact) refuses")
+                raise InvalidRecordError(_keyless_error(index))
             p = _skip_field(p, key_length, index, "key")
             value_length, p = read_varint(body, p, VARINT_MAX_BYTES)
             p = _skip_field(p, value_length, index, "value")
