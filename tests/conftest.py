@@ -74,5 +74,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         shared = {"spark", "kafka_cluster"} & set(getattr(item, "fixturenames", ()))
         group = "spark" if shared else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+        # A module's own xdist_group mark wins: xdist would join two marks into a third group,
+        # splitting the module, and its module-scoped servers would start on both workers.
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
         item.add_marker(kind(item))

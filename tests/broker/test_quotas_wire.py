@@ -73,7 +73,8 @@ def test_a_producer_above_its_quota_is_throttled_to_it_and_others_are_not(broker
     assert 0.9 * QUOTA <= heavy.rate(start, end) <= 1.1 * QUOTA
     assert any(t.throttle_time > 0 for t in heavy.throttles)  # librdkafka reports 0 too, when a throttle ends
     assert not light.throttles
-    assert light.rate(start, end) > 2 * QUOTA, "a client without a quota is not held back to it"
+    # Above the band the heavy one is held to (its pace, ~2x the quota, is not reached on a loaded machine)
+    assert light.rate(start, end) > 1.1 * QUOTA, "a client without a quota is not held back to it"
 
 
 def test_a_consumer_above_its_byte_rate_is_throttled_to_it(broker):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import re
 import select
+import signal
 import struct
 import subprocess
 import threading
@@ -242,8 +243,17 @@ def test_exactly_once_word_count_windows_and_join_survive_kills(broker, tmp_path
         """Run the app while the phase's input arrives; kill it once more than `after` counts are
         committed (on disk) and a transaction is open. Returns the count of committed counts."""
         def mid_transaction() -> int:
+            """The app frozen (SIGSTOP) while a transaction is open on disk, else left running: a
+            transaction seen open and then committed before a kill lands would abort nothing."""
             counts = len(transactions_on_disk(broker.data_dir, "counts")[0])
-            return counts if counts > after and open_transaction(broker.data_dir) else 0
+            if counts <= after or not open_transaction(broker.data_dir):
+                return 0
+            app.proc.send_signal(signal.SIGSTOP)
+            time.sleep(0.5)   # requests already sent (an EndTxn) are answered meanwhile
+            if open_transaction(broker.data_dir):
+                return counts
+            app.proc.send_signal(signal.SIGCONT)
+            return 0
 
         app = StreamsApp(broker, state_dir, log_file)
         app.wait_running()
