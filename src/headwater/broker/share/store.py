@@ -32,15 +32,15 @@ class ShareStateStore:
 
     def _write(self, *pairs: tuple[dict, dict | None]) -> bool:
         """One batch of (key, value or None for a tombstone) records; False if it is not written."""
-        written = self._topic.write([(json_bytes(k), None if v is None else json_bytes(v)) for k, v in pairs])
-        return written == ErrorCode.NONE
+        return self._topic.write(_encoded(pairs)) == ErrorCode.NONE
 
     def save_partition(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> bool:
-        records = [[o, int(r.state), r.delivery_count] for o, r in sorted(sp.records.items())
-                   if r.state != RecordState.AVAILABLE or r.delivery_count]
-        return self._write(({"group": group_id, "type": "partition", "topic": topic, "partition": partition},
-                            {"start": sp.start_offset, "end": sp.end_offset, "records": records,
-                             "archived": sp.archived_total, "dead_lettered": sp.dead_lettered}))
+        return self._write(_partition_state(group_id, topic, partition, sp))
+
+    async def save_partitions_durably(self, group_id: str, partitions: dict[tuple[str, int], SharePartition]) -> bool:
+        """One record per share-partition, in one batch, fsynced by the broker's group commit."""
+        pairs = [_partition_state(group_id, topic, partition, sp) for (topic, partition), sp in partitions.items()]
+        return await self._topic.write_durably(_encoded(pairs)) == ErrorCode.NONE
 
     def save_configs(self, group_id: str, overrides: dict[str, str]) -> bool:
         return self._write(({"group": group_id, "type": "config"}, overrides))
@@ -70,6 +70,18 @@ class ShareStateStore:
                     configs[key["group"]] = {str(k): str(v) for k, v in value.items()}
         self._topic.replay(apply)
         return partitions, configs
+
+
+def _encoded(pairs) -> list[tuple[bytes, bytes | None]]:
+    return [(json_bytes(k), None if v is None else json_bytes(v)) for k, v in pairs]
+
+
+def _partition_state(group_id: str, topic: str, partition: int, sp: SharePartition) -> tuple[dict, dict]:
+    records = [[o, int(r.state), r.delivery_count] for o, r in sorted(sp.records.items())
+               if r.state != RecordState.AVAILABLE or r.delivery_count]
+    return ({"group": group_id, "type": "partition", "topic": topic, "partition": partition},
+            {"start": sp.start_offset, "end": sp.end_offset, "records": records,
+             "archived": sp.archived_total, "dead_lettered": sp.dead_lettered})
 
 
 def restore(sp: SharePartition, state: dict) -> None:
