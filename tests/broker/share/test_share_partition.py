@@ -349,3 +349,21 @@ def test_an_operator_moves_and_forgets_the_start_offsets_of_an_empty_group_only(
     share, appender = _restarted(tmp_path, clock, appender)   # the tombstones keep them gone
     assert "g" not in share.groups and list(share.states("never-joined")) == [("orders", 1)]
     close_appender(appender)
+
+
+def test_one_acquisition_reports_runs_split_at_gaps_and_at_changes_of_delivery_count(sp):
+    sp.acquire("a", 10, until=10)
+    sp.acknowledge("a", [(0, 9, [Ack.RELEASE, Ack.ACCEPT, Ack.RELEASE, Ack.RELEASE, Ack.ACCEPT,
+                                 Ack.ACCEPT, Ack.ACCEPT, Ack.ACCEPT, Ack.RELEASE, Ack.ACCEPT])])
+    sp.acquire("a", 1, until=10)                           # offset 0 again: delivery count 2
+    sp.acknowledge("a", [(0, 0, [Ack.RELEASE])])
+    runs = sp.acquire("b", 8, until=14)
+    # Ground truth: every acquired offset with its delivery count, merged into runs in plain Python.
+    counts = {0: 3, 2: 2, 3: 2, 8: 2, 10: 1, 11: 1, 12: 1, 13: 1}
+    expected: list[list[int]] = []
+    for offset, count in counts.items():
+        if expected and expected[-1][1] == offset - 1 and expected[-1][2] == count:
+            expected[-1][1] = offset
+        else:
+            expected.append([offset, offset, count])
+    assert runs == [Acquired(*run) for run in expected]
