@@ -5,8 +5,12 @@ The internal topic ``__share_group_state`` (one partition, compacted) holds one 
 share-partition, rewritten whenever its delivery state changes, and one per group's configs:
 
     key   {"group": G, "type": "partition", "topic": T, "partition": P}
-    value {"start": SPSO, "end": SPEO, "records": [[offset, state, delivery count], ...],
+    value {"start": SPSO, "end": SPEO, "ranges": [[first offset, last offset, state, delivery count], ...],
            "archived": N, "dead_lettered": N}
+
+(``ranges``: runs of consecutive offsets in one state with one delivery count, so a state
+record grows with the runs, not the records in flight. Older states have ``records``,
+[[offset, state, delivery count], ...]; both are read.)
 
     key   {"group": G, "type": "config"}
     value {name: value, ...}
@@ -15,6 +19,8 @@ DeleteGroups writes tombstones (null values) for a group's keys. Replayed at sta
 available again (their locks died with the broker) keeping their delivery counts.
 """
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from headwater.broker.appender import Appender
 from headwater.broker.clock import Clock
@@ -77,10 +83,18 @@ def _encoded(pairs) -> list[tuple[bytes, bytes | None]]:
 
 
 def _partition_state(group_id: str, topic: str, partition: int, sp: SharePartition) -> tuple[dict, dict]:
-    records = [[o, int(r.state), r.delivery_count] for o, r in sorted(sp.records.items())
-               if r.state != RecordState.AVAILABLE or r.delivery_count]
+    ranges: list[list[int]] = []
+    for offset, record in sorted(sp.records.items()):
+        state, count = int(record.state), record.delivery_count
+        if state == RecordState.AVAILABLE and not count:
+            continue
+        last = ranges[-1] if ranges else None
+        if last and last[1] == offset - 1 and last[2] == state and last[3] == count:
+            last[1] = offset
+        else:
+            ranges.append([offset, offset, state, count])
     return ({"group": group_id, "type": "partition", "topic": topic, "partition": partition},
-            {"start": sp.start_offset, "end": sp.end_offset, "records": records,
+            {"start": sp.start_offset, "end": sp.end_offset, "ranges": ranges,
              "archived": sp.archived_total, "dead_lettered": sp.dead_lettered})
 
 
@@ -89,6 +103,14 @@ def restore(sp: SharePartition, state: dict) -> None:
     sp.start_offset, sp.end_offset = int(state["start"]), int(state["end"])
     sp.archived_total, sp.dead_lettered = int(state["archived"]), int(state["dead_lettered"])
     sp.records = {o: InFlight() for o in range(sp.start_offset, sp.end_offset)}
-    for offset, state_value, count in state["records"]:
+    for offset, state_value, count in record_states(state):
         done = RecordState(state_value) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
         sp.records[int(offset)] = InFlight(RecordState(state_value) if done else RecordState.AVAILABLE, int(count))
+
+
+def record_states(state: dict) -> Iterator[tuple[int, int, int]]:
+    """(offset, state, delivery count) of each record a persisted state lists, in either form."""
+    for first, last, state_value, count in state.get("ranges", ()):
+        for offset in range(int(first), int(last) + 1):
+            yield offset, state_value, count
+    yield from state.get("records", ())
