@@ -2,7 +2,7 @@
 partition, next to a classic consumer group reading the same topic, and next to RabbitMQ.
 
     .venv/bin/python bench/share_groups.py [--messages 20000] [--size 100] [--rabbit-messages 60000]
-        [--rabbit-seconds 3] [--smoke]
+        [--rabbit-seconds 3] [--consumers 1 4 8] [--headwater-only] [--smoke]
 
 Share consumers are confluent-kafka ShareConsumers (implicit acknowledgement: each poll
 acknowledges the previous one's records), each in its own process. The classic group is one
@@ -164,12 +164,26 @@ class RabbitMQ:
         subprocess.run(["epmd", "-port", str(self.epmd_port), "-kill"], capture_output=True)
 
 
+def _rabbit_rows(tmp: Path, args: argparse.Namespace, rows: list[dict]) -> None:
+    rabbit = RabbitMQ(tmp)
+    try:
+        for n in args.consumers:
+            rate = rabbit.drain_rate(args.rabbit_messages, args.size, n, args.rabbit_seconds)
+            rows.append({"system": "RabbitMQ durable queue, manual acks (PerfTest)", "consumers": str(n),
+                         "acked msgs/s": rate})
+    finally:
+        rabbit.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--size", type=int, default=100, help="message bytes")
     parser.add_argument("--rabbit-messages", type=int, default=60_000, help="messages PerfTest fills the queue with")
     parser.add_argument("--rabbit-seconds", type=int, default=3, help="seconds PerfTest drains the queue for")
+    parser.add_argument("--consumers", type=int, nargs="+", default=list(CONSUMERS), help="share group sizes to run")
+    parser.add_argument("--headwater-only", action="store_true",
+                        help="only the Headwater share groups (to profile the broker): no classic group, no RabbitMQ")
     args = bench_arguments(parser, smoke={"messages": 300, "rabbit_messages": 2_000, "rabbit_seconds": 2})
     console = Console()
     payload = b"x" * args.size
@@ -182,7 +196,7 @@ def main() -> None:
             producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
             produce_all(producer, "work", itertools.repeat(payload, args.messages), poll_every=1)
             producer.flush(60)
-            for n in CONSUMERS:
+            for n in args.consumers:
                 group = f"bench-share-{n}"
                 earliest = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
                 for future in admin.incremental_alter_configs([ConfigResource(
@@ -190,19 +204,14 @@ def main() -> None:
                     future.result(30)
                 rate = _run_pool(_share_consumer, (broker.bootstrap, group, "work"), n, args.messages)
                 rows.append({"system": "Headwater share group", "consumers": str(n), "acked msgs/s": f"{rate:,.0f}"})
-            rate = _classic_rate(broker.bootstrap, "work", args.messages)
-            rows.append({"system": "Headwater classic group (offsets)", "consumers": "1",
-                         "acked msgs/s": f"{rate:,.0f}"})
+            if not args.headwater_only:
+                rate = _classic_rate(broker.bootstrap, "work", args.messages)
+                rows.append({"system": "Headwater classic group (offsets)", "consumers": "1",
+                             "acked msgs/s": f"{rate:,.0f}"})
         finally:
             broker.stop()
-        rabbit = RabbitMQ(Path(tmp))
-        try:
-            for n in CONSUMERS:
-                rate = rabbit.drain_rate(args.rabbit_messages, args.size, n, args.rabbit_seconds)
-                rows.append({"system": "RabbitMQ durable queue, manual acks (PerfTest)", "consumers": str(n),
-                             "acked msgs/s": rate})
-        finally:
-            rabbit.stop()
+        if not args.headwater_only:
+            _rabbit_rows(Path(tmp), args, rows)
     console.print(table(f"{args.messages:,} messages of {args.size} bytes, one partition; RabbitMQ: a queue of "
                         f"{args.rabbit_messages:,} drained for {args.rabbit_seconds} s", rows))
 

@@ -55,6 +55,30 @@ class InternalTopic:
 
     def write(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
         """Append (key, value) records in one batch, fsynced when the broker flushes every write."""
+        error = self._append(pairs)
+        if error or not pairs:
+            return error
+        if self._appender.fsyncs_each_write:
+            try:
+                self.logs.get_log(self.name, 0).flush()
+            except OSError as exc:  # written, not durable: the client is told, and retries
+                logger.error("cannot fsync %s: %s", self.name, exc)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    async def write_durably(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """``write``, its fsync awaited in the broker's group commit, off the event loop and shared
+        with the other writes of the same round, rather than done on the event loop."""
+        error = self._append(pairs)
+        if error or not pairs or not self._appender.fsyncs_each_write:
+            return error
+        failed = await self._appender.fsync_rounds.durable([self.logs.get_log(self.name, 0)])
+        for exc in failed.values():
+            logger.error("cannot fsync %s: %s", self.name, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
+
+    def _append(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
         if not pairs:
             return ErrorCode.NONE
         now = self._clock.now_ms()
@@ -63,12 +87,6 @@ class InternalTopic:
         if result.error:
             logger.error("cannot write to %s: %s %s", self.name, result.error.name, result.message or "")
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its state log refuses a write
-        if self._appender.fsyncs_each_write:
-            try:
-                self.logs.get_log(self.name, 0).flush()
-            except OSError as exc:  # written, not durable: the client is told, and retries
-                logger.error("cannot fsync %s: %s", self.name, exc)
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
     def replay(self, apply: Apply) -> None:

@@ -17,6 +17,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
 
+from headwater.broker.share.store import record_states
 from headwater.cli.common import CommandError, client_config, emit, emit_document
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -89,7 +90,7 @@ def describe(args, admin, result) -> int:
         state = states.get(key) or {"start": starts[key] if configs.get("share.auto.offset.reset") == "earliest"
                                     else log_end, "records": [], "archived": 0, "dead_lettered": 0}
         state.setdefault("end", state["start"])
-        kinds = [s for _, s, _ in state["records"]]
+        kinds = [s for _, s, _ in record_states(state)]
         in_window = state["end"] - state["start"]
         done = sum(1 for s in kinds if s in (ACKNOWLEDGED, ARCHIVED))
         partitions.append({"topic": key[0], "partition": key[1], "start_offset": state["start"],

@@ -3,6 +3,7 @@ split among consumers, redelivery after a worker dies, release, reject, dead let
 with raw requests where the preview client cannot be made to misbehave, Kafka's error codes."""
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -389,3 +390,42 @@ def test_share_group_offsets_apis_refuse_a_group_with_members_and_bad_partitions
         assert delete().error_code == 0 and describe(group) == (0, {})
     finally:
         wire.close()
+
+
+@pytest.mark.parametrize("how", ["release", "lock expiry"])
+def test_a_waiting_share_fetch_gets_a_released_or_expired_record_before_its_max_wait(share_broker, how):
+    """m1 holds the only record; m2's ShareFetch waits up to 10 s for one. A release, or the lock
+    expiring, wakes it: its connection's timeout (5 s) is shorter than the max wait, so a fetch
+    that waited out its max wait fails the test."""
+    topic, group = _names("wake")
+    _setup(share_broker.bootstrap, topic, group, **{"share.record.lock.duration.ms": "1000"})
+    _produce(share_broker.bootstrap, topic, [b"only"])
+    topic_id = _topic_id(share_broker.bootstrap, topic)
+    m1, m2 = Wire(share_broker.bootstrap), Wire(share_broker.bootstrap, timeout=5)
+    FetchTopic, FetchPartition = ShareFetchRequest.FetchTopic, ShareFetchRequest.FetchTopic.FetchPartition
+
+    def fetch(wire, member, epoch, max_wait_ms):
+        return wire.request(ShareFetchRequest(
+            group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
+            max_bytes=1 << 20, max_records=10, batch_size=10, forgotten_topics_data=[],
+            topics=[FetchTopic(topic_id=topic_id, partitions=[FetchPartition(partition_index=0,
+                                                                             acknowledgement_batches=[])])]), 1)
+
+    for member in ("m1", "m2"):
+        m1.request(ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=0, rack_id=None,
+                                              subscribed_topic_names=[topic]), 1)
+    acquired = fetch(m1, "m1", 0, 500).responses[0].partitions[0].acquired_records
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in acquired] == [(0, 0, 1)]
+    waiting = concurrent.futures.ThreadPoolExecutor(1).submit(fetch, m2, "m2", 0, 10_000)
+    time.sleep(0.3)    # let m2's fetch start waiting (if it has not, it finds the record at once: still a pass)
+    if how == "release":
+        Ack = ShareAcknowledgeRequest.AcknowledgeTopic
+        released = m1.request(ShareAcknowledgeRequest(group_id=group, member_id="m1", share_session_epoch=1, topics=[
+            Ack(topic_id=topic_id, partitions=[Ack.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+                Ack.AcknowledgePartition.AcknowledgementBatch(first_offset=0, last_offset=0,
+                                                              acknowledge_types=[2])])])]), 1)
+        assert released.responses[0].partitions[0].error_code == ErrorCode.NONE
+    got = waiting.result().responses[0].partitions[0].acquired_records
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got] == [(0, 0, 2)]
+    m1.close()
+    m2.close()

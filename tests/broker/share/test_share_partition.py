@@ -349,3 +349,50 @@ def test_an_operator_moves_and_forgets_the_start_offsets_of_an_empty_group_only(
     share, appender = _restarted(tmp_path, clock, appender)   # the tombstones keep them gone
     assert "g" not in share.groups and list(share.states("never-joined")) == [("orders", 1)]
     close_appender(appender)
+
+
+def test_one_acquisition_reports_runs_split_at_gaps_and_at_changes_of_delivery_count(sp):
+    sp.acquire("a", 10, until=10)
+    sp.acknowledge("a", [(0, 9, [Ack.RELEASE, Ack.ACCEPT, Ack.RELEASE, Ack.RELEASE, Ack.ACCEPT,
+                                 Ack.ACCEPT, Ack.ACCEPT, Ack.ACCEPT, Ack.RELEASE, Ack.ACCEPT])])
+    sp.acquire("a", 1, until=10)                           # offset 0 again: delivery count 2
+    sp.acknowledge("a", [(0, 0, [Ack.RELEASE])])
+    runs = sp.acquire("b", 8, until=14)
+    # Ground truth: every acquired offset with its delivery count, merged into runs in plain Python.
+    counts = {0: 3, 2: 2, 3: 2, 8: 2, 10: 1, 11: 1, 12: 1, 13: 1}
+    expected: list[list[int]] = []
+    for offset, count in counts.items():
+        if expected and expected[-1][1] == offset - 1 and expected[-1][2] == count:
+            expected[-1][1] = offset
+        else:
+            expected.append([offset, offset, count])
+    assert runs == [Acquired(*run) for run in expected]
+
+
+def test_share_state_is_persisted_as_ranges_and_replays_record_by_record(tmp_path, clock):
+    from headwater.broker.share.store import _partition_state, restore
+    share, appender = _restarted(tmp_path, clock)
+    appender.log_manager.create_topic("orders", 1)
+    share.alter_configs("g", {"share.auto.offset.reset": "earliest"})
+    share.heartbeat("g", "a", 0, ["orders"])
+    group = share.groups["g"]
+    sp = share.share_partition(group, "orders", 0)
+    sp.acquire("a", 1000, until=1000)
+    kinds = [Ack.RELEASE] * 10 + [Ack.ACCEPT] * 490 + [Ack.REJECT] * 100 + [Ack.ACCEPT] * 200
+    sp.acknowledge("a", [(10, 809, kinds)])
+    before = {o: (r.state, r.delivery_count) for o, r in sp.records.items()}
+    # Ground truth in plain Python: what a restart keeps, record by record (acquired -> available).
+    expected = {o: (RecordState.AVAILABLE if state == RecordState.ACQUIRED else state, count)
+                for o, (state, count) in before.items()}
+    assert len(_partition_state("g", "orders", 0, sp)[1]["ranges"]) == 6     # runs, not 1,000 records
+    share.changed(group, "orders", 0)
+
+    share, appender = _restarted(tmp_path, clock, appender)
+    sp = share.share_partition(share.groups["g"], "orders", 0)
+    assert {o: (r.state, r.delivery_count) for o, r in sp.records.items()} == expected
+    # A state persisted before ranges, one entry per record, still restores.
+    old = SharePartition(clock, 0, lock_duration_ms=LOCK_MS, delivery_count_limit=3)
+    restore(old, {"start": 0, "end": 1000, "archived": 100, "dead_lettered": 0,
+                  "records": [[o, int(state), count] for o, (state, count) in before.items() if count]})
+    assert {o: (r.state, r.delivery_count) for o, r in old.records.items()} == expected
+    close_appender(appender)

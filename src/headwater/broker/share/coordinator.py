@@ -245,11 +245,21 @@ class ShareCoordinator:
         share_partition.reset_to(plog.log_start_offset)
         return share_partition
 
-    def changed(self, group: ShareGroup, topic: str, partition: int) -> None:
-        """A share-partition's delivery state changed: persist it, and wake fetches waiting for records."""
-        if self.store is not None:
-            self.store.save_partition(group.group_id, topic, partition, group.partitions[(topic, partition)])
+    def changed(self, group: ShareGroup, topic: str, partition: int, batch: set[tuple[str, int]] | None = None) -> None:
+        """A share-partition's delivery state changed: wake fetches waiting for records, and persist
+        it now, or, if a request gathers its changes in ``batch``, when it calls ``persist``."""
         self.wake(topic, partition)
+        if batch is not None:
+            batch.add((topic, partition))
+        elif self.store is not None:
+            self.store.save_partition(group.group_id, topic, partition, group.partitions[(topic, partition)])
+
+    async def persist(self, group: ShareGroup, batch: set[tuple[str, int]]) -> None:
+        """The share-partitions a request changed: one state record each, in one batch, whose fsync
+        is the broker's group commit (off the event loop), done before the request is answered."""
+        changed = {key: group.partitions[key] for key in sorted(batch) if key in group.partitions}
+        if self.store is not None and changed:
+            await self.store.save_partitions_durably(group.group_id, changed)
 
     def _archived(self, group: ShareGroup, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         if group.config.dead_letter_topic:

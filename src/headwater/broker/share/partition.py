@@ -108,7 +108,7 @@ class SharePartition:
         offset, window_end, skipped = self.end_offset, min(until, self.start_offset + MAX_IN_FLIGHT), False
         while len(offsets) < max_records and offset < window_end:
             record = self.records[offset] = InFlight()
-            if any(first <= offset <= last for first, last in aborted):
+            if aborted and any(first <= offset <= last for first, last in aborted):
                 self._archive(offset, record, None)
                 skipped = True
             else:
@@ -122,16 +122,18 @@ class SharePartition:
         self._acquisitions += 1
         timer = self.clock.after(self.lock_duration_ms, self._lock_expired, self._acquisitions, tuple(offsets))
         runs: list[Acquired] = []
+        first = previous = count = -1      # the run being built: first offset, last offset, delivery count
         for offset in offsets:
             record = self.records[offset]
             record.state, record.member, record.lock = RecordState.ACQUIRED, member, timer
             record.acquisition = self._acquisitions
             record.delivery_count += 1
-            last = runs[-1] if runs else None
-            if last and last.last_offset == offset - 1 and last.delivery_count == record.delivery_count:
-                runs[-1] = Acquired(last.first_offset, offset, last.delivery_count)
-            else:
-                runs.append(Acquired(offset, offset, record.delivery_count))
+            if offset != previous + 1 or record.delivery_count != count:
+                if first >= 0:
+                    runs.append(Acquired(first, previous, count))
+                first, count = offset, record.delivery_count
+            previous = offset
+        runs.append(Acquired(first, previous, count))
         return runs
 
     def _lock_expired(self, acquisition: int, offsets: tuple[int, ...]) -> None:

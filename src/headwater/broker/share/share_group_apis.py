@@ -78,8 +78,10 @@ def _names(broker, topics) -> dict[uuid.UUID, str | None]:
     return found
 
 
-def _acknowledge(broker, group: ShareGroup, member_id: str, topics, names) -> dict[tuple[uuid.UUID, int], tuple]:
-    """Apply the acknowledgement batches of a request: (topic id, partition) -> (error code, message)."""
+def _acknowledge(broker, group: ShareGroup, member_id: str, topics, names,
+                 batch: set[tuple[str, int]]) -> dict[tuple[uuid.UUID, int], tuple]:
+    """Apply the acknowledgement batches of a request: (topic id, partition) -> (error code, message).
+    The share-partitions changed go into ``batch``, to be persisted together."""
     results = {}
     for t in topics:
         name = names[t.topic_id]
@@ -96,7 +98,7 @@ def _acknowledge(broker, group: ShareGroup, member_id: str, topics, names) -> di
                                                             for b in p.acknowledgement_batches])
                 except AcknowledgeError as exc:
                     error, message = exc.code, str(exc)
-                broker.share.changed(group, name, p.partition_index)
+                broker.share.changed(group, name, p.partition_index, batch)
             results[(t.topic_id, p.partition_index)] = (error, message)
     return results
 
@@ -114,7 +116,8 @@ async def share_fetch(broker, header, request):
     except ShareError as exc:
         return _share_error(ShareFetchResponse, exc, acquisition_lock_timeout_ms=0)
     names = _names(broker, request.topics)
-    acked = _acknowledge(broker, group, request.member_id, request.topics, names)
+    batch: set[tuple[str, int]] = set()
+    acked = _acknowledge(broker, group, request.member_id, request.topics, names, batch)
     errors = {(t.topic_id, p.partition_index): ErrorCode.UNKNOWN_TOPIC_ID
               for t in request.topics if names[t.topic_id] is None for p in t.partitions}
     fetched: dict[TopicIdPartition, Fetched] = {}
@@ -128,8 +131,9 @@ async def share_fetch(broker, header, request):
             topic = broker.log_manager.topic_by_id(t.topic_id)
             if topic is not None:
                 session.partitions.difference_update((topic.name, p) for p in t.partitions)
-        fetched, gone = await _acquire(broker, group, request, session)
+        fetched, gone = await _acquire(broker, group, request, session, batch)
         errors.update(gone)
+    await share.persist(group, batch)
     PartitionData = ShareFetchResponse.ShareFetchableTopicResponse.PartitionData
     by_topic: dict[uuid.UUID, list] = {}
     for key in sorted(set(acked) | set(fetched) | set(errors), key=lambda k: (str(k[0]), k[1])):
@@ -150,10 +154,11 @@ async def share_fetch(broker, header, request):
                               node_endpoints=[])
 
 
-async def _acquire(broker, group: ShareGroup, request, session: ShareSession
+async def _acquire(broker, group: ShareGroup, request, session: ShareSession, batch: set[tuple[str, int]]
                    ) -> tuple[dict[TopicIdPartition, Fetched], dict[TopicIdPartition, ErrorCode]]:
     """Acquire up to MaxRecords and MaxBytes for the member, waiting up to MaxWaitMs for records
     to become available: (what was acquired, the session's partitions that no longer exist).
+    The share-partitions changed go into ``batch``; what it holds is persisted before a wait.
     A partition deleted during the wait ends it, answered with its error and out of the session."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
@@ -164,11 +169,13 @@ async def _acquire(broker, group: ShareGroup, request, session: ShareSession
         gone = {tp: error for tp, error in gone.items() if error is not None}
         live = [tp for tp in watched if tp not in gone]
         with broker.wakeups.watch(live) as watch:
-            fetched = _acquire_now(broker, group, request, live)
+            fetched = _acquire_now(broker, group, request, live, batch)
             remaining = deadline - loop.time()
             if fetched or gone or remaining <= 0 or not live:
                 session.partitions.difference_update(gone)
                 return fetched, {(watched[tp], tp[1]): error for tp, error in gone.items()}
+            await broker.share.persist(group, batch)   # acknowledgements do not wait for the long poll
+            batch.clear()
             await watch.wait(remaining)
 
 
@@ -180,7 +187,8 @@ def _missing(broker, tp: tuple[str, int], topic_id: uuid.UUID) -> ErrorCode | No
     return None if broker.log_manager.get_log(*tp) is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]) -> dict[TopicIdPartition, Fetched]:
+def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]],
+                 batch: set[tuple[str, int]]) -> dict[TopicIdPartition, Fetched]:
     """Acquire what is available now, partition by partition, within MaxRecords and MaxBytes: only
     records of the whole batches that fit (the first batch whatever its size, so a fetch always
     progresses, as KIP-74 has it), and under read_committed only below the last stable offset."""
@@ -205,7 +213,7 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
         runs = share_partition.acquire(request.member_id, records_left, until,
                                        _aborted(plog, batches, first, until) if committed else ())
         if runs or share_partition.end_offset != end_before:
-            broker.share.changed(group, topic, partition)
+            broker.share.changed(group, topic, partition, batch)
         if runs:
             records = _covering(chunk, batches, runs[0].first_offset, runs[-1].last_offset)
             records_left -= sum(r.last_offset - r.first_offset + 1 for r in runs)
@@ -237,7 +245,9 @@ async def share_acknowledge(broker, header, request):
     except ShareError as exc:
         return _share_error(ShareAcknowledgeResponse, exc)
     names = _names(broker, request.topics)
-    acked = _acknowledge(broker, group, request.member_id, request.topics, names)
+    batch: set[tuple[str, int]] = set()
+    acked = _acknowledge(broker, group, request.member_id, request.topics, names, batch)
+    await share.persist(group, batch)
     if session is None:
         share.release(group, request.member_id)
     Topic = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse

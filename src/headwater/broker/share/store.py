@@ -5,8 +5,12 @@ The internal topic ``__share_group_state`` (one partition, compacted) holds one 
 share-partition, rewritten whenever its delivery state changes, and one per group's configs:
 
     key   {"group": G, "type": "partition", "topic": T, "partition": P}
-    value {"start": SPSO, "end": SPEO, "records": [[offset, state, delivery count], ...],
+    value {"start": SPSO, "end": SPEO, "ranges": [[first offset, last offset, state, delivery count], ...],
            "archived": N, "dead_lettered": N}
+
+(``ranges``: runs of consecutive offsets in one state with one delivery count, so a state
+record grows with the runs, not the records in flight. Older states have ``records``,
+[[offset, state, delivery count], ...]; both are read.)
 
     key   {"group": G, "type": "config"}
     value {name: value, ...}
@@ -15,6 +19,8 @@ DeleteGroups writes tombstones (null values) for a group's keys. Replayed at sta
 available again (their locks died with the broker) keeping their delivery counts.
 """
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from headwater.broker.appender import Appender
 from headwater.broker.clock import Clock
@@ -32,15 +38,15 @@ class ShareStateStore:
 
     def _write(self, *pairs: tuple[dict, dict | None]) -> bool:
         """One batch of (key, value or None for a tombstone) records; False if it is not written."""
-        written = self._topic.write([(json_bytes(k), None if v is None else json_bytes(v)) for k, v in pairs])
-        return written == ErrorCode.NONE
+        return self._topic.write(_encoded(pairs)) == ErrorCode.NONE
 
     def save_partition(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> bool:
-        records = [[o, int(r.state), r.delivery_count] for o, r in sorted(sp.records.items())
-                   if r.state != RecordState.AVAILABLE or r.delivery_count]
-        return self._write(({"group": group_id, "type": "partition", "topic": topic, "partition": partition},
-                            {"start": sp.start_offset, "end": sp.end_offset, "records": records,
-                             "archived": sp.archived_total, "dead_lettered": sp.dead_lettered}))
+        return self._write(_partition_state(group_id, topic, partition, sp))
+
+    async def save_partitions_durably(self, group_id: str, partitions: dict[tuple[str, int], SharePartition]) -> bool:
+        """One record per share-partition, in one batch, fsynced by the broker's group commit."""
+        pairs = [_partition_state(group_id, topic, partition, sp) for (topic, partition), sp in partitions.items()]
+        return await self._topic.write_durably(_encoded(pairs)) == ErrorCode.NONE
 
     def save_configs(self, group_id: str, overrides: dict[str, str]) -> bool:
         return self._write(({"group": group_id, "type": "config"}, overrides))
@@ -72,11 +78,39 @@ class ShareStateStore:
         return partitions, configs
 
 
+def _encoded(pairs) -> list[tuple[bytes, bytes | None]]:
+    return [(json_bytes(k), None if v is None else json_bytes(v)) for k, v in pairs]
+
+
+def _partition_state(group_id: str, topic: str, partition: int, sp: SharePartition) -> tuple[dict, dict]:
+    ranges: list[list[int]] = []
+    for offset, record in sorted(sp.records.items()):
+        state, count = int(record.state), record.delivery_count
+        if state == RecordState.AVAILABLE and not count:
+            continue
+        last = ranges[-1] if ranges else None
+        if last and last[1] == offset - 1 and last[2] == state and last[3] == count:
+            last[1] = offset
+        else:
+            ranges.append([offset, offset, state, count])
+    return ({"group": group_id, "type": "partition", "topic": topic, "partition": partition},
+            {"start": sp.start_offset, "end": sp.end_offset, "ranges": ranges,
+             "archived": sp.archived_total, "dead_lettered": sp.dead_lettered})
+
+
 def restore(sp: SharePartition, state: dict) -> None:
     """Put a replayed state into a fresh share-partition: acquired records are available again."""
     sp.start_offset, sp.end_offset = int(state["start"]), int(state["end"])
     sp.archived_total, sp.dead_lettered = int(state["archived"]), int(state["dead_lettered"])
     sp.records = {o: InFlight() for o in range(sp.start_offset, sp.end_offset)}
-    for offset, state_value, count in state["records"]:
+    for offset, state_value, count in record_states(state):
         done = RecordState(state_value) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
         sp.records[int(offset)] = InFlight(RecordState(state_value) if done else RecordState.AVAILABLE, int(count))
+
+
+def record_states(state: dict) -> Iterator[tuple[int, int, int]]:
+    """(offset, state, delivery count) of each record a persisted state lists, in either form."""
+    for first, last, state_value, count in state.get("ranges", ()):
+        for offset in range(int(first), int(last) + 1):
+            yield offset, state_value, count
+    yield from state.get("records", ())
