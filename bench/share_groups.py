@@ -274,7 +274,7 @@ def main() -> None:
                        rabbit.drain_rate(args.rabbit_messages, args.size, n, args.rabbit_seconds))
         finally:
             rabbit.stop()
-    Console().print(table(f"Acknowledged msgs/s: {args.messages:,} messages of {args.size} bytes, one partition; "
+    Console(width=160).print(table(f"Acknowledged msgs/s: {args.messages:,} messages of {args.size} bytes, one partition; "
                           f"RabbitMQ: a queue of {args.rabbit_messages:,} drained for {args.rabbit_seconds} s",
                           rows(figures)))
 
