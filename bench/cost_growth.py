@@ -218,9 +218,11 @@ def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> 
             console.print(f"[yellow]{broker} {shape}: not run: {exc}[/]")
             nan = float("nan")
             return Point(broker, axis, value, nan, nan, nan, nan, os.getloadavg()[0], f"not run: {exc}")
-        return Point(broker, axis, value, cpu / args.messages * 1e6, cpu / deliveries * 1e6,
-                     statistics.median(latencies) * 1000, latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000,
-                     os.getloadavg()[0])
+        measured = Point(broker, axis, value, cpu / args.messages * 1e6, cpu / deliveries * 1e6,
+                         statistics.median(latencies) * 1000,
+                         latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000, os.getloadavg()[0])
+        console.print(f"  {measured}")   # a long run cut short still leaves its points
+        return measured
 
     if args.point:
         return [point(axis, value) for axis, value in args.point]
