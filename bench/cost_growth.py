@@ -1,19 +1,25 @@
 """How the broker's cost grows with partitions, connections and consumer groups, Headwater next
-to librdkafka's mock broker (C) running the same workload in a process of its own.
+to Apache Kafka 4.4 (one KRaft node, default configs) and to librdkafka's mock broker (C), each
+running the same workload in a process of its own.
 
     .venv/bin/python bench/cost_growth.py [--messages N] [--rate R] [--plot PNG] [--point AXIS=N ...]
                                           [--profile DIR] [--smoke]
 
 One point of the curve: a fresh topic of P partitions; C idle consumers (raw connections, each
 long-polling an empty topic every 500 ms, as an idle librdkafka consumer does); G consumer
-groups of one confluent-kafka consumer each, subscribed to the topic; one producer (acks=1,
+groups of one confluent-kafka consumer each, subscribed to the topic; one producer (acks=all,
 linger.ms=1) sending N 100-byte messages at R msg/s round-robin over the partitions. Figures:
-the broker process's CPU time (user + system, from /proc) over the run per message produced
+the broker process's CPU time (user + system, from /proc; Kafka's: its JVM's, compiler and
+collector threads included) over the run per message produced
 and per message delivered (each group reads every message), and the produce → consume
 latency p50/p99 seen by the first group. One dimension moves at a time from the base point
 (1 partition, 1 idle connection, 1 group): partitions 1, 100, 1,000, 5,000, 10,000; connections
-1, 100, 1,000; groups 1, 10, 100. The curves are drawn to --plot (docs/cost_growth.png); each
-row's CPU and p99 are also given as a ratio to the mock's. ``--point partitions=1000`` measures
+1, 100, 1,000; groups 1, 10, 100. Before its base point each broker runs it once unmeasured, so
+the JVM's first compilations are not charged to one point. The curves are drawn to --plot
+(docs/cost_growth.png); each row's CPU and p99 are also given as a ratio to Kafka's and to the
+mock's at the same point, and every row carries the load average (1 minute) at its end. A point
+that cannot be set up in CREATE_S (Kafka's thousands of partitions on one node: the topic
+created and its first message read by every group) is reported as not run, not left out. ``--point partitions=1000`` measures
 that point alone (repeatable, no plot); ``--profile DIR`` records each Headwater point with
 py-spy (DIR/<point>.txt, the hottest functions by own and total samples).
 """
@@ -22,6 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import dataclasses
+import math
 import os
 import signal
 import statistics
@@ -33,11 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from rich.console import Console
 
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
-from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, mock_cluster_process, wait_until
+from headwater.testing import BrokerProcess, KafkaCluster, bench_arguments, cpu_seconds, mock_cluster_process, wait_until
 
 from tables import table  # bench/tables.py
 
@@ -46,6 +54,11 @@ BASE = {"partitions": 1, "connections": 1, "groups": 1}
 AXES = {"partitions": [1, 100, 1_000, 5_000, 10_000], "connections": [1, 100, 1_000], "groups": [1, 10, 100]}
 IDLE_TOPIC = "idle"
 IDLE_POLL_S = 0.5   # librdkafka's fetch.wait.max.ms
+CREATE_S = 300   # a topic not created (nor its first message read by every group) in this is a point not run
+CREATE_STEP = 5_000
+WARM_UP = ("warm-up", 1)   # the base point's shape, run once unmeasured
+KAFKA = "Apache Kafka 4.4, 1 node"
+MOCK = "librdkafka mock (C)"
 
 
 @dataclass
@@ -57,6 +70,8 @@ class Point:
     cpu_us_per_delivery: float
     p50_ms: float
     p99_ms: float
+    load: float   # the load average (1 minute) when the point ended
+    failed: str = ""   # why the point has no figures (it could not be run: a topic not created in time)
 
 
 def idle_fetch_request() -> bytes:
@@ -115,15 +130,22 @@ class IdleConsumers:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """At most CREATE_STEP partitions a request: Kafka's controller refuses a topic of 10,000 at
+    once (POLICY_VIOLATION, "excessively large batch operation"), so larger ones grow by steps."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=60)[name].result(120)
+    admin.create_topics([NewTopic(name, min(partitions, CREATE_STEP), 1)], operation_timeout=60)[name].result(CREATE_S)
+    for count in range(2 * CREATE_STEP, partitions + CREATE_STEP, CREATE_STEP):
+        admin.create_partitions([NewPartitions(name, min(count, partitions))],
+                                operation_timeout=60)[name].result(CREATE_S)
+    wait_until(lambda: len(admin.list_topics(name, timeout=30).topics[name].partitions) == partitions,
+               timeout=CREATE_S, what=f"{partitions:,} partitions of {name} in the metadata")   # the producer's too
 
 
 def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, rate: int,
               mock: bool) -> tuple[float, float, list[float]]:
     """(broker CPU s, deliveries, sorted latencies in s) of one point of the curve."""
     topic, partitions, connections, groups = f"cost-{name}", shape["partitions"], shape["connections"], shape["groups"]
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 1})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1})
     if not mock:   # the mock broker answers no CreateTopics: its topics are made with it (mock_topics)
         create_topic(bootstrap, topic, partitions)
     producer.produce(topic, b"warm", partition=0)   # the consumers read it before the clock starts
@@ -151,7 +173,7 @@ def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, r
         poller.start()
     try:
         with IdleConsumers(bootstrap, connections):
-            wait_until(lambda: all(received), timeout=180, what=f"{groups} groups to read the first message")
+            wait_until(lambda: all(received), timeout=CREATE_S, what=f"{groups} groups to read the first message")
             cpu_before = cpu_seconds(pid)
             start = time.perf_counter()
             for i in range(messages):
@@ -177,7 +199,8 @@ def mock_topics(only: list[tuple[str, int]]) -> dict[str, int]:
     """Every topic a run on the mock broker uses (of the ``only`` points, if any), with its partitions
     (run_point's names)."""
     points = only or [(axis, value) for axis, values in AXES.items() for value in values]
-    return {IDLE_TOPIC: 1, **{f"cost-{axis}-{value}": {**BASE, axis: value}["partitions"] for axis, value in points}}
+    return {IDLE_TOPIC: 1, **{f"cost-{axis}-{value}": {**BASE, axis: value}["partitions"]
+                              for axis, value in [WARM_UP, *points]}}
 
 
 def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> list[Point]:
@@ -188,18 +211,28 @@ def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> 
     def point(axis: str, value: int) -> Point:
         shape = {**BASE, axis: value}
         console.print(f"[bold]{broker}[/]: {shape}")
-        cpu, deliveries, latencies = run_point(bootstrap, pid, f"{axis}-{value}", shape, args.messages, args.rate,
-                                               mock)
-        return Point(broker, axis, value, cpu / args.messages * 1e6, cpu / deliveries * 1e6,
-                     statistics.median(latencies) * 1000, latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000)
+        try:
+            cpu, deliveries, latencies = run_point(bootstrap, pid, f"{axis}-{value}", shape, args.messages,
+                                                   args.rate, mock)
+        except TimeoutError as exc:   # said in the table, not left out of it
+            console.print(f"[yellow]{broker} {shape}: not run: {exc}[/]")
+            nan = float("nan")
+            return Point(broker, axis, value, nan, nan, nan, nan, os.getloadavg()[0], f"not run: {exc}")
+        measured = Point(broker, axis, value, cpu / args.messages * 1e6, cpu / deliveries * 1e6,
+                         statistics.median(latencies) * 1000,
+                         latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000, os.getloadavg()[0])
+        console.print(f"  {measured}")   # a long run cut short still leaves its points
+        return measured
 
     if args.point:
         return [point(axis, value) for axis, value in args.point]
+    if not args.smoke:   # a smoke's figures mean nothing: it spares the peers' start the extra point
+        point(*WARM_UP)
     base = point("partitions", BASE["partitions"])
     points = []
     for axis, values in AXES.items():
-        points += [point(axis, value) if value != BASE[axis] else Point(broker, axis, value, *list(
-            vars(base).values())[3:]) for value in values]
+        points += [point(axis, value) if value != BASE[axis] else dataclasses.replace(base, axis=axis)
+                   for value in values]
     return points
 
 
@@ -298,25 +331,35 @@ def main() -> int:
             profile.with_suffix(".txt").write_text(profile_summary(profile.with_suffix(".raw")))
             console.print(f"profile: {profile.with_suffix('.txt')}")
         broker.kill()   # a clean shutdown of thousands of partitions is no part of the measure
+    with KafkaCluster(nodes=1) as kafka:
+        points += measure(KAFKA, kafka.bootstrap, kafka.procs[0].pid, args)
     with mock_cluster_process(mock_topics(args.point)) as (mock_pid, mock_bootstrap):
-        points += measure("librdkafka mock (C)", mock_bootstrap, mock_pid, args, mock=True)
+        points += measure(MOCK, mock_bootstrap, mock_pid, args, mock=True)
     if not args.point:
         plot(points, args.plot, args)
         console.print(f"plot: {args.plot}")
-    mock = {(p.axis, p.value): p for p in points if p.broker != "Headwater"}
-    Console().print(table(f"Cost growth: {args.messages:,} messages at {args.rate:,} msg/s per point", [{
-        "broker": p.broker, "grows": p.axis, "to": f"{p.value:,}", "CPU µs/msg": f"{p.cpu_us_per_message:,.1f}",
-        "CPU µs/delivery": f"{p.cpu_us_per_delivery:,.1f}", "p50 ms": f"{p.p50_ms:,.2f}",
-        "p99 ms": f"{p.p99_ms:,.2f}", **ratios(p, mock[p.axis, p.value])} for p in points]))
+    peers = {(p.broker, p.axis, p.value): p for p in points}
+    Console(width=200).print(table(f"Cost growth: {args.messages:,} messages at {args.rate:,} msg/s per point", [{
+        "broker": p.broker, "grows": p.axis, "to": f"{p.value:,}", "CPU µs/msg": figure(p.cpu_us_per_message),
+        "CPU µs/delivery": figure(p.cpu_us_per_delivery), "p50 ms": figure(p.p50_ms, 2), "p99 ms": figure(p.p99_ms, 2),
+        **ratios(p, peers[KAFKA, p.axis, p.value], "Kafka"), **ratios(p, peers[MOCK, p.axis, p.value], "mock"),
+        "load avg": f"{p.load:.1f}"} for p in points]))
+    for p in points:
+        if p.failed:
+            print(f"{p.broker}, {p.axis} = {p.value:,}: {p.failed}")
     return 0
 
 
-def ratios(point: Point, mock: Point) -> dict[str, str]:
-    """A row's CPU per delivery and p99 as multiples of the mock's at the same point."""
+def figure(value: float, decimals: int = 1) -> str:
+    return "–" if math.isnan(value) else f"{value:,.{decimals}f}"
+
+
+def ratios(point: Point, peer: Point, name: str) -> dict[str, str]:
+    """A row's CPU per delivery and p99 as multiples of a peer's at the same point."""
     def ratio(mine: float, theirs: float) -> str:
-        return f"{mine / theirs:,.2f}" if theirs else "–"   # a smoke run's mock may use no measurable CPU
-    return {"CPU × mock": ratio(point.cpu_us_per_delivery, mock.cpu_us_per_delivery),
-            "p99 × mock": ratio(point.p99_ms, mock.p99_ms)}
+        return figure(mine / theirs, 2) if theirs else "–"   # a smoke run's mock may use no measurable CPU
+    return {f"CPU × {name}": ratio(point.cpu_us_per_delivery, peer.cpu_us_per_delivery),
+            f"p99 × {name}": ratio(point.p99_ms, peer.p99_ms)}
 
 
 if __name__ == "__main__":

@@ -1,13 +1,26 @@
 """Queues on the log: acknowledged messages/s of a share group with 1, 4 and 8 consumers on one
-partition, next to a classic consumer group reading the same topic, and next to RabbitMQ.
+partition, next to a classic consumer group reading the same topic, on Headwater and on Apache
+Kafka 4.4's own share groups (KIP-932), and next to RabbitMQ.
 
     .venv/bin/python bench/share_groups.py [--messages 20000] [--size 100] [--rabbit-messages 60000]
         [--rabbit-seconds 3] [--consumers 1 4 8] [--headwater-only] [--smoke]
 
-Share consumers are confluent-kafka ShareConsumers (implicit acknowledgement: each poll
-acknowledges the previous one's records), each in its own process. The classic group is one
-confluent-kafka Consumer committing at the end (a log reader acknowledges by offset). A rate is
-messages over the time from the first delivery to the last acknowledgement.
+Each broker gets the same topic of one partition, filled by the same producer (acks=all), and
+the same consumers, with two clients:
+- confluent-kafka ShareConsumers (implicit acknowledgement: each poll acknowledges the previous
+  one's records), each in its own process; the rate is messages over the time from the first
+  delivery to the last acknowledgement;
+- Kafka's own Java client: bench/ShareRate.java, run from source on Kafka's jars, the same
+  consumers as KafkaShareConsumers, threads of one JVM, with the same clock. (Kafka's
+  ShareConsumerPerformance tool was not used: its clock starts before the consumers join the
+  group, and at these sizes it measures mostly the join: 7 s for 300 records in a trial here.)
+Apache Kafka is one KRaft node with its default configs (headwater.testing.KafkaCluster(1), whose
+storage is formatted with the feature share.version=2: share groups on, as Kafka 4.1 and later
+enable them; Kafka never fsyncs on this path), started once per run; Headwater runs with its
+defaults (--flush always).
+The classic group is one confluent-kafka Consumer committing at the end (a log reader
+acknowledges by offset). Every row carries the load average (1 minute) of the machine while its
+figures were taken.
 
 RabbitMQ is Debian's rabbitmq-server, installed by this bench when missing and started as a
 private node on a free port, measured with its own benchmark tool, PerfTest (`make jvm`
@@ -36,12 +49,13 @@ from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from rich.console import Console
 
-from headwater.testing import bench_arguments, peer_command, produce_all, start_broker
+from headwater.testing import KafkaCluster, bench_arguments, peer_command, produce_all, start_broker
 from tables import table  # bench/tables.py
 
-CONSUMERS = (1, 4, 8)
+CONSUMERS = [1, 4, 8]
 RABBIT_START_S = 30
 QUEUE = "bench-work"
+TOPIC = "work"
 
 
 def _share_consumer(bootstrap, group, topic, total, done, spans):
@@ -164,15 +178,75 @@ class RabbitMQ:
         subprocess.run(["epmd", "-port", str(self.epmd_port), "-kill"], capture_output=True)
 
 
-def _rabbit_rows(tmp: Path, args: argparse.Namespace, rows: list[dict]) -> None:
-    rabbit = RabbitMQ(tmp)
-    try:
-        for n in args.consumers:
-            rate = rabbit.drain_rate(args.rabbit_messages, args.size, n, args.rabbit_seconds)
-            rows.append({"system": "RabbitMQ durable queue, manual acks (PerfTest)", "consumers": str(n),
-                         "acked msgs/s": rate})
-    finally:
-        rabbit.stop()
+def fill(bootstrap: str, messages: int, payload: bytes) -> AdminClient:
+    """The topic of one partition with `messages` records; an admin client of the broker."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    produce_all(producer, TOPIC, itertools.repeat(payload, messages), poll_every=1)
+    producer.flush(60)
+    return admin
+
+
+def read_from_earliest(admin: AdminClient, group: str) -> None:
+    """A new share group starts at the log's end by default; these read the records already there."""
+    earliest = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+    for future in admin.incremental_alter_configs([ConfigResource(
+            ResourceType.GROUP, group, incremental_configs=[earliest])]).values():
+        future.result(30)
+
+
+def java_share_rates(bootstrap: str, group_prefix: str, total: int, counts: list[int]) -> dict[int, float]:
+    """bench/ShareRate.java (Kafka's Java KafkaShareConsumer, threads of one JVM) at each consumer
+    count: acknowledged records/s by count."""
+    done = subprocess.run(peer_command("kafka", "kafka-clients", str(Path(__file__).with_name("ShareRate.java")),
+                                       bootstrap, TOPIC, group_prefix, str(total), *map(str, counts)),
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode:
+        raise RuntimeError(f"ShareRate.java failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return {int(n): float(rate) for n, rate in (line.split() for line in done.stdout.splitlines())}
+
+
+def measure_broker(system: str, bootstrap: str, args, figures: dict) -> None:
+    """The topic filled, then its share groups with each client at 1, 4 and 8 consumers and a
+    classic group, each a new group reading every record: into `figures` (see `record`)."""
+    admin = fill(bootstrap, args.messages, b"x" * args.size)
+    for n in args.consumers:
+        group = f"bench-share-{n}"
+        read_from_earliest(admin, group)
+        rate = _run_pool(_share_consumer, (bootstrap, group, TOPIC), n, args.messages)
+        record(figures, f"{system} share group (confluent-kafka)", n, rate)
+    if args.headwater_only:
+        return
+    for n in args.consumers:
+        read_from_earliest(admin, f"bench-share-java-{n}")
+    for n, rate in java_share_rates(bootstrap, "bench-share-java-", args.messages, args.consumers).items():
+        record(figures, f"{system} share group (Java KafkaShareConsumer)", n, rate)
+    record(figures, f"{system} classic group (offsets)", 1, _classic_rate(bootstrap, TOPIC, args.messages))
+
+
+def record(figures: dict, row: str, consumers: int, rate: float | str) -> None:
+    """figures[row][consumers] = (the rate, the load average as it was taken)."""
+    figures.setdefault(row, {})[consumers] = (rate, os.getloadavg()[0])
+
+
+def ratio_row(figures: dict, client: str) -> dict:
+    """Headwater's rate over Kafka's, consumer count by consumer count, for one client."""
+    mine, theirs = figures[f"Headwater share group ({client})"], figures[f"Apache Kafka share group ({client})"]
+    return {n: (mine[n][0] / theirs[n][0], None) for n in mine}
+
+
+def rows(figures: dict) -> list[dict]:
+    def cell(value) -> str:
+        return value if isinstance(value, str) else f"{value:,.2f}" if value < 10 else f"{value:,.0f}"
+
+    columns, out = sorted({n for row in figures.values() for n in row}), []
+    for name, row in figures.items():
+        loads = sorted({f"{load:.1f}" for _, load in row.values() if load is not None}, key=float)
+        out.append({"system (client)": name, **{f"{n} consumer{'s' * (n > 1)}": cell(row[n][0]) if n in row else "–"
+                                                for n in columns},
+                    "load avg": "–".join(loads[::len(loads) - 1 or 1])})
+    return out
 
 
 def main() -> None:
@@ -183,37 +257,36 @@ def main() -> None:
     parser.add_argument("--rabbit-seconds", type=int, default=3, help="seconds PerfTest drains the queue for")
     parser.add_argument("--consumers", type=int, nargs="+", default=list(CONSUMERS), help="share group sizes to run")
     parser.add_argument("--headwater-only", action="store_true",
-                        help="only the Headwater share groups (to profile the broker): no classic group, no RabbitMQ")
+                        help="only Headwater's share groups with confluent-kafka (to profile the broker): no Java "
+                             "client, no classic group, no Kafka, no RabbitMQ")
     args = bench_arguments(parser, smoke={"messages": 300, "rabbit_messages": 2_000, "rabbit_seconds": 2})
-    console = Console()
-    payload = b"x" * args.size
-    rows = []
+    if args.smoke and args.consumers == CONSUMERS:
+        args.consumers = [2]   # one count, with more than one consumer: the peers' start is the smoke's cost
+    figures: dict[str, dict[int, tuple]] = {}
     with tempfile.TemporaryDirectory(prefix="headwater-bench-share-") as tmp:
         broker = start_broker(Path(tmp) / "data", "--num-partitions", "1")
         try:
-            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-            admin.create_topics([NewTopic("work", 1, 1)])["work"].result(30)
-            producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-            produce_all(producer, "work", itertools.repeat(payload, args.messages), poll_every=1)
-            producer.flush(60)
-            for n in args.consumers:
-                group = f"bench-share-{n}"
-                earliest = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
-                for future in admin.incremental_alter_configs([ConfigResource(
-                        ResourceType.GROUP, group, incremental_configs=[earliest])]).values():
-                    future.result(30)
-                rate = _run_pool(_share_consumer, (broker.bootstrap, group, "work"), n, args.messages)
-                rows.append({"system": "Headwater share group", "consumers": str(n), "acked msgs/s": f"{rate:,.0f}"})
-            if not args.headwater_only:
-                rate = _classic_rate(broker.bootstrap, "work", args.messages)
-                rows.append({"system": "Headwater classic group (offsets)", "consumers": "1",
-                             "acked msgs/s": f"{rate:,.0f}"})
+            measure_broker("Headwater", broker.bootstrap, args, figures)
         finally:
             broker.stop()
-        if not args.headwater_only:
-            _rabbit_rows(Path(tmp), args, rows)
-    console.print(table(f"{args.messages:,} messages of {args.size} bytes, one partition; RabbitMQ: a queue of "
-                        f"{args.rabbit_messages:,} drained for {args.rabbit_seconds} s", rows))
+        if args.headwater_only:
+            Console(width=160).print(table(f"Acknowledged msgs/s: {args.messages:,} messages of {args.size} bytes, "
+                                           "one partition", rows(figures)))
+            return
+        with KafkaCluster(nodes=1) as kafka:
+            measure_broker("Apache Kafka", kafka.bootstrap, args, figures)
+        for client in ("confluent-kafka", "Java KafkaShareConsumer"):
+            figures[f"Headwater / Kafka ({client})"] = ratio_row(figures, client)
+        rabbit = RabbitMQ(Path(tmp))
+        try:
+            for n in args.consumers:
+                record(figures, "RabbitMQ durable queue, manual acks (PerfTest)", n,
+                       rabbit.drain_rate(args.rabbit_messages, args.size, n, args.rabbit_seconds))
+        finally:
+            rabbit.stop()
+    Console(width=160).print(table(f"Acknowledged msgs/s: {args.messages:,} messages of {args.size} bytes, one partition; "
+                          f"RabbitMQ: a queue of {args.rabbit_messages:,} drained for {args.rabbit_seconds} s",
+                          rows(figures)))
 
 
 if __name__ == "__main__":

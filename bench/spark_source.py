@@ -7,14 +7,18 @@ produce-to-window-result latency.
 
 1. Throughput: rows/s from a topic through the source into the `noop` sink, next to
    Spark's own Kafka connector reading the same topic from the same broker (the jars
-   `make jvm` resolves: headwater.testing.spark_kafka_jars), to Spark's built-in
+   `make jvm` resolves: headwater.testing.spark_kafka_jars) and the same rows from Apache
+   Kafka 4.4 (one KRaft node, default configs: headwater.testing.KafkaCluster(1), started
+   once per run, the topic filled by the same producer), to Spark's built-in
    `rate-micro-batch` source and to a Python source that only yields one prebuilt
    Arrow batch (the floor cost of any Python data source), same batch size (the Kafka
    sources: the same maxOffsetsPerTrigger), same session; rows/s = rows / time spent
-   in micro-batches (Spark's triggerExecution). A warm-up round, then the four take
+   in micro-batches (Spark's triggerExecution). A warm-up round, then the five take
    turns; the median round
    is reported, with the CPU per row it cost each process (the JVM, the Python
-   processes Spark runs: task workers and the source's planner, and the broker).
+   processes Spark runs: task workers and the source's planner, and the broker read
+   from: Headwater's, or Kafka's JVM; the load average (1 minute) at the end of the
+   round is printed with each round).
    headwater / floor is also given round by round (the two ran back to back, so load
    that drifts over the run weighs on both), with the median of those ratios.
 2. Latency: events produced at a steady rate; a 1-second tumbling window count in
@@ -26,6 +30,7 @@ produce-to-window-result latency.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import statistics
@@ -35,21 +40,27 @@ from pathlib import Path
 
 import pyarrow as pa
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 import headwater.spark
 from headwater.spark.record_columns import arrow_schema
 from headwater.spark.source import SCHEMA
-from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, proc_stat, produce_all, spark_kafka_jars
+from headwater.testing import (BrokerProcess, KafkaCluster, bench_arguments, cpu_seconds, proc_stat, produce_all,
+                               spark_kafka_jars)
 
 
 # The floor's Arrow batches are about the size of the headwater reader's: one 1 MiB fetch
 # of 100-byte records is ~8,700 rows.
 FLOOR_BATCH_ROWS = 10_000
+FROM_KAFKA = "Spark's kafka source (Apache Kafka)"
 
 
 def fill(bootstrap: str, topic: str, rows: int, size: int = 100) -> None:
+    """The topic, of 2 partitions, with `rows` keyed rows."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})   # held: the future fails once the client is gone
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(60)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                          "compression.type": "none"})
     produce_all(producer, topic, itertools.repeat(b"x" * size, rows), keys=(str(i).encode() for i in range(rows)))
@@ -151,15 +162,15 @@ def throughput(stream, batches: int, checkpoint: Path, cpu) -> tuple[int, float,
     return rows, rate, tuple((after - first) / rows for after, first in zip(cpu(), before))
 
 
-def sources(spark, bootstrap: str, topic: str, per_batch: int) -> dict:
-    """The four streams measured side by side, each 2 partitions, `per_batch` rows a batch."""
+def sources(spark, bootstrap: str, kafka_bootstrap: str, topic: str, per_batch: int) -> dict:
+    """The five streams measured side by side, each 2 partitions, `per_batch` rows a batch."""
+    def topic_stream(source: str, servers: str):
+        return (spark.readStream.format(source).option("kafka.bootstrap.servers", servers).option("subscribe", topic)
+                .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", per_batch).load())
     return {
-        "headwater": lambda: (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
-                              .option("subscribe", topic).option("startingOffsets", "earliest")
-                              .option("maxOffsetsPerTrigger", per_batch).load()),
-        "Spark's kafka source": lambda: (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                                         .option("subscribe", topic).option("startingOffsets", "earliest")
-                                         .option("maxOffsetsPerTrigger", per_batch).load()),
+        "headwater": lambda: topic_stream("headwater", bootstrap),
+        "Spark's kafka source": lambda: topic_stream("kafka", bootstrap),
+        FROM_KAFKA: lambda: topic_stream("kafka", kafka_bootstrap),
         "prebuilt Arrow (Python floor)": lambda: (spark.readStream.format("prebuilt")
                                                   .option("rowsPerBatch", per_batch).load()),
         "rate-micro-batch": lambda: (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", per_batch)
@@ -225,9 +236,11 @@ def main() -> None:
     args = bench_arguments(parser, {"rows": 40_000, "per_batch": 20_000, "rounds": 1, "rate": 20, "seconds": 3})
 
     workdir = Path(tempfile.mkdtemp(prefix="hw-spark-bench-"))
-    with BrokerProcess(workdir / "data", "--num-partitions", "2", "--flush", "never") as broker:
+    with BrokerProcess(workdir / "data", "--num-partitions", "2", "--flush", "never") as broker, \
+            KafkaCluster(nodes=1) as kafka:
         if not args.latency_only:
             fill(broker.bootstrap, "bench", args.rows)
+            fill(kafka.bootstrap, "bench", args.rows)
         # Python workers get 2 minutes, not 15 s, to connect back: a shared machine can be that
         # loaded. Every micro-batch's progress of the latency run is kept (Spark keeps 100).
         spark = headwater.spark.session(app_name="spark-source-bench",
@@ -235,12 +248,12 @@ def main() -> None:
                                               "spark.python.authenticate.socketTimeout": "120s",
                                               "spark.sql.streaming.numRecentProgressUpdates": "100000"})
         spark.dataSource.register(PrebuiltSource)
-        streams = sources(spark, broker.bootstrap, "bench", args.per_batch)
+        streams = sources(spark, broker.bootstrap, kafka.bootstrap, "bench", args.per_batch)
         batches = args.rows // args.per_batch
         jvm = spark._jvm.ProcessHandle.current().pid()
 
-        def cpu() -> tuple[float, float, float]:
-            return (*spark_cpu(jvm), cpu_seconds(broker.proc.pid))
+        def cpu(broker_pid: int) -> tuple[float, float, float]:
+            return (*spark_cpu(jvm), cpu_seconds(broker_pid))
 
         # Each source runs once to warm the JVM and the Python workers, then they take
         # turns; the median round counts, since this small machine is noisy.
@@ -248,12 +261,14 @@ def main() -> None:
         for round_ in range(0 if args.latency_only else args.rounds + 1):
             figures = []
             for name, stream in streams.items():
-                run = throughput(stream(), batches, workdir / f"ck-{round_}-{len(figures)}", cpu)
+                read_from = kafka.procs[0].pid if name == FROM_KAFKA else broker.proc.pid
+                run = throughput(stream(), batches, workdir / f"ck-{round_}-{len(figures)}",
+                                 functools.partial(cpu, read_from))
                 figures.append(f"{name} {run[1]:,.0f}")
                 if round_:
                     runs[name].append(run)
-            print(f"round {round_}{' (warm-up)' if round_ == 0 else ''}: " + ", ".join(figures) + " rows/s",
-                  flush=True)
+            print(f"round {round_}{' (warm-up)' if round_ == 0 else ''}: " + ", ".join(figures) + " rows/s"
+                  f" (load average {os.getloadavg()[0]:.1f})", flush=True)
         lat, durations = latency(spark, broker.bootstrap, "latency", args.rate, args.seconds, workdir)
         spark.stop()
 
@@ -270,10 +285,10 @@ def throughput_table(runs: dict[str, list[tuple]]) -> None:
     print()
     medians = {name: median_run(r) for name, r in runs.items()}
     rate = medians["rate-micro-batch"][1]
-    print(f"{'source -> noop sink, 2 partitions':<34}{'rows':>10}{'rows/s':>12}{'/ rate':>8}"
+    print(f"{'source -> noop sink, 2 partitions':<40}{'rows':>10}{'rows/s':>12}{'/ rate':>8}"
           f"{'CPU us/row: JVM':>17}{'Python':>8}{'broker':>8}")
     for name, (rows, rows_per_s, cpu_per_row) in medians.items():
-        print(f"{name:<34}{rows:>10}{rows_per_s:>12,.0f}{rows_per_s / rate:>8.2f}"
+        print(f"{name:<40}{rows:>10}{rows_per_s:>12,.0f}{rows_per_s / rate:>8.2f}"
               + "".join(f"{x * 1e6:>{w}.2f}" for x, w in zip(cpu_per_row, (17, 8, 8))))
     floor = medians["prebuilt Arrow (Python floor)"][1]
     ratios = [run[1] / floor_run[1] for run, floor_run in zip(runs["headwater"], runs["prebuilt Arrow (Python floor)"])]
@@ -281,6 +296,8 @@ def throughput_table(runs: dict[str, list[tuple]]) -> None:
           + ", ".join(f"{r:.2f}" for r in ratios) + f", median {statistics.median(ratios):.2f}")
     kafka = medians["Spark's kafka source"][1]
     print(f"headwater / Spark's kafka source: {medians['headwater'][1] / kafka:.2f} (medians)")
+    print(f"headwater / Spark's kafka source reading Apache Kafka: "
+          f"{medians['headwater'][1] / medians[FROM_KAFKA][1]:.2f} (medians)")
     print()
 
 

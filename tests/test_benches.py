@@ -40,6 +40,9 @@ SMOKE_OUTPUT = {
     "fuzz": ["1,000", "tracebacks / internal errors in the log"],  # a clean campaign of 1,000 frames
     "eventsourcing": ["sqlite", "postgres"],  # both libraries on both stores
     "throughput": ["Apache Kafka"],  # the real peer runs in the smoke too
+    "cost_growth": ["Apache Kafka"],
+    "share_groups": ["Apache Kafka", "Java KafkaShareConsumer", "RabbitMQ"],
+    "spark_source": ["Spark's kafka source (Apache Kafka)"],
 }
 
 
