@@ -11,18 +11,14 @@ import subprocess
 import sys
 from collections import Counter
 
-from confluent_kafka.admin import AdminClient
 from pyspark.sql import functions as F
+from tests.support.kafka_cluster import leader_of
 from tests.support.sparkdata import MINUTE, create_topic, headwater_batch, headwater_stream, produce, read_back, run_to_end
 from tests.pipelines.test_pipelines_run import BAD, LATENESS_MS, PER_TRIGGER, dead_letters, mixed_records
 
 from headwater.pipelines import reference
 from headwater.pipelines.exactly_once import TopicPerBatch
 from headwater.testing import wait_until
-
-
-def leader_of(bootstrap: str, topic: str) -> int:
-    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30).topics[topic].partitions[0].leader
 
 
 def test_source_and_sinks_across_a_node_crash(spark, kafka_cluster, tmp_path):
