@@ -67,9 +67,8 @@ def main() -> None:
     parser.add_argument("--range", type=int, default=50_000, help="rows a Spark task reads (one offset range)")
     args = bench_arguments(parser, {"rows": 20_000, "range": 5_000})
 
-    with BrokerProcess(Path(tempfile.mkdtemp(prefix="hw-reader-bench-")) / "data", "--num-partitions", "1",
-                       "--flush", "never") as broker:
-        fill(broker.bootstrap, "bench", args.rows)
+    with BrokerProcess(Path(tempfile.mkdtemp(prefix="hw-reader-bench-")) / "data", "--flush", "never") as broker:
+        fill(broker.bootstrap, "bench", args.rows, partitions=1)
         client = {"bootstrap.servers": broker.bootstrap}
         pid = broker.proc.pid
 

@@ -57,10 +57,10 @@ FLOOR_BATCH_ROWS = 10_000
 FROM_KAFKA = "Spark's kafka source (Apache Kafka)"
 
 
-def fill(bootstrap: str, topic: str, rows: int, size: int = 100) -> None:
-    """The topic, of 2 partitions, with `rows` keyed rows."""
+def fill(bootstrap: str, topic: str, rows: int, size: int = 100, partitions: int = 2) -> None:
+    """The topic, of `partitions`, with `rows` keyed rows."""
     admin = AdminClient({"bootstrap.servers": bootstrap})   # held: the future fails once the client is gone
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(60)
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(60)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                          "compression.type": "none"})
     produce_all(producer, topic, itertools.repeat(b"x" * size, rows), keys=(str(i).encode() for i in range(rows)))
