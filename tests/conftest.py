@@ -69,10 +69,11 @@ def kind(item: pytest.Item) -> str:
 @pytest.hookimpl(tryfirst=True)   # before xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`make test` runs two workers) a module's tests stay on one worker, so
-    its module-scoped broker starts once; every test of the one shared Spark session or the one
-    Kafka cluster goes to the same worker, so the suite starts those JVMs once, not once per worker."""
+    its module-scoped broker starts once; every test of the one shared Spark session, Spark
+    standalone cluster or Kafka cluster goes to the same worker, so the suite starts those JVMs
+    once, not once per worker."""
     for item in items:
-        shared = {"spark", "kafka_cluster"} & set(getattr(item, "fixturenames", ()))
+        shared = {"spark", "spark_cluster", "kafka_cluster"} & set(getattr(item, "fixturenames", ()))
         group = "spark" if shared else item.nodeid.split("::")[0]
         # A module's own xdist_group mark wins: xdist would join two marks into a third group,
         # splitting the module, and its module-scoped servers would start on both workers.

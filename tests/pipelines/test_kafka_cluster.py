@@ -1,8 +1,6 @@
-"""The `headwater` Spark source and sinks, and a shipped pipeline through `headwater pipelines
-run`, on Apache Kafka (three nodes: the session's `kafka_cluster`), a node killed mid-run each
-time. Spark runs locally (the suite's session, and `--master local[2]` for the command): a
-standalone cluster next to three Kafka JVMs is more than the 2-core CI budget holds, and
-tests/spark/test_cluster.py already runs both on a standalone cluster against Headwater."""
+"""The `headwater` Spark source and sinks (the suite's local session), and a shipped pipeline
+through `headwater pipelines run` on the session's Spark standalone cluster, on Apache Kafka
+(three nodes: the session's `kafka_cluster`), a node killed mid-run each time."""
 from __future__ import annotations
 
 import json
@@ -49,9 +47,10 @@ def test_source_and_sinks_across_a_node_crash(spark, kafka_cluster, tmp_path):
     assert {k for k, _ in out.values()} == {k.encode() for k, _ in rows}
 
 
-def test_pipelines_run_across_a_node_crash(kafka_cluster, tmp_path):
+def test_pipelines_run_across_a_node_crash(kafka_cluster, spark_cluster, tmp_path):
     """tests/pipelines/test_pipelines_run.py's windows pipeline, its records and its ground truth,
-    on the cluster: a Kafka node is killed once the command has read its first micro-batch."""
+    run by the command on the Spark standalone cluster against the Kafka cluster: a Kafka node is
+    killed once the command has read its first micro-batch."""
     bootstrap = kafka_cluster.bootstrap
     records = mixed_records()
     chunks = reference.micro_batches(records, PER_TRIGGER)
@@ -65,9 +64,10 @@ def test_pipelines_run_across_a_node_crash(kafka_cluster, tmp_path):
     log = tmp_path / "pipeline.log"
     with open(log, "wb") as stderr:
         proc = subprocess.Popen([sys.executable, "-m", "headwater", "pipelines", "run", "windows", "--master",
-                                 "local[2]", "--bootstrap-server", bootstrap, "--output", str(tmp_path / "out"),
-                                 "--trigger", "available-now", "--set", "events=clicks",
-                                 "--set", f"per-trigger={PER_TRIGGER}"], stdout=subprocess.DEVNULL, stderr=stderr)
+                                 spark_cluster.master_url, "--bootstrap-server", bootstrap, "--output",
+                                 str(tmp_path / "out"), "--trigger", "available-now", "--set", "events=clicks",
+                                 "--set", f"per-trigger={PER_TRIGGER}"], stdout=subprocess.DEVNULL, stderr=stderr,
+                                env=spark_cluster.driver_env())
     try:
         wait_until(lambda: proc.poll() is not None or "pipeline=windows batch=0 " in log.read_text(errors="replace"),
                    timeout=300, what="the pipeline's first micro-batch")

@@ -18,7 +18,7 @@ from tests.support.sparkdata import batches_written, create_topic, produce, read
 from headwater.demo.shop_events import MINUTE, morning
 from headwater.pipelines import cep, materialized_view, reference
 from headwater.pipelines.catalog import PIPELINES, Run
-from headwater.testing import BrokerProcess, SparkStandaloneCluster, wait_until
+from headwater.testing import BrokerProcess, wait_until
 
 # Both tests share the module's cluster and broker: keep them on one pytest-xdist worker,
 # the one of the shared local session (tests/conftest.py).
@@ -87,18 +87,6 @@ def answers(bootstrap: str, output: Path, alerts: str) -> dict:
                               {r["search_id"] for r in outcomes if not r["clicked"]}),
             "revenue-view": view,
             "card-testing": Counter(tuple(json.loads(v).values()) for _, v in read_back(bootstrap, alerts).values())}
-
-
-@pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory):
-    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
-    try:
-        cluster.start()
-    except Exception:
-        print(cluster.log_tail())
-        raise
-    yield cluster
-    cluster.stop()
 
 
 def pipelines_run(cluster, bootstrap: str, workdir: Path, names: list[str], **params: str) -> list[str]:

@@ -5,7 +5,7 @@ import os
 import pytest
 
 import headwater.spark
-from headwater.testing import spark_kafka_jars
+from headwater.testing import SparkStandaloneCluster, spark_kafka_jars
 
 
 @pytest.fixture(scope="session")
@@ -28,3 +28,18 @@ def spark():
     session = headwater.spark.session(app_name="headwater-tests", conf=conf)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone cluster (a master and two workers), started once for the tests that run
+    pipelines on one: against Headwater (tests/spark/test_cluster.py) and against Apache Kafka
+    (tests/pipelines/test_kafka_cluster.py); both on the one worker of the shared session."""
+    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        cluster.start()
+    except Exception:
+        print(cluster.log_tail())
+        raise
+    yield cluster
+    cluster.stop()
