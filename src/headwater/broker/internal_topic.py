@@ -73,8 +73,8 @@ class InternalTopic:
         if error or not pairs or not self._appender.fsyncs_each_write:
             return error
         failed = await self._appender.fsync_rounds.durable([self.logs.get_log(self.name, 0)])
-        for exc in failed.values():
-            logger.error("cannot fsync %s: %s", self.name, exc)
+        if failed:   # written, not durable: the client is told, and retries
+            logger.error("cannot fsync %s: %s", self.name, next(iter(failed.values())))
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 

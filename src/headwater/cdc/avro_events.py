@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField
@@ -59,11 +59,10 @@ def key_schema(topic: str, columns: list[AvroColumn], key: list[str]) -> dict:
             "fields": [_field(by_name[name], True) for name in key]}
 
 
-class _TableSchemas:
-    __slots__ = ("table", "values", "keys")
-
-    def __init__(self, table: str, values: AvroRecords, keys: AvroRecords | None):
-        self.table, self.values, self.keys = table, values, keys
+class _TableSchemas(NamedTuple):
+    table: str
+    values: AvroRecords
+    keys: AvroRecords | None
 
 
 class AvroEvents:
@@ -83,10 +82,10 @@ class AvroEvents:
                                                                     MessageField.VALUE), keys)
 
     def _serializer(self, topic: str, schema: dict, field: str) -> AvroRecords:
-        found = self._records.get((topic, field, repr(schema)))
-        if found is None:
-            found = self._records[(topic, field, repr(schema))] = AvroRecords(self.client, topic, schema, field)
-        return found
+        at = (topic, field, repr(schema))
+        if at not in self._records:
+            self._records[at] = AvroRecords(self.client, topic, schema, field)
+        return self._records[at]
 
     def key(self, topic: str, key_columns: list[str], row: dict | None) -> bytes | None:
         schemas = self._tables[topic]
