@@ -361,6 +361,14 @@ def test_timestamps_out_of_the_topics_bounds_are_named_and_records_without_one_p
     assert isinstance(validator.validate(encode_batch([Record(0, 0, b"k", b"v")]), log_append_time, T0), Appendable)
 
 
+@pytest.mark.parametrize("log_append_time", [False, True], ids=["CreateTime topic", "LogAppendTime topic"])
+def test_a_batch_stamped_log_append_time_by_its_producer_is_refused_on_any_topic(log_append_time):
+    rules = AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT, log_append_time=log_append_time)
+    batch = encode_batch([Record(i, T0, b"k", b"v") for i in range(3)], attributes=layout.ATTR_LOG_APPEND_TIME)
+    refused = refusal(batch, rules)
+    assert refused.error is Refused.INVALID_TIMESTAMP and [i for i, _ in refused.record_errors] == [0, 1, 2]
+
+
 @pytest.mark.parametrize("codec", list(Compression))
 def test_batches_are_stored_in_the_topics_codec_with_their_producer_fields(codec):
     sent = [encode_batch([Record(i, T0 + i, b"k%d" % i, b"v" * i) for i in range(20)], compression=c, producer_id=7,

@@ -91,6 +91,10 @@ def _over_request_limit(records: bytes, rules: AppendRules) -> Refusal:
 def _topic_rules(buf: bytearray, batches: list[tuple[int, BatchHeader]], rules: AppendRules,
                  now_ms: int) -> Appendable | Refusal:
     """The checks of well-formed batches against the topic: record timestamps, its codec, its batch size."""
+    stamped = [header for _, header in batches if header.attributes & ATTR_LOG_APPEND_TIME]
+    if stamped:  # the broker stamps LogAppendTime, on any topic: Kafka refuses every record of such a batch
+        return Refusal(Refused.INVALID_TIMESTAMP, PRODUCER_LOG_APPEND_TIME,
+                       [(index, PRODUCER_LOG_APPEND_TIME) for index in range(stamped[0].records_count)])
     out_of_range = _timestamp_errors(buf, batches, rules, now_ms)
     if out_of_range:
         return Refusal(Refused.INVALID_TIMESTAMP, out_of_range[0][1], out_of_range)
@@ -190,6 +194,7 @@ def _checked_records(buf, pos: int, body, count: int, keys_required: bool) -> in
         raise InvalidRecordError(str(exc), keyless) from None
 
 
+PRODUCER_LOG_APPEND_TIME = "a producer may not set a batch's timestamp type to LogAppendTime"
 KEYLESS_ON_COMPACTED = "a compacted topic (cleanup.policy=compact) refuses records without a key"
 
 
