@@ -27,7 +27,7 @@ from headwater.broker.clock import Clock
 from headwater.broker.internal_topic import InternalTopic, json_bytes
 from headwater.protocol.errors import ErrorCode
 
-from .partition import InFlight, RecordState, SharePartition
+from .partition import RecordState, SharePartition
 
 STATE_TOPIC = "__share_group_state"
 
@@ -83,16 +83,18 @@ def _encoded(pairs) -> list[tuple[bytes, bytes | None]]:
 
 
 def _partition_state(group_id: str, topic: str, partition: int, sp: SharePartition) -> tuple[dict, dict]:
+    """The share-partition's runs as persisted ranges: runs apart only by their acquisition join,
+    and never-delivered available ones (the default) are left out."""
     ranges: list[list[int]] = []
-    for offset, record in sorted(sp.records.items()):
-        state, count = int(record.state), record.delivery_count
+    for run in sp.runs:
+        state, count = int(run.state), run.delivery_count
         if state == RecordState.AVAILABLE and not count:
             continue
         last = ranges[-1] if ranges else None
-        if last and last[1] == offset - 1 and last[2] == state and last[3] == count:
-            last[1] = offset
+        if last and last[1] == run.first - 1 and last[2] == state and last[3] == count:
+            last[1] = run.last
         else:
-            ranges.append([offset, offset, state, count])
+            ranges.append([run.first, run.last, state, count])
     return ({"group": group_id, "type": "partition", "topic": topic, "partition": partition},
             {"start": sp.start_offset, "end": sp.end_offset, "ranges": ranges,
              "archived": sp.archived_total, "dead_lettered": sp.dead_lettered})
@@ -100,12 +102,9 @@ def _partition_state(group_id: str, topic: str, partition: int, sp: SharePartiti
 
 def restore(sp: SharePartition, state: dict) -> None:
     """Put a replayed state into a fresh share-partition: acquired records are available again."""
-    sp.start_offset, sp.end_offset = int(state["start"]), int(state["end"])
+    sp.load(int(state["start"]), int(state["end"]),
+            [*state.get("ranges", ()), *((o, o, s, c) for o, s, c in state.get("records", ()))])
     sp.archived_total, sp.dead_lettered = int(state["archived"]), int(state["dead_lettered"])
-    sp.records = {o: InFlight() for o in range(sp.start_offset, sp.end_offset)}
-    for offset, state_value, count in record_states(state):
-        done = RecordState(state_value) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
-        sp.records[int(offset)] = InFlight(RecordState(state_value) if done else RecordState.AVAILABLE, int(count))
 
 
 def record_states(state: dict) -> Iterator[tuple[int, int, int]]:
