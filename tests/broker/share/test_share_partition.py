@@ -396,3 +396,20 @@ def test_share_state_is_persisted_as_ranges_and_replays_record_by_record(tmp_pat
                   "records": [[o, int(state), count] for o, (state, count) in before.items() if count]})
     assert {o: (r.state, r.delivery_count) for o, r in old.records.items()} == expected
     close_appender(appender)
+
+
+def test_truncating_part_of_an_acquisition_keeps_the_lock_of_the_rest(sp, clock):
+    sp.acquire("a", 5, until=5)
+    sp.reset_to(2)                      # 0-1 gone from the log (retention)
+    clock.advance(LOCK_MS)
+    assert [(o, r.state, r.delivery_count) for o, r in sp.records.items()] == [
+        (2, RecordState.AVAILABLE, 1), (3, RecordState.AVAILABLE, 1), (4, RecordState.AVAILABLE, 1)]
+
+
+def test_acknowledgement_batches_out_of_order_or_overlapping_are_invalid_and_change_nothing(sp):
+    sp.acquire("a", 6, until=6)
+    for batches in ([(3, 4, [Ack.ACCEPT]), (0, 1, [Ack.ACCEPT])], [(0, 3, [Ack.ACCEPT]), (3, 4, [Ack.RELEASE])]):
+        with pytest.raises(AcknowledgeError) as exc:
+            sp.acknowledge("a", batches)
+        assert exc.value.code == ErrorCode.INVALID_REQUEST
+    assert sp.count(RecordState.ACQUIRED) == 6
