@@ -66,6 +66,11 @@ class InternalTopic:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
+    def write_unsynced(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append (key, value) records in one batch without waiting for an fsync: the next fsync of
+        the log (a durable write's, a flush) covers them; until then a machine crash can lose them."""
+        return self._append(pairs)
+
     async def write_durably(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
         """``write``, its fsync awaited in the broker's group commit, off the event loop and shared
         with the other writes of the same round, rather than done on the event loop."""

@@ -413,3 +413,40 @@ def test_acknowledgement_batches_out_of_order_or_overlapping_are_invalid_and_cha
             sp.acknowledge("a", batches)
         assert exc.value.code == ErrorCode.INVALID_REQUEST
     assert sp.count(RecordState.ACQUIRED) == 6
+
+
+def test_acknowledgements_are_fsynced_before_the_answer_and_acquisitions_are_not_waited_for(tmp_path, clock):
+    import asyncio
+
+    from headwater.broker.share.coordinator import Changes, ShareCoordinator
+    from headwater.broker.share.store import ShareStateStore
+    appender = open_appender(tmp_path / "data", flush="always")
+    share = ShareCoordinator(appender.log_manager, clock, store=ShareStateStore(appender, clock))
+    appender.log_manager.create_topic("orders", 1)
+    share.alter_configs("g", {"share.auto.offset.reset": "earliest"})
+    share.heartbeat("g", "a", 0, ["orders"])
+    group = share.groups["g"]
+    sp = share.share_partition(group, "orders", 0)
+    rounds = appender.fsync_rounds
+
+    async def request(change) -> int:
+        """One request's changes persisted: how many fsync rounds it waited for."""
+        before, batch = rounds.rounds, Changes()
+        change(batch)
+        share.changed(group, "orders", 0, batch)
+        await share.persist(group, batch)
+        return rounds.rounds - before
+
+    def acknowledge(batch):
+        sp.acknowledge("a", [(0, 4, [Ack.ACCEPT])])
+        batch.acknowledged = True
+
+    assert asyncio.run(request(lambda batch: sp.acquire("a", 10, until=10))) == 0
+    assert asyncio.run(request(acknowledge)) == 1
+    close_appender(appender)
+
+    share, appender = _restarted(tmp_path, clock)      # both written: the acquisition's delivery counts too
+    sp = share.share_partition(share.groups["g"], "orders", 0)
+    assert (sp.start_offset, [(o, r.delivery_count) for o, r in sp.records.items()]) == (
+        5, [(5, 1), (6, 1), (7, 1), (8, 1), (9, 1)])
+    close_appender(appender)

@@ -63,6 +63,15 @@ class ShareSession:
 
 
 @dataclass
+class Changes:
+    """The share-partitions a request changed, persisted together before it is answered. As Kafka,
+    acknowledgements are made durable (fsynced) before the answer, and acquisitions are not waited
+    for: a crash of the machine can lose only their delivery count increments (see docs/share_groups.md)."""
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    acknowledged: bool = False
+
+
+@dataclass
 class ShareGroup:
     group_id: str
     config: GroupConfig
@@ -245,21 +254,23 @@ class ShareCoordinator:
         share_partition.reset_to(plog.log_start_offset)
         return share_partition
 
-    def changed(self, group: ShareGroup, topic: str, partition: int, batch: set[tuple[str, int]] | None = None) -> None:
+    def changed(self, group: ShareGroup, topic: str, partition: int, batch: Changes | None = None) -> None:
         """A share-partition's delivery state changed: wake fetches waiting for records, and persist
         it now, or, if a request gathers its changes in ``batch``, when it calls ``persist``."""
         self.wake(topic, partition)
         if batch is not None:
-            batch.add((topic, partition))
+            batch.partitions.add((topic, partition))
         elif self.store is not None:
             self.store.save_partition(group.group_id, topic, partition, group.partitions[(topic, partition)])
 
-    async def persist(self, group: ShareGroup, batch: set[tuple[str, int]]) -> None:
-        """The share-partitions a request changed: one state record each, in one batch, whose fsync
-        is the broker's group commit (off the event loop), done before the request is answered."""
-        changed = {key: group.partitions[key] for key in sorted(batch) if key in group.partitions}
+    async def persist(self, group: ShareGroup, batch: Changes) -> None:
+        """The share-partitions a request changed: one state record each, in one batch, written
+        before the request is answered; with acknowledgements among the changes, its fsync (the
+        broker's group commit, off the event loop) is awaited too. ``batch`` is empty after."""
+        changed = {key: group.partitions[key] for key in sorted(batch.partitions) if key in group.partitions}
+        durable, batch.partitions, batch.acknowledged = batch.acknowledged, set(), False
         if self.store is not None and changed:
-            await self.store.save_partitions_durably(group.group_id, changed)
+            await self.store.save_partitions(group.group_id, changed, durable)
 
     def _archived(self, group: ShareGroup, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         if group.config.dead_letter_topic:

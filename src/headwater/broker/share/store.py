@@ -43,10 +43,14 @@ class ShareStateStore:
     def save_partition(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> bool:
         return self._write(_partition_state(group_id, topic, partition, sp))
 
-    async def save_partitions_durably(self, group_id: str, partitions: dict[tuple[str, int], SharePartition]) -> bool:
-        """One record per share-partition, in one batch, fsynced by the broker's group commit."""
-        pairs = [_partition_state(group_id, topic, partition, sp) for (topic, partition), sp in partitions.items()]
-        return await self._topic.write_durably(_encoded(pairs)) == ErrorCode.NONE
+    async def save_partitions(self, group_id: str, partitions: dict[tuple[str, int], SharePartition],
+                              durable: bool) -> bool:
+        """One record per share-partition, in one batch: fsynced by the broker's group commit if
+        ``durable``, else left for the next fsync."""
+        pairs = _encoded([_partition_state(group_id, topic, partition, sp)
+                          for (topic, partition), sp in partitions.items()])
+        error = await self._topic.write_durably(pairs) if durable else self._topic.write_unsynced(pairs)
+        return error == ErrorCode.NONE
 
     def save_configs(self, group_id: str, overrides: dict[str, str]) -> bool:
         return self._write(({"group": group_id, "type": "config"}, overrides))
