@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Awaitable, Callable
 
 from headwater.broker.clock import Clock, Timer
+from headwater.broker.fsync_rounds import settled
 from headwater.log import LogManager
 from headwater.protocol.errors import ErrorCode
 
@@ -263,14 +264,15 @@ class ShareCoordinator:
         elif self.store is not None:
             self.store.save_partition(group.group_id, topic, partition, group.partitions[(topic, partition)])
 
-    async def persist(self, group: ShareGroup, batch: Changes) -> None:
-        """The share-partitions a request changed: one state record each, in one batch, written
-        before the request is answered; with acknowledgements among the changes, its fsync (the
-        broker's group commit, off the event loop) is awaited too. ``batch`` is empty after."""
+    def persist(self, group: ShareGroup, batch: Changes) -> Awaitable[object]:
+        """The share-partitions a request changed: one state record each, in one batch, written at
+        the call; with acknowledgements among the changes, its fsync (the broker's group commit, off
+        the event loop) starts too. Await the result before answering. ``batch`` is empty after."""
         changed = {key: group.partitions[key] for key in sorted(batch.partitions) if key in group.partitions}
         durable, batch.partitions, batch.acknowledged = batch.acknowledged, set(), False
-        if self.store is not None and changed:
-            await self.store.save_partitions(group.group_id, changed, durable)
+        if self.store is None or not changed:
+            return settled(None)
+        return self.store.save_partitions(group.group_id, changed, durable)
 
     def _archived(self, group: ShareGroup, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         if group.config.dead_letter_topic:

@@ -119,6 +119,7 @@ async def share_fetch(broker, header, request):
     names = _names(broker, request.topics)
     batch = Changes()
     acked = _acknowledge(broker, group, request.member_id, request.topics, names, batch)
+    acknowledged = share.persist(group, batch)    # written now: its fsync runs while records are acquired
     errors = {(t.topic_id, p.partition_index): ErrorCode.UNKNOWN_TOPIC_ID
               for t in request.topics if names[t.topic_id] is None for p in t.partitions}
     fetched: dict[TopicIdPartition, Fetched] = {}
@@ -134,7 +135,8 @@ async def share_fetch(broker, header, request):
                 session.partitions.difference_update((topic.name, p) for p in t.partitions)
         fetched, gone = await _acquire(broker, group, request, session, batch)
         errors.update(gone)
-    await share.persist(group, batch)
+    await share.persist(group, batch)     # the acquisitions: written, not waited for
+    await acknowledged
     PartitionData = ShareFetchResponse.ShareFetchableTopicResponse.PartitionData
     by_topic: dict[uuid.UUID, list] = {}
     for key in sorted(set(acked) | set(fetched) | set(errors), key=lambda k: (str(k[0]), k[1])):
@@ -159,7 +161,7 @@ async def _acquire(broker, group: ShareGroup, request, session: ShareSession, ba
                    ) -> tuple[dict[TopicIdPartition, Fetched], dict[TopicIdPartition, ErrorCode]]:
     """Acquire up to MaxRecords and MaxBytes for the member, waiting up to MaxWaitMs for records
     to become available: (what was acquired, the session's partitions that no longer exist).
-    The share-partitions changed go into ``batch``; what it holds is persisted before a wait.
+    The share-partitions changed go into ``batch``.
     A partition deleted during the wait ends it, answered with its error and out of the session."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
@@ -175,7 +177,6 @@ async def _acquire(broker, group: ShareGroup, request, session: ShareSession, ba
             if fetched or gone or remaining <= 0 or not live:
                 session.partitions.difference_update(gone)
                 return fetched, {(watched[tp], tp[1]): error for tp, error in gone.items()}
-            await broker.share.persist(group, batch)   # acknowledgements do not wait for the long poll
             await watch.wait(remaining)
 
 

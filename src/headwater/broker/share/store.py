@@ -20,10 +20,11 @@ available again (their locks died with the broker) keeping their delivery counts
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 
 from headwater.broker.appender import Appender
 from headwater.broker.clock import Clock
+from headwater.broker.fsync_rounds import settled
 from headwater.broker.internal_topic import InternalTopic, json_bytes
 from headwater.protocol.errors import ErrorCode
 
@@ -43,14 +44,13 @@ class ShareStateStore:
     def save_partition(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> bool:
         return self._write(_partition_state(group_id, topic, partition, sp))
 
-    async def save_partitions(self, group_id: str, partitions: dict[tuple[str, int], SharePartition],
-                              durable: bool) -> bool:
-        """One record per share-partition, in one batch: fsynced by the broker's group commit if
-        ``durable``, else left for the next fsync."""
+    def save_partitions(self, group_id: str, partitions: dict[tuple[str, int], SharePartition],
+                        durable: bool) -> Awaitable[ErrorCode]:
+        """One record per share-partition, in one batch, written at the call: its fsync by the
+        broker's group commit started if ``durable`` (await it), else left for the next fsync."""
         pairs = _encoded([_partition_state(group_id, topic, partition, sp)
                           for (topic, partition), sp in partitions.items()])
-        error = await self._topic.write_durably(pairs) if durable else self._topic.write_unsynced(pairs)
-        return error == ErrorCode.NONE
+        return self._topic.write_durably(pairs) if durable else settled(self._topic.write_unsynced(pairs))
 
     def save_configs(self, group_id: str, overrides: dict[str, str]) -> bool:
         return self._write(({"group": group_id, "type": "config"}, overrides))
