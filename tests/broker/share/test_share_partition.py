@@ -429,12 +429,16 @@ def test_acknowledgements_are_fsynced_before_the_answer_and_acquisitions_are_not
     sp = share.share_partition(group, "orders", 0)
     rounds = appender.fsync_rounds
 
+    state_log = appender.log_manager.get_log("__share_group_state", 0)
+
     async def request(change) -> int:
         """One request's changes persisted: how many fsync rounds it waited for."""
-        before, batch = rounds.rounds, Changes()
+        before, batch, end = rounds.rounds, Changes(), state_log.log_end_offset
         change(batch)
         share.changed(group, "orders", 0, batch)
-        await share.persist(group, batch)
+        persisted = share.persist(group, batch)
+        assert state_log.log_end_offset == end + 1      # written at the call: a ShareFetch acquires meanwhile
+        await persisted
         return rounds.rounds - before
 
     def acknowledge(batch):
