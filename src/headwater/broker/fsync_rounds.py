@@ -16,10 +16,12 @@ requests (KAFKA_STORAGE_ERROR).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 Errors = dict[Hashable, OSError]
+T = TypeVar("T")
 FSYNC_THREADS = 8   # logs fsynced at once within a round
 
 
@@ -35,9 +37,14 @@ class GroupCommit:
     async def durable(self, logs: Iterable[Hashable]) -> Errors:
         """Wait until an fsync that started after this call covered each of ``logs`` (already
         appended); returns the logs whose fsync failed, with the error."""
+        return await self.join(logs)
+
+    def join(self, logs: Iterable[Hashable]) -> Awaitable[Errors]:
+        """``durable``, joining the round at the call (starting it if none runs), not at the first
+        await: the caller can go on working while the fsync runs, and await the result later."""
         logs = list(logs)
         if not logs:
-            return {}
+            return settled({})
         loop = asyncio.get_running_loop()
         self._waiting.update(dict.fromkeys(logs))
         if self._next is None:
@@ -45,8 +52,7 @@ class GroupCommit:
         covering = self._next
         if not self._running:
             self._start_round(loop)
-        errors = await asyncio.shield(covering)  # a cancelled waiter must not cancel the round
-        return {plog: errors[plog] for plog in logs if plog in errors}
+        return _errors_of(covering, logs)
 
     def _start_round(self, loop: asyncio.AbstractEventLoop) -> None:
         logs, self._waiting = list(self._waiting), {}
@@ -77,3 +83,13 @@ class GroupCommit:
 
     def close(self) -> None:
         self._fsyncs.shutdown()
+
+
+async def settled(value: T) -> T:
+    """An awaitable of a result known at once."""
+    return value
+
+
+async def _errors_of(covering: asyncio.Future[Errors], logs: list[Hashable]) -> Errors:
+    errors = await asyncio.shield(covering)  # a cancelled waiter must not cancel the round
+    return {plog: errors[plog] for plog in logs if plog in errors}

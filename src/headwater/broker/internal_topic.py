@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any, Callable
 
 from headwater.broker.appender import Appender
 from headwater.broker.clock import Clock
+from headwater.broker.fsync_rounds import settled
 from headwater.log import Log, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.records import CorruptRecordError, Record, encode_batch
@@ -66,13 +67,22 @@ class InternalTopic:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
-    async def write_durably(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+    def write_unsynced(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append (key, value) records in one batch without waiting for an fsync: the next fsync of
+        the log (a durable write's, a flush) covers them; until then a machine crash can lose them."""
+        return self._append(pairs)
+
+    def write_durably(self, pairs: list[tuple[bytes, bytes | None]]) -> Awaitable[ErrorCode]:
         """``write``, its fsync awaited in the broker's group commit, off the event loop and shared
-        with the other writes of the same round, rather than done on the event loop."""
+        with the other writes of the same round, rather than done on the event loop. The append
+        and the fsync start at the call; await the result before answering."""
         error = self._append(pairs)
         if error or not pairs or not self._appender.fsyncs_each_write:
-            return error
-        failed = await self._appender.fsync_rounds.durable([self.logs.get_log(self.name, 0)])
+            return settled(error)
+        return self._synced(self._appender.fsync_rounds.join([self.logs.get_log(self.name, 0)]))
+
+    async def _synced(self, fsync: Awaitable[dict]) -> ErrorCode:
+        failed = await fsync
         if failed:   # written, not durable: the client is told, and retries
             logger.error("cannot fsync %s: %s", self.name, next(iter(failed.values())))
             return ErrorCode.COORDINATOR_NOT_AVAILABLE

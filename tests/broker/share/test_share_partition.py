@@ -396,3 +396,61 @@ def test_share_state_is_persisted_as_ranges_and_replays_record_by_record(tmp_pat
                   "records": [[o, int(state), count] for o, (state, count) in before.items() if count]})
     assert {o: (r.state, r.delivery_count) for o, r in old.records.items()} == expected
     close_appender(appender)
+
+
+def test_truncating_part_of_an_acquisition_keeps_the_lock_of_the_rest(sp, clock):
+    sp.acquire("a", 5, until=5)
+    sp.reset_to(2)                      # 0-1 gone from the log (retention)
+    clock.advance(LOCK_MS)
+    assert [(o, r.state, r.delivery_count) for o, r in sp.records.items()] == [
+        (2, RecordState.AVAILABLE, 1), (3, RecordState.AVAILABLE, 1), (4, RecordState.AVAILABLE, 1)]
+
+
+def test_acknowledgement_batches_out_of_order_or_overlapping_are_invalid_and_change_nothing(sp):
+    sp.acquire("a", 6, until=6)
+    for batches in ([(3, 4, [Ack.ACCEPT]), (0, 1, [Ack.ACCEPT])], [(0, 3, [Ack.ACCEPT]), (3, 4, [Ack.RELEASE])]):
+        with pytest.raises(AcknowledgeError) as exc:
+            sp.acknowledge("a", batches)
+        assert exc.value.code == ErrorCode.INVALID_REQUEST
+    assert sp.count(RecordState.ACQUIRED) == 6
+
+
+def test_acknowledgements_are_fsynced_before_the_answer_and_acquisitions_are_not_waited_for(tmp_path, clock):
+    import asyncio
+
+    from headwater.broker.share.coordinator import Changes, ShareCoordinator
+    from headwater.broker.share.store import ShareStateStore
+    appender = open_appender(tmp_path / "data", flush="always")
+    share = ShareCoordinator(appender.log_manager, clock, store=ShareStateStore(appender, clock))
+    appender.log_manager.create_topic("orders", 1)
+    share.alter_configs("g", {"share.auto.offset.reset": "earliest"})
+    share.heartbeat("g", "a", 0, ["orders"])
+    group = share.groups["g"]
+    sp = share.share_partition(group, "orders", 0)
+    rounds = appender.fsync_rounds
+
+    state_log = appender.log_manager.get_log("__share_group_state", 0)
+
+    async def request(change) -> int:
+        """One request's changes persisted: how many fsync rounds it waited for."""
+        before, batch, end = rounds.rounds, Changes(), state_log.log_end_offset
+        change(batch)
+        share.changed(group, "orders", 0, batch)
+        persisted = share.persist(group, batch)
+        assert state_log.log_end_offset == end + 1      # written at the call: a ShareFetch acquires meanwhile
+        await persisted
+        return rounds.rounds - before
+
+    def acknowledge(batch):
+        sp.acknowledge("a", [(0, 4, [Ack.ACCEPT])])
+        batch.acknowledged = True
+
+    assert asyncio.run(request(lambda batch: sp.acquire("a", 10, until=10))) == 0
+    assert asyncio.run(request(acknowledge)) == 1
+    close_appender(appender)
+
+    share, appender = _restarted(tmp_path, clock)      # both written: the acquisition's delivery counts too
+    sp = share.share_partition(share.groups["g"], "orders", 0)
+    assert (sp.start_offset, [(o, r.delivery_count) for o, r in sp.records.items()]) == (
+        5, [(5, 1), (6, 1), (7, 1), (8, 1), (9, 1)])
+    close_appender(appender)

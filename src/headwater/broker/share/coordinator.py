@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Awaitable, Callable
 
 from headwater.broker.clock import Clock, Timer
+from headwater.broker.fsync_rounds import settled
 from headwater.log import LogManager
 from headwater.protocol.errors import ErrorCode
 
@@ -60,6 +61,15 @@ class ShareSession:
     epoch: int
     partitions: set[tuple[str, int]] = field(default_factory=set)
     closing: Timer | None = None      # its member left: the session may only be closed, until this fires
+
+
+@dataclass
+class Changes:
+    """The share-partitions a request changed, persisted together before it is answered. As Kafka,
+    acknowledgements are made durable (fsynced) before the answer, and acquisitions are not waited
+    for: a crash of the machine can lose only their delivery count increments (see docs/share_groups.md)."""
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    acknowledged: bool = False
 
 
 @dataclass
@@ -245,21 +255,24 @@ class ShareCoordinator:
         share_partition.reset_to(plog.log_start_offset)
         return share_partition
 
-    def changed(self, group: ShareGroup, topic: str, partition: int, batch: set[tuple[str, int]] | None = None) -> None:
+    def changed(self, group: ShareGroup, topic: str, partition: int, batch: Changes | None = None) -> None:
         """A share-partition's delivery state changed: wake fetches waiting for records, and persist
         it now, or, if a request gathers its changes in ``batch``, when it calls ``persist``."""
         self.wake(topic, partition)
         if batch is not None:
-            batch.add((topic, partition))
+            batch.partitions.add((topic, partition))
         elif self.store is not None:
             self.store.save_partition(group.group_id, topic, partition, group.partitions[(topic, partition)])
 
-    async def persist(self, group: ShareGroup, batch: set[tuple[str, int]]) -> None:
-        """The share-partitions a request changed: one state record each, in one batch, whose fsync
-        is the broker's group commit (off the event loop), done before the request is answered."""
-        changed = {key: group.partitions[key] for key in sorted(batch) if key in group.partitions}
-        if self.store is not None and changed:
-            await self.store.save_partitions_durably(group.group_id, changed)
+    def persist(self, group: ShareGroup, batch: Changes) -> Awaitable[object]:
+        """The share-partitions a request changed: one state record each, in one batch, written at
+        the call; with acknowledgements among the changes, its fsync (the broker's group commit, off
+        the event loop) starts too. Await the result before answering. ``batch`` is empty after."""
+        changed = {key: group.partitions[key] for key in sorted(batch.partitions) if key in group.partitions}
+        durable, batch.partitions, batch.acknowledged = batch.acknowledged, set(), False
+        if self.store is None or not changed:
+            return settled(None)
+        return self.store.save_partitions(group.group_id, changed, durable)
 
     def _archived(self, group: ShareGroup, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         if group.config.dead_letter_topic:

@@ -15,9 +15,15 @@ duration; a lock that expires makes it available to the next member. The start o
 advances past every record that is ACKNOWLEDGED or ARCHIVED, and what lies before it is done.
 The state machine takes its clock as an argument and reports records it archives (rejected
 or exhausted: the dead-letter candidates) through ``on_archived``.
+
+The window is a range map: sorted runs of consecutive offsets that share a state, a delivery
+count and the acquisition holding them, so acquiring or acknowledging a range of records
+costs O(runs), not O(records), and the persisted state is the runs themselves.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Callable, Sequence
@@ -44,13 +50,30 @@ class AcknowledgeType(IntEnum):
 DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
 
 
-@dataclass
-class InFlight:
+@dataclass(slots=True)
+class Run:
+    """Offsets first..last in one state with one delivery count, held by one acquisition (0: none)."""
+    first: int
+    last: int
     state: RecordState = RecordState.AVAILABLE
     delivery_count: int = 0
     member: str | None = None
-    lock: Timer | None = None
-    acquisition: int = 0       # which acquisition holds the lock: an old lock's timer must not release a newer one
+    acquisition: int = 0       # an old lock's timer must not release a newer acquisition
+
+    def __len__(self) -> int:
+        return self.last - self.first + 1
+
+    def joins(self, other: Run) -> bool:
+        return (self.state == other.state and self.delivery_count == other.delivery_count
+                and self.member == other.member and self.acquisition == other.acquisition)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """One offset's delivery state, as ``SharePartition.records`` shows it."""
+    state: RecordState
+    delivery_count: int
+    member: str | None
 
 
 @dataclass(frozen=True)
@@ -76,13 +99,17 @@ OnArchived = Callable[[int, int, str], None]
 MAX_IN_FLIGHT = 2000
 
 
+def _first(run: Run) -> int:
+    return run.first
+
+
 class SharePartition:
     def __init__(self, clock: Clock, start_offset: int, *, lock_duration_ms: int, delivery_count_limit: int,
                  on_archived: OnArchived = lambda offset, count, why: None, on_change: Callable[[], None] = lambda: None):
         self.clock = clock
         self.start_offset = start_offset
         self.end_offset = start_offset
-        self.records: dict[int, InFlight] = {}    # every offset in [start_offset, end_offset)
+        self.runs: list[Run] = []      # cover [start_offset, end_offset) exactly, in order, neighbours unlike
         self.lock_duration_ms = lock_duration_ms
         self.delivery_count_limit = delivery_count_limit
         self.on_archived = on_archived
@@ -90,12 +117,55 @@ class SharePartition:
         self.archived_total = 0      # records archived since the share-partition began
         self.dead_lettered = 0       # of which written to the dead-letter topic
         self._acquisitions = 0
+        self._locks: dict[int, tuple[Timer, int]] = {}   # acquisition -> (its lock timer, records it still holds)
+
+    # -- the range map ----------------------------------------------------------------------
+
+    def _split(self, offset: int) -> int:
+        """Start a run at ``offset`` (start_offset <= offset <= end_offset); its index."""
+        if offset >= self.end_offset:
+            return len(self.runs)
+        i = bisect_right(self.runs, offset, key=_first) - 1
+        run = self.runs[i]
+        if run.first == offset:
+            return i
+        self.runs.insert(i + 1, Run(offset, run.last, run.state, run.delivery_count, run.member, run.acquisition))
+        run.last = offset - 1
+        return i + 1
+
+    def _slice(self, first: int, last: int) -> list[Run]:
+        """The runs that cover exactly first..last, split off their neighbours."""
+        i = self._split(first)
+        return self.runs[i:self._split(last + 1)]
+
+    def _coalesce(self) -> None:
+        merged: list[Run] = []
+        for run in self.runs:
+            if merged and merged[-1].joins(run):
+                merged[-1].last = run.last
+            else:
+                merged.append(run)
+        self.runs = merged
+
+    def load(self, start: int, end: int, ranges: Iterable[tuple[int, int, int, int]]) -> None:
+        """Put persisted (first, last, state, delivery count) ranges back: the acquired ones are
+        available again (their locks died with the broker), keeping their delivery counts."""
+        self.move_to(start)
+        self.end_offset = max(end, start)
+        self.runs = [Run(start, end - 1)] if end > start else []
+        for first, last, state, count in ranges:
+            first, last = max(int(first), start), min(int(last), end - 1)   # a range outside the window is stale
+            kind = RecordState(state)
+            for run in self._slice(first, last) if first <= last else ():
+                run.state = kind if kind in DONE else RecordState.AVAILABLE
+                run.delivery_count = int(count)
+        self._coalesce()
 
     # -- acquisition ------------------------------------------------------------------------
 
     def first_acquirable(self) -> int:
         """The lowest offset ``acquire`` would hand out next: a redelivery, else the end offset."""
-        return next((o for o, r in self.records.items() if r.state == RecordState.AVAILABLE), self.end_offset)
+        return next((run.first for run in self.runs if run.state == RecordState.AVAILABLE), self.end_offset)
 
     def acquire(self, member: str, max_records: int, until: int,
                 aborted: Sequence[tuple[int, int]] = ()) -> list[Acquired]:
@@ -104,145 +174,194 @@ class SharePartition:
         last stable offset, the end of what fits in the fetch's bytes. Offsets in an ``aborted``
         range (first, last) are archived as they are reached, never delivered (read_committed).
         Every acquired record counts a delivery."""
-        offsets = [o for o, r in self.records.items() if r.state == RecordState.AVAILABLE and o < until][:max_records]
-        offset, window_end, skipped = self.end_offset, min(until, self.start_offset + MAX_IN_FLIGHT), False
-        while len(offsets) < max_records and offset < window_end:
-            record = self.records[offset] = InFlight()
-            if aborted and any(first <= offset <= last for first, last in aborted):
-                self._archive(offset, record, None)
-                skipped = True
-            else:
-                offsets.append(offset)
-            offset += 1
-        self.end_offset = max(self.end_offset, offset)
-        if skipped:
-            self._advance()
-        if not offsets:
+        taken: list[Run] = []
+        left, i = max_records, 0
+        while left > 0 and i < len(self.runs) and self.runs[i].first < until:
+            run = self.runs[i]
+            if run.state == RecordState.AVAILABLE:
+                self._split(min(run.last, until - 1, run.first + left - 1) + 1)
+                taken.append(run)
+                left -= len(run)
+            i += 1
+        taken += self._extend(left, until, aborted)
+        if not taken:
             return []
         self._acquisitions += 1
-        timer = self.clock.after(self.lock_duration_ms, self._lock_expired, self._acquisitions, tuple(offsets))
-        runs: list[Acquired] = []
-        first = previous = count = -1      # the run being built: first offset, last offset, delivery count
-        for offset in offsets:
-            record = self.records[offset]
-            record.state, record.member, record.lock = RecordState.ACQUIRED, member, timer
-            record.acquisition = self._acquisitions
-            record.delivery_count += 1
-            if offset != previous + 1 or record.delivery_count != count:
-                if first >= 0:
-                    runs.append(Acquired(first, previous, count))
-                first, count = offset, record.delivery_count
-            previous = offset
-        runs.append(Acquired(first, previous, count))
-        return runs
+        self._locks[self._acquisitions] = (
+            self.clock.after(self.lock_duration_ms, self._lock_expired, self._acquisitions), sum(map(len, taken)))
+        acquired: list[Acquired] = []
+        for run in taken:
+            run.state, run.member, run.acquisition = RecordState.ACQUIRED, member, self._acquisitions
+            run.delivery_count += 1
+            previous = acquired[-1] if acquired else None
+            if previous and previous.last_offset == run.first - 1 and previous.delivery_count == run.delivery_count:
+                acquired[-1] = Acquired(previous.first_offset, run.last, run.delivery_count)
+            else:
+                acquired.append(Acquired(run.first, run.last, run.delivery_count))
+        self._coalesce()
+        return acquired
 
-    def _lock_expired(self, acquisition: int, offsets: tuple[int, ...]) -> None:
-        expired = 0
-        for offset in offsets:
-            record = self.records.get(offset)
-            if record is not None and record.state == RecordState.ACQUIRED and record.acquisition == acquisition:
-                self._release(offset, record, "delivery count limit reached (acquisition lock expired)")
-                expired += 1
+    def _extend(self, left: int, until: int, aborted: Sequence[tuple[int, int]]) -> list[Run]:
+        """Grow the window past the end offset by up to ``left`` records to deliver (the aborted
+        ones archived on the way): the new runs to acquire."""
+        fresh: list[Run] = []
+        offset, window_end = self.end_offset, min(until, self.start_offset + MAX_IN_FLIGHT)
+        skipped = False
+        while left > 0 and offset < window_end:
+            skip = next((last for first, last in aborted if first <= offset <= last), None)
+            if skip is not None:
+                run = Run(offset, min(skip, window_end - 1), RecordState.ARCHIVED)
+                self.archived_total += len(run)
+                skipped = True
+            else:
+                next_aborted = min((first for first, _ in aborted if first > offset), default=window_end)
+                run = Run(offset, min(next_aborted, window_end, offset + left) - 1)
+                fresh.append(run)
+                left -= len(run)
+            self.runs.append(run)
+            offset = run.last + 1
+        self.end_offset = offset
+        if skipped:
+            self._advance()
+        return fresh
+
+    def _unlock(self, run: Run) -> None:
+        """``run`` leaves its acquisition: the lock's timer is cancelled once it holds nothing."""
+        if run.state != RecordState.ACQUIRED:
+            return
+        timer, held = self._locks.pop(run.acquisition, (None, 0))
+        if held > len(run):
+            self._locks[run.acquisition] = (timer, held - len(run))
+        elif timer is not None:
+            timer.cancel()
+        run.member, run.acquisition = None, 0
+
+    def _lock_expired(self, acquisition: int) -> None:
+        self._locks.pop(acquisition, None)
+        expired = [run for run in self.runs if run.state == RecordState.ACQUIRED and run.acquisition == acquisition]
+        for run in expired:
+            run.member, run.acquisition = None, 0
+            self._release(run, "delivery count limit reached (acquisition lock expired)")
         if expired:
+            self._coalesce()
             self._advance()
             self.on_change()
 
     def release_member(self, member: str) -> int:
         """A member left: its acquired records are available again at once. Returns how many."""
-        released = 0
-        for offset, record in list(self.records.items()):
-            if record.state == RecordState.ACQUIRED and record.member == member:
-                self._release(offset, record, "delivery count limit reached (member left)")
-                released += 1
+        released = [run for run in self.runs if run.state == RecordState.ACQUIRED and run.member == member]
+        for run in released:
+            self._unlock(run)
+            self._release(run, "delivery count limit reached (member left)")
+        self._coalesce()
         self._advance()
-        return released
+        return sum(len(run) for run in released)
 
-    def _release(self, offset: int, record: InFlight, why: str) -> None:
-        if record.lock is not None:
-            record.lock.cancel()
-        record.member, record.lock = None, None
-        if record.delivery_count >= self.delivery_count_limit:
-            self._archive(offset, record, why)
+    def _release(self, run: Run, why: str) -> None:
+        if run.delivery_count >= self.delivery_count_limit:
+            self._archive(run, why)
         else:
-            record.state = RecordState.AVAILABLE
+            run.state = RecordState.AVAILABLE
 
-    def _archive(self, offset: int, record: InFlight, why: str | None) -> None:
-        record.state = RecordState.ARCHIVED
-        self.archived_total += 1
+    def _archive(self, run: Run, why: str | None) -> None:
+        run.state = RecordState.ARCHIVED
+        self.archived_total += len(run)
         if why is not None:
-            self.on_archived(offset, record.delivery_count, why)
+            for offset in range(run.first, run.last + 1):
+                self.on_archived(offset, run.delivery_count, why)
 
     # -- acknowledgement --------------------------------------------------------------------
 
     def acknowledge(self, member: str, batches: list[tuple[int, int, list[int]]]) -> None:
-        """Apply acknowledgement batches (first offset, last offset, types) of one member.
+        """Apply acknowledgement batches (first offset, last offset, types) of one member, in
+        ascending order without overlaps.
 
         All or nothing: every offset must be acquired by this member, else AcknowledgeError
         (INVALID_RECORD_STATE; INVALID_REQUEST for a malformed batch) and nothing changes."""
-        plan: list[tuple[int, AcknowledgeType]] = []
+        plan: list[tuple[int, int, AcknowledgeType]] = []     # (first, last, type) pieces, in order
         for first, last, types in batches:
             if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
                 raise AcknowledgeError(ErrorCode.INVALID_REQUEST,
                                        f"malformed acknowledgement batch {first}-{last} with {len(types)} type(s)")
+            if plan and first <= plan[-1][1]:
+                raise AcknowledgeError(ErrorCode.INVALID_REQUEST,
+                                       f"acknowledgement batch {first}-{last} overlaps or precedes the one before")
             try:
                 kinds = [AcknowledgeType(t) for t in types]
             except ValueError:
                 raise AcknowledgeError(ErrorCode.INVALID_REQUEST, f"unknown acknowledge type in {types}") from None
-            for i, offset in enumerate(range(first, last + 1)):
-                record = self.records.get(offset)
-                if record is None or record.state != RecordState.ACQUIRED or record.member != member:
-                    raise AcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
-                                           f"offset {offset} is not acquired by member {member}")
-                plan.append((offset, kinds[0] if len(kinds) == 1 else kinds[i]))
-        for offset, kind in plan:
-            record = self.records[offset]
-            if kind == AcknowledgeType.RELEASE:
-                self._release(offset, record, "delivery count limit reached (released)")
+            self._check_held(member, first, last)
+            if len(kinds) == 1:
+                plan.append((first, last, kinds[0]))
                 continue
-            if record.lock is not None:
-                record.lock.cancel()
-            record.member, record.lock = None, None
-            if kind == AcknowledgeType.ACCEPT:
-                record.state = RecordState.ACKNOWLEDGED
-            elif kind == AcknowledgeType.REJECT:
-                self._archive(offset, record, "rejected by the consumer")
-            else:  # GAP: no record there, nothing to dead-letter
-                self._archive(offset, record, None)
+            for offset, kind in zip(range(first, last + 1), kinds):
+                if plan and plan[-1][2] == kind and plan[-1][1] == offset - 1:
+                    plan[-1] = (plan[-1][0], offset, kind)
+                else:
+                    plan.append((offset, offset, kind))
+        for first, last, kind in plan:
+            for run in self._slice(first, last):
+                self._unlock(run)
+                if kind == AcknowledgeType.ACCEPT:
+                    run.state = RecordState.ACKNOWLEDGED
+                elif kind == AcknowledgeType.RELEASE:
+                    self._release(run, "delivery count limit reached (released)")
+                else:   # a GAP has no record: nothing to dead-letter
+                    self._archive(run, "rejected by the consumer" if kind == AcknowledgeType.REJECT else None)
+        self._coalesce()
         self._advance()
+
+    def _check_held(self, member: str, first: int, last: int) -> None:
+        held = self.start_offset <= first and last < self.end_offset
+        i = bisect_right(self.runs, first, key=_first) - 1 if held else 0
+        while held and i < len(self.runs) and self.runs[i].first <= last:
+            run = self.runs[i]
+            held = run.state == RecordState.ACQUIRED and run.member == member
+            i += 1
+        if not held:
+            raise AcknowledgeError(ErrorCode.INVALID_RECORD_STATE,
+                                   f"offsets {first}-{last} are not all acquired by member {member}")
 
     def _advance(self) -> None:
         """Move the start offset past every done record at the front of the in-flight window."""
-        while self.start_offset < self.end_offset and self.records[self.start_offset].state in DONE:
-            del self.records[self.start_offset]
-            self.start_offset += 1
+        done = next((i for i, run in enumerate(self.runs) if run.state not in DONE), len(self.runs))
+        if done:
+            del self.runs[:done]
+            self.start_offset = self.runs[0].first if self.runs else self.end_offset
 
     def reset_to(self, offset: int) -> None:
         """Records before ``offset`` are gone from the log (retention, DeleteRecords): skip them."""
         if offset <= self.start_offset:
             return
-        _unlock([self.records.pop(o) for o in range(self.start_offset, min(offset, self.end_offset))])
+        cut = self._split(min(offset, self.end_offset))
+        for run in self.runs[:cut]:
+            self._unlock(run)
+        del self.runs[:cut]
         self.start_offset = offset
         self.end_offset = max(self.end_offset, offset)
+        self._advance()      # done records may now lead the window
 
     def move_to(self, offset: int) -> None:
         """An operator's reset of an empty group (AlterShareGroupOffsets), backwards or forwards:
         delivery starts again at ``offset``, and what was in flight is forgotten."""
-        _unlock(list(self.records.values()))
-        self.records = {}
+        for timer, _ in self._locks.values():
+            timer.cancel()
+        self._locks.clear()
+        self.runs = []
         self.start_offset = self.end_offset = offset
 
     # -- observation --------------------------------------------------------------------------
 
+    @property
+    def records(self) -> dict[int, InFlight]:
+        """Every offset in flight with its state, one by one (for tests and inspection: O(records))."""
+        return {offset: InFlight(run.state, run.delivery_count, run.member)
+                for run in self.runs for offset in range(run.first, run.last + 1)}
+
     def lag(self, end: int) -> int:
         """The records from the start offset up to ``end`` (the high watermark) not yet delivered for good."""
-        done = sum(1 for o, r in self.records.items() if o < end and r.state in DONE)
+        done = sum(min(run.last, end - 1) - run.first + 1 for run in self.runs if run.state in DONE and run.first < end)
         return max(end - self.start_offset - done, 0)
 
     def count(self, state: RecordState) -> int:
-        return sum(1 for r in self.records.values() if r.state == state)
-
-
-def _unlock(records: list[InFlight]) -> None:
-    for record in records:
-        if record.lock is not None:
-            record.lock.cancel()
+        return sum(len(run) for run in self.runs if run.state == state)

@@ -14,7 +14,7 @@ from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.authorization import (NOT_AUTHORIZED, TOPIC_DENIED, Rule, group, partition_answers,
                                                      per_resource)
 
-from .coordinator import ShareError, ShareGroup, ShareSession
+from .coordinator import Changes, ShareError, ShareGroup, ShareSession
 from .partition import AcknowledgeError, Acquired
 
 Assignment = ShareGroupHeartbeatResponse.Assignment
@@ -79,7 +79,7 @@ def _names(broker, topics) -> dict[uuid.UUID, str | None]:
 
 
 def _acknowledge(broker, group: ShareGroup, member_id: str, topics, names,
-                 batch: set[tuple[str, int]]) -> dict[tuple[uuid.UUID, int], tuple]:
+                 batch: Changes) -> dict[tuple[uuid.UUID, int], tuple]:
     """Apply the acknowledgement batches of a request: (topic id, partition) -> (error code, message).
     The share-partitions changed go into ``batch``, to be persisted together."""
     results = {}
@@ -96,9 +96,10 @@ def _acknowledge(broker, group: ShareGroup, member_id: str, topics, names,
                 try:
                     share_partition.acknowledge(member_id, [(b.first_offset, b.last_offset, list(b.acknowledge_types))
                                                             for b in p.acknowledgement_batches])
-                except AcknowledgeError as exc:
+                    batch.acknowledged = True
+                    broker.share.changed(group, name, p.partition_index, batch)
+                except AcknowledgeError as exc:    # nothing changed
                     error, message = exc.code, str(exc)
-                broker.share.changed(group, name, p.partition_index, batch)
             results[(t.topic_id, p.partition_index)] = (error, message)
     return results
 
@@ -116,8 +117,9 @@ async def share_fetch(broker, header, request):
     except ShareError as exc:
         return _share_error(ShareFetchResponse, exc, acquisition_lock_timeout_ms=0)
     names = _names(broker, request.topics)
-    batch: set[tuple[str, int]] = set()
+    batch = Changes()
     acked = _acknowledge(broker, group, request.member_id, request.topics, names, batch)
+    acknowledged = share.persist(group, batch)    # written now: its fsync runs while records are acquired
     errors = {(t.topic_id, p.partition_index): ErrorCode.UNKNOWN_TOPIC_ID
               for t in request.topics if names[t.topic_id] is None for p in t.partitions}
     fetched: dict[TopicIdPartition, Fetched] = {}
@@ -133,7 +135,8 @@ async def share_fetch(broker, header, request):
                 session.partitions.difference_update((topic.name, p) for p in t.partitions)
         fetched, gone = await _acquire(broker, group, request, session, batch)
         errors.update(gone)
-    await share.persist(group, batch)
+    await share.persist(group, batch)     # the acquisitions: written, not waited for
+    await acknowledged
     PartitionData = ShareFetchResponse.ShareFetchableTopicResponse.PartitionData
     by_topic: dict[uuid.UUID, list] = {}
     for key in sorted(set(acked) | set(fetched) | set(errors), key=lambda k: (str(k[0]), k[1])):
@@ -154,11 +157,11 @@ async def share_fetch(broker, header, request):
                               node_endpoints=[])
 
 
-async def _acquire(broker, group: ShareGroup, request, session: ShareSession, batch: set[tuple[str, int]]
+async def _acquire(broker, group: ShareGroup, request, session: ShareSession, batch: Changes
                    ) -> tuple[dict[TopicIdPartition, Fetched], dict[TopicIdPartition, ErrorCode]]:
     """Acquire up to MaxRecords and MaxBytes for the member, waiting up to MaxWaitMs for records
     to become available: (what was acquired, the session's partitions that no longer exist).
-    The share-partitions changed go into ``batch``; what it holds is persisted before a wait.
+    The share-partitions changed go into ``batch``.
     A partition deleted during the wait ends it, answered with its error and out of the session."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
@@ -174,8 +177,6 @@ async def _acquire(broker, group: ShareGroup, request, session: ShareSession, ba
             if fetched or gone or remaining <= 0 or not live:
                 session.partitions.difference_update(gone)
                 return fetched, {(watched[tp], tp[1]): error for tp, error in gone.items()}
-            await broker.share.persist(group, batch)   # acknowledgements do not wait for the long poll
-            batch.clear()
             await watch.wait(remaining)
 
 
@@ -188,7 +189,7 @@ def _missing(broker, tp: tuple[str, int], topic_id: uuid.UUID) -> ErrorCode | No
 
 
 def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]],
-                 batch: set[tuple[str, int]]) -> dict[TopicIdPartition, Fetched]:
+                 batch: Changes) -> dict[TopicIdPartition, Fetched]:
     """Acquire what is available now, partition by partition, within MaxRecords and MaxBytes: only
     records of the whole batches that fit (the first batch whatever its size, so a fetch always
     progresses, as KIP-74 has it), and under read_committed only below the last stable offset."""
@@ -245,7 +246,7 @@ async def share_acknowledge(broker, header, request):
     except ShareError as exc:
         return _share_error(ShareAcknowledgeResponse, exc)
     names = _names(broker, request.topics)
-    batch: set[tuple[str, int]] = set()
+    batch = Changes()
     acked = _acknowledge(broker, group, request.member_id, request.topics, names, batch)
     await share.persist(group, batch)
     if session is None:

@@ -20,14 +20,15 @@ available again (their locks died with the broker) keeping their delivery counts
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 
 from headwater.broker.appender import Appender
 from headwater.broker.clock import Clock
+from headwater.broker.fsync_rounds import settled
 from headwater.broker.internal_topic import InternalTopic, json_bytes
 from headwater.protocol.errors import ErrorCode
 
-from .partition import InFlight, RecordState, SharePartition
+from .partition import RecordState, SharePartition
 
 STATE_TOPIC = "__share_group_state"
 
@@ -43,10 +44,13 @@ class ShareStateStore:
     def save_partition(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> bool:
         return self._write(_partition_state(group_id, topic, partition, sp))
 
-    async def save_partitions_durably(self, group_id: str, partitions: dict[tuple[str, int], SharePartition]) -> bool:
-        """One record per share-partition, in one batch, fsynced by the broker's group commit."""
-        pairs = [_partition_state(group_id, topic, partition, sp) for (topic, partition), sp in partitions.items()]
-        return await self._topic.write_durably(_encoded(pairs)) == ErrorCode.NONE
+    def save_partitions(self, group_id: str, partitions: dict[tuple[str, int], SharePartition],
+                        durable: bool) -> Awaitable[ErrorCode]:
+        """One record per share-partition, in one batch, written at the call: its fsync by the
+        broker's group commit started if ``durable`` (await it), else left for the next fsync."""
+        pairs = _encoded([_partition_state(group_id, topic, partition, sp)
+                          for (topic, partition), sp in partitions.items()])
+        return self._topic.write_durably(pairs) if durable else settled(self._topic.write_unsynced(pairs))
 
     def save_configs(self, group_id: str, overrides: dict[str, str]) -> bool:
         return self._write(({"group": group_id, "type": "config"}, overrides))
@@ -83,16 +87,18 @@ def _encoded(pairs) -> list[tuple[bytes, bytes | None]]:
 
 
 def _partition_state(group_id: str, topic: str, partition: int, sp: SharePartition) -> tuple[dict, dict]:
+    """The share-partition's runs as persisted ranges: runs apart only by their acquisition join,
+    and never-delivered available ones (the default) are left out."""
     ranges: list[list[int]] = []
-    for offset, record in sorted(sp.records.items()):
-        state, count = int(record.state), record.delivery_count
+    for run in sp.runs:
+        state, count = int(run.state), run.delivery_count
         if state == RecordState.AVAILABLE and not count:
             continue
         last = ranges[-1] if ranges else None
-        if last and last[1] == offset - 1 and last[2] == state and last[3] == count:
-            last[1] = offset
+        if last and last[1] == run.first - 1 and last[2] == state and last[3] == count:
+            last[1] = run.last
         else:
-            ranges.append([offset, offset, state, count])
+            ranges.append([run.first, run.last, state, count])
     return ({"group": group_id, "type": "partition", "topic": topic, "partition": partition},
             {"start": sp.start_offset, "end": sp.end_offset, "ranges": ranges,
              "archived": sp.archived_total, "dead_lettered": sp.dead_lettered})
@@ -100,12 +106,9 @@ def _partition_state(group_id: str, topic: str, partition: int, sp: SharePartiti
 
 def restore(sp: SharePartition, state: dict) -> None:
     """Put a replayed state into a fresh share-partition: acquired records are available again."""
-    sp.start_offset, sp.end_offset = int(state["start"]), int(state["end"])
+    sp.load(int(state["start"]), int(state["end"]),
+            [*state.get("ranges", ()), *((o, o, s, c) for o, s, c in state.get("records", ()))])
     sp.archived_total, sp.dead_lettered = int(state["archived"]), int(state["dead_lettered"])
-    sp.records = {o: InFlight() for o in range(sp.start_offset, sp.end_offset)}
-    for offset, state_value, count in record_states(state):
-        done = RecordState(state_value) in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
-        sp.records[int(offset)] = InFlight(RecordState(state_value) if done else RecordState.AVAILABLE, int(count))
 
 
 def record_states(state: dict) -> Iterator[tuple[int, int, int]]:

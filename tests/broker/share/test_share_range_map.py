@@ -1,0 +1,206 @@
+"""The share-partition's range map against a plain-Python model that keeps one entry per offset,
+on random sequences of acquisitions, acknowledgements, lock expiries, members leaving and
+log truncation: the same records in the same states, the same runs handed out, the same
+records archived, and the persisted runs restore to what a restart must keep."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from headwater.broker.share.partition import (MAX_IN_FLIGHT, AcknowledgeError, Acquired, RecordState as S,
+                                              SharePartition)
+from headwater.broker.share.store import _partition_state, restore
+
+from tests.support.clock import ManualClock
+
+LOCK_MS, LIMIT, MEMBERS = 1_000, 3, ("a", "b", "c")
+DONE = (S.ACKNOWLEDGED, S.ARCHIVED)
+
+
+class Model:
+    """One dict entry per offset in flight: offset -> [state, delivery count, member, acquisition]."""
+
+    def __init__(self, start: int):
+        self.start = self.end = start
+        self.records: dict[int, list] = {}
+        self.deadlines: dict[int, int] = {}      # acquisition -> when its lock expires
+        self.acquisitions = self.now = self.archived_total = 0
+        self.archived: list[tuple[int, int]] = []
+
+    def _advance(self) -> None:
+        while self.start < self.end and self.records[self.start][0] in DONE:
+            del self.records[self.start]
+            self.start += 1
+
+    def _release(self, offset: int) -> None:
+        record = self.records[offset]
+        record[2] = record[3] = None
+        if record[1] >= LIMIT:
+            self._archive(offset)
+        else:
+            record[0] = S.AVAILABLE
+
+    def _archive(self, offset: int, dead_letter: bool = True) -> None:
+        self.records[offset][0] = S.ARCHIVED
+        self.archived_total += 1
+        if dead_letter:
+            self.archived.append((offset, self.records[offset][1]))
+
+    def acquire(self, member: str, max_records: int, until: int, aborted) -> list[Acquired]:
+        offsets = [o for o in sorted(self.records) if self.records[o][0] == S.AVAILABLE and o < until][:max_records]
+        while len(offsets) < max_records and self.end < min(until, self.start + MAX_IN_FLIGHT):
+            self.records[self.end] = [S.AVAILABLE, 0, None, None]
+            if any(first <= self.end <= last for first, last in aborted):
+                self._archive(self.end, dead_letter=False)
+            else:
+                offsets.append(self.end)
+            self.end += 1
+        self._advance()
+        if not offsets:
+            return []
+        self.acquisitions += 1
+        self.deadlines[self.acquisitions] = self.now + LOCK_MS
+        runs: list[list[int]] = []
+        for o in offsets:
+            record = self.records[o]
+            record[0], record[2], record[3] = S.ACQUIRED, member, self.acquisitions
+            record[1] += 1
+            if runs and runs[-1][1] == o - 1 and runs[-1][2] == record[1]:
+                runs[-1][1] = o
+            else:
+                runs.append([o, o, record[1]])
+        return [Acquired(*run) for run in runs]
+
+    def acknowledge(self, member: str, batches) -> bool:
+        """False, changing nothing, if any offset is not acquired by ``member``."""
+        offsets = [o for first, last, _ in batches for o in range(first, last + 1)]
+        if any(self.records.get(o, [None, 0, None])[:3:2] != [S.ACQUIRED, member] for o in offsets):
+            return False
+        for first, last, types in batches:
+            for o, kind in zip(range(first, last + 1), types * (last - first + 1) if len(types) == 1 else types):
+                if kind == 2:
+                    self._release(o)
+                    continue
+                self.records[o][2] = self.records[o][3] = None
+                if kind == 1:
+                    self.records[o][0] = S.ACKNOWLEDGED
+                else:
+                    self._archive(o, dead_letter=kind == 3)
+        self._advance()
+        return True
+
+    def advance_clock(self, ms: int) -> None:
+        self.now += ms
+        for acquisition in sorted(a for a, due in self.deadlines.items() if due <= self.now):
+            del self.deadlines[acquisition]
+            for o in sorted(self.records):
+                if self.records[o][0] == S.ACQUIRED and self.records[o][3] == acquisition:
+                    self._release(o)
+        self._advance()
+
+    def release_member(self, member: str) -> None:
+        for o in sorted(self.records):
+            if self.records[o][0] == S.ACQUIRED and self.records[o][2] == member:
+                self._release(o)
+        self._advance()
+
+    def reset_to(self, offset: int) -> None:
+        if offset > self.start:
+            self.records = {o: r for o, r in self.records.items() if o >= offset}
+            self.start, self.end = offset, max(self.end, offset)
+            self._advance()
+
+    def view(self) -> dict[int, tuple]:
+        return {o: (r[0], r[1], r[2]) for o, r in sorted(self.records.items())}
+
+
+def _batches(rng: random.Random, model: Model, member: str) -> list:
+    """Ascending acknowledgement batches over the member's acquired offsets; now and then a wrong one."""
+    held = [o for o in sorted(model.records) if model.records[o][0] == S.ACQUIRED and model.records[o][2] == member]
+    if rng.random() < 0.1:
+        held.append(rng.randrange(model.start, model.end + 3))       # not (all) held: all or nothing
+        held = sorted(set(held))
+    batches, i = [], 0
+    while i < len(held):
+        j = i
+        while j + 1 < len(held) and held[j + 1] == held[j] + 1 and rng.random() < 0.9:
+            j += 1
+        first, last = held[i], held[j]
+        if rng.random() < 0.5:
+            batches.append((first, last, [rng.choice((1, 1, 1, 2, 3, 0))]))
+        else:
+            batches.append((first, last, [rng.choice((1, 1, 2, 3, 0)) for _ in range(last - first + 1)]))
+        i = j + 1 + (rng.random() < 0.3)     # now and then leave one unacknowledged
+    return batches
+
+
+def _check(sp: SharePartition, model: Model, clock: ManualClock) -> None:
+    assert (sp.start_offset, sp.end_offset, sp.archived_total) == (model.start, model.end, model.archived_total)
+    assert {o: (r.state, r.delivery_count, r.member) for o, r in sp.records.items()} == model.view()
+    for before, after in zip(sp.runs, sp.runs[1:]):           # contiguous, and no two neighbours alike
+        assert after.first == before.last + 1 and not before.joins(after)
+    if sp.runs:
+        assert (sp.runs[0].first, sp.runs[-1].last + 1) == (sp.start_offset, sp.end_offset)
+    # Locks: one live timer per acquisition that still holds records, none left behind.
+    holding = {r[3] for r in model.records.values() if r[0] == S.ACQUIRED}
+    assert sum(1 for timer in clock._timers if not timer.cancelled) == len(holding)
+    # What a restart keeps: the persisted runs, acquired records available again.
+    restarted = SharePartition(clock, 0, lock_duration_ms=LOCK_MS, delivery_count_limit=LIMIT)
+    restore(restarted, _partition_state("g", "t", 0, sp)[1])
+    assert {o: (r.state, r.delivery_count) for o, r in restarted.records.items()} == {
+        o: (S.AVAILABLE if state == S.ACQUIRED else state, count) for o, (state, count, _) in model.view().items()}
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_the_range_map_behaves_as_one_entry_per_offset(seed):
+    rng = random.Random(seed)
+    clock = ManualClock()
+    archived: list[tuple[int, int]] = []
+    start = rng.randrange(0, 50)
+    sp = SharePartition(clock, start, lock_duration_ms=LOCK_MS, delivery_count_limit=LIMIT,
+                        on_archived=lambda offset, count, why: archived.append((offset, count)))
+    model = Model(start)
+    log_end = start
+    for _ in range(120):
+        op = rng.random()
+        member = rng.choice(MEMBERS)
+        if op < 0.35:
+            log_end += rng.randrange(0, 40)
+            until = rng.randrange(model.start, log_end + 1)
+            aborted = [] if rng.random() < 0.7 else [(o, o + rng.randrange(0, 5)) for o in
+                                                     rng.sample(range(model.end, log_end + 5), 2)]
+            max_records = rng.choice((1, 3, 10, 500))
+            assert sp.acquire(member, max_records, until, aborted) == model.acquire(member, max_records, until, aborted)
+        elif op < 0.75:
+            batches = _batches(rng, model, member)
+            try:
+                sp.acknowledge(member, batches)
+                accepted = True
+            except AcknowledgeError:
+                accepted = False
+            assert accepted == model.acknowledge(member, batches)
+        elif op < 0.9:
+            ms = rng.choice((LOCK_MS // 3, LOCK_MS, 2 * LOCK_MS))
+            clock.advance(ms)
+            model.advance_clock(ms)
+        elif op < 0.97:
+            sp.release_member(member)
+            model.release_member(member)
+        else:
+            offset = rng.randrange(model.start, model.end + 3)
+            sp.reset_to(offset)
+            model.reset_to(offset)
+            log_end = max(log_end, offset)
+        assert sorted(archived) == sorted(model.archived)
+        _check(sp, model, clock)
+
+
+def test_five_hundred_records_acquired_and_accepted_are_one_run_each_way(clock):
+    sp = SharePartition(clock, 0, lock_duration_ms=LOCK_MS, delivery_count_limit=LIMIT)
+    for round_ in range(4):
+        assert sp.acquire("a", 500, until=10_000) == [Acquired(500 * round_, 500 * round_ + 499, 1)]
+        assert len(sp.runs) == 1 and len(_partition_state("g", "t", 0, sp)[1]["ranges"]) == 1
+        sp.acknowledge("a", [(500 * round_, 500 * round_ + 499, [1])])
+        assert (sp.runs, sp.start_offset) == ([], 500 * (round_ + 1))
+    assert not [timer for timer in clock._timers if not timer.cancelled]
