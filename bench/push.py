@@ -1,12 +1,13 @@
 """HTTP next to the Kafka protocol, in one run: records/s produced through the HTTP API
 (REST Proxy v3 records:batch, batches of 100, one keep-alive connection) next to a native
 confluent-kafka producer; and records/s delivered by `headwater push` to a local webhook
-endpoint next to a native confluent-kafka consumer group reading the same records.
+endpoint, one record per POST and in batches (`--batch-size`), next to a native
+confluent-kafka consumer group reading the same records.
 
-    .venv/bin/python bench/push.py [--records 20000] [--max-in-flight 64] [--http-only] [--smoke]
+    .venv/bin/python bench/push.py [--records 20000] [--max-in-flight 64] [--batch-size 100] [--http-only] [--smoke]
 
 The endpoint (aiohttp, loopback, in this process) acknowledges every POST. Push delivery pays
-one HTTP request per record plus JSON and base64; the native consumer gets batches. One
+one HTTP request per record (or per batch) plus JSON and base64; the native consumer gets batches. One
 Headwater broker on loopback; no Kafka or Pub/Sub peer is available on this machine.
 """
 import argparse
@@ -81,12 +82,13 @@ def native(bootstrap: str, topic: str, count: int) -> float:
     return elapsed
 
 
-def push(bootstrap: str, topic: str, count: int, max_in_flight: int, ordering: str) -> float:
+def push(bootstrap: str, topic: str, count: int, max_in_flight: int, ordering: str, batch_size: int = 1) -> float:
     with WebhookReceiver() as receiver:
         start = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "headwater", "push", topic, receiver.url, "--from-beginning",
-                                 "--group", f"bench-push-{ordering}", "--max-in-flight", str(max_in_flight),
-                                 "--ordering", ordering, "--bootstrap-server", bootstrap, "--log-level", "WARNING"],
+                                 "--group", f"bench-push-{ordering}-{batch_size}", "--max-in-flight",
+                                 str(max_in_flight), "--ordering", ordering, "--batch-size", str(batch_size),
+                                 "--bootstrap-server", bootstrap, "--log-level", "WARNING"],
                                 env=os.environ)
         try:
             wait_until(lambda: len(receiver.acknowledged) >= count, timeout=600, interval=0.05, what="deliveries")
@@ -101,8 +103,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=20000)
     parser.add_argument("--max-in-flight", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=100, help="records per POST in the batched push row")
     parser.add_argument("--http-only", action="store_true", help="only the HTTP produce row")
-    args = bench_arguments(parser, smoke={"records": 300})
+    args = bench_arguments(parser, smoke={"records": 300, "batch_size": 20})
     with tempfile.TemporaryDirectory() as tmp:
         broker = start_broker(Path(tmp) / "data", "--num-partitions", "4", "--http-listener", "127.0.0.1:0")
         try:
@@ -118,7 +121,10 @@ def main() -> None:
                               (f"consume: push, parallel, {args.max_in_flight} in flight",
                                lambda: push(broker.bootstrap, "bench", args.records, args.max_in_flight, "none")),
                               (f"consume: push, ordering key, {args.max_in_flight} in flight",
-                               lambda: push(broker.bootstrap, "bench", args.records, args.max_in_flight, "key"))]:
+                               lambda: push(broker.bootstrap, "bench", args.records, args.max_in_flight, "key")),
+                              (f"consume: push, batches of {args.batch_size}, {args.max_in_flight} in flight",
+                               lambda: push(broker.bootstrap, "bench", args.records, args.max_in_flight, "none",
+                                            args.batch_size))]:
                 if args.http_only and not name.startswith("produce: HTTP"):
                     continue
                 seconds = run()

@@ -24,6 +24,8 @@ def usage_error(capsys, *argv: str) -> str:
     (["topics", "create", "t", "--partitions", "two"], "argument --partitions: expected an integer, got 'two'"),
     (["push", "t", "http://h/", "--max-in-flight", "0"], "argument --max-in-flight: must be at least 1, got 0"),
     (["push", "t", "http://h/", "--timeout", "0"], "argument --timeout: must be more than 0, got 0"),
+    (["push", "t", "http://h/", "--batch-size", "0"], "argument --batch-size: must be at least 1, got 0"),
+    (["push", "t", "http://h/", "--batch-wait", "-1"], "argument --batch-wait: must be more than 0, got -1"),
     (["push", "t", "http://h/", "--timeout", "nan"], "argument --timeout: expected a finite number, got 'nan'"),
     (["topics", "create", "t", "--config", "novalue"], "argument --config: expected NAME=VALUE, got 'novalue'"),
     (["topics", "create", "t", "--config", "=5"], "argument --config: expected NAME=VALUE, got '=5'"),

@@ -36,6 +36,14 @@ def add_parser(subparsers) -> None:
                    "(default %(default)s)")
     p.add_argument("--ordering", choices=("none", "key"), default="none",
                    help="key: one record at a time per key, in offset order; none: in parallel (default)")
+    p.add_argument("--batch-size", type=positive_int, default=1,
+                   help="records of one partition per POST, as a JSON array (default %(default)s: one record, "
+                   "a JSON object); --max-in-flight then counts batches")
+    p.add_argument("--batch-wait", type=positive_float, default=0.05,
+                   help="seconds a batch may wait to fill up before it is sent (default %(default)s)")
+    p.add_argument("--batch-attempts", type=positive_int, default=3,
+                   help="failures of a whole batch before its records are delivered one by one, each with "
+                   "--max-attempts (default %(default)s)")
     p.add_argument("--timeout", type=positive_float, default=10.0, help="seconds per attempt (default %(default)s)")
     p.add_argument("--backoff", type=positive_float, default=0.5,
                    help="seconds before the 2nd attempt, doubling each time (default %(default)s)")
@@ -56,7 +64,8 @@ def run(args) -> int:
     config = PushConfig(bootstrap=args.bootstrap_server, topic=args.topic, group=args.group or f"push-{args.topic}",
                         endpoint=args.endpoint, dead_letter_topic=args.dead_letter_topic or f"{args.topic}.dlq",
                         secret=secret.encode() if secret else None, max_attempts=args.max_attempts,
-                        max_in_flight=args.max_in_flight, ordering=args.ordering, timeout=args.timeout,
+                        max_in_flight=args.max_in_flight, ordering=args.ordering, batch_size=args.batch_size,
+                        batch_wait=args.batch_wait, batch_attempts=args.batch_attempts, timeout=args.timeout,
                         backoff=Backoff(args.backoff, args.max_backoff), from_beginning=args.from_beginning,
                         consumer_config=dict(args.consumer_config), security=args.command_config)
     stopping = StopRequest()

@@ -1,22 +1,29 @@
-"""What a push endpoint receives: one POST per record, its JSON body and its headers.
+"""What a push endpoint receives: one POST per record (or per batch), its JSON body and its headers.
 
-Body (UTF-8 JSON; bytes in base64 so any record survives the trip):
+Body of one record (UTF-8 JSON; bytes in base64 so any record survives the trip):
     {"topic": str, "partition": int, "offset": int, "timestamp": int (ms) | null,
      "key": base64 | null, "value": base64 | null,
      "headers": [{"key": str, "value": base64 | null}], "attempt": int}
 Headers: Headwater-Topic, Headwater-Partition, Headwater-Offset, Headwater-Key (base64, absent
 for a null key), Headwater-Delivery-Attempt (1 on the first try), and with a shared secret
 Headwater-Signature: sha256=<hex HMAC-SHA256 of the exact body bytes>, as GitHub signs its webhooks.
+
+A batch (records of one partition, in offset order) is a JSON array of the same objects, with
+Headwater-Topic, Headwater-Partition, Headwater-Batch-Size, Headwater-Delivery-Attempt and the
+signature as headers; a 2xx acknowledges every record in it.
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-import json
+from binascii import b2a_base64
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import orjson
+
 SIGNATURE_HEADER = "Headwater-Signature"
+BATCH_SIZE_HEADER = "Headwater-Batch-Size"
 
 
 @dataclass(frozen=True)
@@ -32,15 +39,21 @@ class Record:
 
 
 def _b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode("ascii")
+    return None if data is None else b2a_base64(data, newline=False).decode("ascii")
+
+
+def _fields(record: Record, attempt: int) -> dict:
+    return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
+            "timestamp": record.timestamp, "key": _b64(record.key), "value": _b64(record.value),
+            "headers": [{"key": k, "value": _b64(v)} for k, v in record.headers], "attempt": attempt}
 
 
 def body(record: Record, attempt: int) -> bytes:
-    return json.dumps({
-        "topic": record.topic, "partition": record.partition, "offset": record.offset,
-        "timestamp": record.timestamp, "key": _b64(record.key), "value": _b64(record.value),
-        "headers": [{"key": k, "value": _b64(v)} for k, v in record.headers], "attempt": attempt,
-    }, separators=(",", ":")).encode()
+    return orjson.dumps(_fields(record, attempt))
+
+
+def batch_body(records: Sequence[Record], attempt: int) -> bytes:
+    return orjson.dumps([_fields(record, attempt) for record in records])
 
 
 def signature(secret: bytes, payload: bytes) -> str:
@@ -58,6 +71,17 @@ def headers(record: Record, attempt: int, payload: bytes, secret: bytes | None) 
            "Headwater-Delivery-Attempt": str(attempt)}
     if record.key is not None:
         out["Headwater-Key"] = _b64(record.key)
+    return _signed(out, payload, secret)
+
+
+def batch_headers(records: Sequence[Record], attempt: int, payload: bytes, secret: bytes | None) -> dict[str, str]:
+    first = records[0]
+    return _signed({"Content-Type": "application/json", "Headwater-Topic": first.topic,
+                    "Headwater-Partition": str(first.partition), BATCH_SIZE_HEADER: str(len(records)),
+                    "Headwater-Delivery-Attempt": str(attempt)}, payload, secret)
+
+
+def _signed(out: dict[str, str], payload: bytes, secret: bytes | None) -> dict[str, str]:
     if secret is not None:
         out[SIGNATURE_HEADER] = signature(secret, payload)
     return out

@@ -24,12 +24,15 @@ class Progress:
         with self._lock:
             self._pending.setdefault((topic, partition), OrderedDict())[offset] = False
 
-    def finished(self, topic: str, partition: int, offset: int) -> None:
+    def finished(self, topic: str, partition: int, *offsets: int) -> None:
+        """These records (one, or a batch's) are acknowledged or dead-lettered."""
         with self._lock:
             pending = self._pending.get((topic, partition))
-            if pending is None or offset not in pending:
+            if pending is None:
                 return  # the partition was revoked meanwhile: its new owner redelivers
-            pending[offset] = True
+            for offset in offsets:
+                if offset in pending:  # else revoked meanwhile, as above
+                    pending[offset] = True
             while pending and next(iter(pending.values())):
                 done, _ = pending.popitem(last=False)
                 self._committable[(topic, partition)] = done + 1

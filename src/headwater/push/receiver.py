@@ -2,19 +2,20 @@
 
 It answers like a real, unreliable service when asked to: a share of requests fail with 500,
 some hang until the sender gives up, chosen records always fail, and the whole endpoint can
-go down (503). Deliveries are deduplicated by (topic, partition, offset), as an endpoint of
+go down (503). A batch (a JSON array) is answered as a whole: it fails when any of its records
+would. Deliveries are deduplicated by (topic, partition, offset), as an endpoint of
 an at-least-once subscription must.
 """
 from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import random
 import threading
 from collections import Counter
 from collections.abc import Callable
 
+import orjson
 from aiohttp import web
 
 from headwater.push import envelope
@@ -32,7 +33,8 @@ class WebhookReceiver:
         self.acknowledged: dict[tuple[str, int, int], dict] = {}  # first acknowledged body of each record
         self.answers: Counter[int] = Counter()                    # HTTP status -> count (0: hung)
         self.attempts: Counter[tuple[str, int, int]] = Counter()  # requests per record
-        self.arrivals: list[dict] = []                            # every request's body, in arrival order
+        self.arrivals: list[dict] = []                            # every record delivered, in arrival order
+        self.requests: list[list[dict]] = []                      # the records of each request, in arrival order
         self.bad_signatures = 0
         self.in_flight = self.max_in_flight = 0
         self._key_in_flight: Counter[tuple[int, str | None]] = Counter()  # by partition and key
@@ -78,33 +80,38 @@ class WebhookReceiver:
                 envelope.SIGNATURE_HEADER)):
             self.bad_signatures += 1
             return web.Response(status=401, text="bad signature")
-        delivery = json.loads(payload)
-        where = (delivery["topic"], delivery["partition"], delivery["offset"])
-        self.arrivals.append(delivery)
-        self.attempts[where] += 1
-        key = (delivery["partition"], delivery["key"])
+        body = orjson.loads(payload)
+        deliveries = body if isinstance(body, list) else [body]  # a batch, or one record
+        self.requests.append(deliveries)
+        keys = {(d["partition"], d["key"]) for d in deliveries}
+        for delivery in deliveries:
+            self.arrivals.append(delivery)
+            self.attempts[delivery["topic"], delivery["partition"], delivery["offset"]] += 1
         self.in_flight += 1
-        self._key_in_flight[key] += 1
+        self._key_in_flight.update(keys)
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        self.max_key_in_flight = max(self.max_key_in_flight, self._key_in_flight[key])
+        self.max_key_in_flight = max(self.max_key_in_flight, *(self._key_in_flight[k] for k in keys))
         try:
-            status = self._answer(delivery)
+            status = self._answer(deliveries)
             if status == 0:
                 self.answers[0] += 1
                 await asyncio.sleep(3600)  # until the sender gives up and handler_cancellation ends this
             await asyncio.sleep(0.002)     # a little work, so concurrent deliveries overlap here
             self.answers[status] += 1
             if status == 200:
-                self.acknowledged.setdefault(where, delivery)
+                for delivery in deliveries:
+                    self.acknowledged.setdefault((delivery["topic"], delivery["partition"], delivery["offset"]),
+                                                 delivery)
             return web.Response(status=status)
         finally:
             self.in_flight -= 1
-            self._key_in_flight[key] -= 1
+            self._key_in_flight.subtract(keys)
 
-    def _answer(self, delivery: dict) -> int:
+    def _answer(self, deliveries: list[dict]) -> int:
+        """One answer per request: a batch fails as a whole, when any record of it fails."""
         if self.down:
             return 503
-        if self.always_fail(delivery):
+        if any(self.always_fail(delivery) for delivery in deliveries):
             return 500
         roll = self._rng.random()
         if roll < self.hang_rate:

@@ -6,6 +6,11 @@ with the reason. Offsets are committed only past finished records (`progress`). 
 `max_in_flight` records are outstanding at once: when the endpoint is slow, the subscription
 stops taking records (backpressure) and the backlog waits, durable, in the log.
 With ordering "key", records of one key are delivered one at a time in offset order.
+
+With `batch_size` > 1 one POST carries a batch of one partition's records (`batching`), a 2xx
+acknowledges them all, `max_in_flight` counts batches, and a batch that fails `batch_attempts`
+times is delivered record by record, each as above, so only the records that keep failing are
+dead-lettered. With ordering "key" a batch waits for the batches before it holding its keys.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import aiohttp
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from headwater.push import envelope
+from headwater.push.batching import OpenBatches
 from headwater.push.envelope import Record
 from headwater.push.progress import Progress
 from headwater.push.retry import Backoff
@@ -44,6 +50,9 @@ class PushConfig:
     max_attempts: int = 10
     max_in_flight: int = 16
     ordering: str = "none"        # "none": parallel; "key": one at a time per key
+    batch_size: int = 1           # records per POST; 1: one JSON object per POST, more: JSON arrays
+    batch_wait: float = 0.05      # seconds a batch may wait to fill up
+    batch_attempts: int = 3       # failures of a whole batch before its records go one by one
     timeout: float = 10.0         # seconds for one HTTP attempt
     backoff: Backoff = field(default_factory=Backoff)
     from_beginning: bool = False  # where a group without committed offsets starts
@@ -64,7 +73,8 @@ class PushSubscription:
         self._producer = Producer({"bootstrap.servers": config.bootstrap, **config.security, "acks": "all",
                                    "log_level": 3, "logger": client_log})
         self._slots = asyncio.Semaphore(config.max_in_flight)
-        self._last_of_key: dict[tuple[str, int, bytes | None], asyncio.Task] = {}  # ordering "key": its latest record
+        self._open = OpenBatches(config.batch_size, config.batch_wait)
+        self._last_of_key: dict[tuple[str, int, bytes | None], asyncio.Task] = {}  # ordering "key": its latest batch
         self._tasks: set[asyncio.Task] = set()
         self._main: asyncio.Task | None = None
         self.acknowledged = 0
@@ -107,56 +117,114 @@ class PushSubscription:
 
     async def _take_records(self, http: aiohttp.ClientSession) -> None:
         await self._call(self._consumer.subscribe, [self.config.topic], on_revoke=self._revoked)
+        take = max(100, self.config.batch_size)
         while True:
-            for message in await self._call(self._consumer.consume, 100, POLL_TIMEOUT):
+            wait = self._open.seconds_to_next()
+            messages = await self._call(self._consumer.consume, take, POLL_TIMEOUT if wait is None
+                                        else min(POLL_TIMEOUT, wait))
+            for message in messages:
                 if message.error():
                     log.warning("consumer: %s", message.error())
                     continue
-                await self._slots.acquire()  # backpressure: no more than max_in_flight outstanding
-                self._dispatch(http, _record(message))
+                record = _record(message)
+                self.progress.taken(record.topic, record.partition, record.offset)
+                full = self._open.add(record)
+                if full is not None:
+                    await self._dispatch(http, full)
+            for batch in self._open.due():
+                await self._dispatch(http, batch)
 
-    def _dispatch(self, http: aiohttp.ClientSession, record: Record) -> None:
-        self.progress.taken(record.topic, record.partition, record.offset)
-        key = (record.topic, record.partition, record.key)  # Kafka orders within a partition
-        after = self._last_of_key.get(key) if self.config.ordering == "key" else None
-        task = asyncio.create_task(self._deliver(http, record, after))
+    async def _dispatch(self, http: aiohttp.ClientSession, records: list[Record]) -> None:
+        await self._slots.acquire()  # backpressure: no more than max_in_flight outstanding
+        first = records[0]
+        keys = {(first.topic, first.partition, r.key) for r in records}  # Kafka orders within a partition
+        after = [self._last_of_key[k] for k in keys if k in self._last_of_key] if self.config.ordering == "key" else []
+        task = asyncio.create_task(self._deliver(http, records, after))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         if self.config.ordering == "key":
-            self._last_of_key[key] = task
-            task.add_done_callback(lambda t: self._key_done(key, t))
+            for key in keys:
+                self._last_of_key[key] = task
+            task.add_done_callback(lambda t: self._keys_done(keys, t))
 
-    def _key_done(self, key: tuple[str, int, bytes | None], task: asyncio.Task) -> None:
-        if self._last_of_key.get(key) is task:  # nothing of this key waits behind it
-            del self._last_of_key[key]
+    def _keys_done(self, keys: set[tuple[str, int, bytes | None]], task: asyncio.Task) -> None:
+        for key in keys:
+            if self._last_of_key.get(key) is task:  # nothing of this key waits behind it
+                del self._last_of_key[key]
 
-    async def _deliver(self, http: aiohttp.ClientSession, record: Record, after: asyncio.Task | None) -> None:
+    async def _deliver(self, http: aiohttp.ClientSession, records: list[Record], after: list[asyncio.Task]) -> None:
+        first = records[0]
         try:
-            if after is not None:
-                await asyncio.wait([after])  # the key's previous record first
-            reason = ""
-            for attempt in range(1, self.config.max_attempts + 1):
-                if attempt > 1:
-                    await asyncio.sleep(self.config.backoff.delay(attempt - 1))
-                reason = await self._attempt(http, record, attempt)
-                if not reason:
-                    self.acknowledged += 1
-                    break
-            else:
-                await self._dead_letter(record, reason)
-            self.progress.finished(record.topic, record.partition, record.offset)
+            if after:
+                await asyncio.wait(after)  # the keys' previous records first
+            if self.config.batch_size == 1:
+                await self._deliver_alone(http, first)
+            elif not await self._deliver_batch(http, records):
+                await self._deliver_one_by_one(http, records)
         except Exception:
-            log.exception("delivery of %s-%d@%d failed; it stays uncommitted", record.topic, record.partition,
-                          record.offset)
+            log.exception("delivery of %s-%d@%d (%d records) failed; it stays uncommitted", first.topic,
+                          first.partition, first.offset, len(records))
         finally:
             self._slots.release()
 
-    async def _attempt(self, http: aiohttp.ClientSession, record: Record, attempt: int) -> str:
+    async def _deliver_alone(self, http: aiohttp.ClientSession, record: Record) -> None:
+        """One record, one JSON object per POST: retried, then dead-lettered."""
+        def request(attempt: int) -> tuple[bytes, dict[str, str]]:
+            payload = envelope.body(record, attempt)
+            return payload, envelope.headers(record, attempt, payload, self.config.secret)
+        reason = await self._retried(http, self.config.max_attempts, request)
+        if reason:
+            await self._dead_letter(record, reason)
+        else:
+            self.acknowledged += 1
+        self.progress.finished(record.topic, record.partition, record.offset)
+
+    async def _deliver_batch(self, http: aiohttp.ClientSession, records: list[Record]) -> bool:
+        """The batch as one JSON array per POST, retried; False when it kept failing."""
+        def request(attempt: int) -> tuple[bytes, dict[str, str]]:
+            payload = envelope.batch_body(records, attempt)
+            return payload, envelope.batch_headers(records, attempt, payload, self.config.secret)
+        first = records[0]
+        reason = await self._retried(http, self.config.batch_attempts, request)
+        if not reason:
+            self.acknowledged += len(records)
+            self.progress.finished(first.topic, first.partition, *(r.offset for r in records))
+            return True
+        log.info("batch %s-%d@%d of %d failed %d times (%s): its records go one by one", first.topic,
+                 first.partition, first.offset, len(records), self.config.batch_attempts, reason)
+        return False
+
+    async def _retried(self, http: aiohttp.ClientSession, attempts: int,
+                       request: Callable[[int], tuple[bytes, dict[str, str]]]) -> str:
+        """POST up to `attempts` times, backing off between; "" once acknowledged, else the last reason."""
+        reason = ""
+        for attempt in range(1, attempts + 1):
+            if attempt > 1:
+                await asyncio.sleep(self.config.backoff.delay(attempt - 1))
+            reason = await self._post(http, *request(attempt))
+            if not reason:
+                return ""
+        return reason
+
+    async def _deliver_one_by_one(self, http: aiohttp.ClientSession, records: list[Record]) -> None:
+        """A failed batch's records alone, so only those that keep failing are dead-lettered: records
+        of one key in offset order (ordering "key"), the rest in parallel."""
+        chains: dict[object, list[Record]] = {}
+        for i, record in enumerate(records):
+            chains.setdefault(record.key if self.config.ordering == "key" else i, []).append(record)
+
+        async def in_order(chain: list[Record]) -> None:
+            for record in chain:
+                await self._deliver_alone(http, record)
+        results = await asyncio.gather(*(in_order(chain) for chain in chains.values()), return_exceptions=True)
+        failed = [result for result in results if isinstance(result, BaseException)]
+        if failed:
+            raise failed[0]
+
+    async def _post(self, http: aiohttp.ClientSession, payload: bytes, headers: dict[str, str]) -> str:
         """One POST; "" when acknowledged, else why not."""
-        payload = envelope.body(record, attempt)
         try:
-            async with http.post(self.config.endpoint, data=payload,
-                                 headers=envelope.headers(record, attempt, payload, self.config.secret)) as answer:
+            async with http.post(self.config.endpoint, data=payload, headers=headers) as answer:
                 await answer.read()
                 return "" if 200 <= answer.status < 300 else f"HTTP {answer.status}"
         except asyncio.TimeoutError:
@@ -208,6 +276,7 @@ class PushSubscription:
         if offsets:
             self._commit_offsets(offsets)
         self.progress.forget(revoked)
+        self._open.drop(revoked)  # safe here: the loop only touches it between consume calls
 
     async def _call(self, fn, *args, **kwargs):
         return await asyncio.get_running_loop().run_in_executor(self._consumer_thread, lambda: fn(*args, **kwargs))
