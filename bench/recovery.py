@@ -4,7 +4,8 @@
 
 In-process, on the storage engine: one partition whose active segment holds SIZE MB of
 one-record batches (100-byte values, the worst case per byte: recovery works per batch).
-Everything but the last TAIL MB is flushed, so the recovery point sits near the end; then
+Everything but the last TAIL MB is flushed and checkpointed (as every
+``log.flush.offset.checkpoint.interval.ms``), so the recovery point sits near the end; then
 the log is dropped as a SIGKILL would leave it (no close, no clean-shutdown marker) and
 ``Log.open`` timed three ways: from the recovery point, with no recovery point (the
 ``recovery-point`` file removed: every batch validated), and after a clean shutdown.
@@ -61,7 +62,7 @@ def measure(megabytes: float, tail_mb: float) -> dict:
         directory = Path(tmp) / "bench-0"
         log = Log.open(directory, CONFIG)
         batches = write(log, megabytes - tail_mb)
-        log.flush()
+        log.checkpoint()
         batches += write(log, megabytes)
         end, size = log.log_end_offset, log.size_bytes
         crash(log)

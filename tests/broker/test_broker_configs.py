@@ -97,6 +97,7 @@ def test_broker_level_defaults_are_altered_inherited_and_kept_across_a_restart(b
         assert described["log.retention.ms"] == ("123000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)  # broker wins
         assert described["log.retention.bytes"] == ("4096", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
         assert described["log.segment.bytes"] == (KAFKA_DEFAULTS["segment.bytes"], ConfigSource.DEFAULT_CONFIG.value)
+        assert described["log.flush.offset.checkpoint.interval.ms"] == ("60000", ConfigSource.STATIC_BROKER_CONFIG.value)
         assert _describe_cluster_default(broker.bootstrap) == {  # as Kafka: only what is set on the default resource
             "log.retention.ms": ("1", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
             "log.retention.bytes": ("4096", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)}

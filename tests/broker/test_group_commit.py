@@ -3,6 +3,7 @@ request is answered before an fsync that started after its append, and that one 
 covers every request that arrived while the previous one ran."""
 import asyncio
 import os
+import stat
 import threading
 
 import pytest
@@ -153,5 +154,22 @@ def test_a_failed_log_fsync_is_tried_again(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
     plog.flush()
     assert plog.recovery_point == 3
-    assert len(synced) == 3   # the .log and both indexes again, though they were written before
+    assert len(synced) == 1   # the .log again (its indexes wait for the recovery-point checkpoint)
+    plog.close()
+
+
+def test_the_flush_after_a_roll_fsyncs_the_directory_once(tmp_path, monkeypatch):
+    """A rolled segment's file must survive a crash as its acknowledged bytes do: its directory
+    entry is fsynced by the next flush (as Kafka does), and only then."""
+    plog = Log.open(tmp_path / "t-0", LogConfig())
+    real_fsync, synced = os.fsync, []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(stat.S_ISDIR(os.fstat(fd).st_mode)) or real_fsync(fd))
+    plog.append(batch(b"first"))
+    plog.flush()
+    plog.roll()
+    plog.append(batch(b"second"))
+    plog.flush()
+    plog.append(batch(b"third"))
+    plog.flush()
+    assert synced == [False, False, True, False]   # the .log; the new segment's .log, then the directory; the .log
     plog.close()

@@ -22,7 +22,8 @@ from tests.support.clients import confluent_consume, confluent_produce, sample_m
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
     with BrokerProcess(tmp_path_factory.mktemp("http") / "data", "--num-partitions", "3",
-                       "--http-listener", "127.0.0.1:0", "--message-max-bytes", "200000") as proc:
+                       "--http-listener", "127.0.0.1:0", "--message-max-bytes", "200000",
+                       "--log-flush-offset-checkpoint-interval-ms", "0") as proc:
         clusters = call(proc.console_url + "v3/clusters")[1]
         yield proc, f"{proc.console_url}v3/clusters/{clusters['data'][0]['cluster_id']}"
 
@@ -161,7 +162,8 @@ def test_an_oversize_chunked_body_is_refused_without_being_read_whole(api):
 
 def test_an_http_produce_is_answered_after_its_fsync(api):
     """REST Proxy's producer acks=all: with --flush always (the default) the answer comes after the
-    group commit's fsync, which moves the partition's recovery point (written after each fsync)."""
+    group commit's fsync, which moves the partition's recovery point (its file written after each fsync
+    with a checkpoint interval of 0)."""
     proc, base = api
     confluent_produce(proc.bootstrap, "durable-http", sample_messages(1))
     for _ in range(3):

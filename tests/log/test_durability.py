@@ -71,6 +71,23 @@ def test_sigkill_during_acks_all_produce_loses_nothing_acknowledged(tmp_path):
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:3]}"
 
 
+def test_acknowledged_records_past_an_old_checkpoint_survive_a_sigkill(tmp_path):
+    """The recovery-point file is written every log.flush.offset.checkpoint.interval.ms (60 s
+    here), not at each fsync: acks=all records past it are in the log after a SIGKILL, once each,
+    as recovery validates them again."""
+    with BrokerProcess(tmp_path / "data", "--flush", "always") as proc:
+        before = confluent_produce(proc.bootstrap, "ledger", sample_messages(1500), acks="all")
+        assert proc.stop() == 0
+        proc.restart()   # the clean shutdown wrote the checkpoint: 1500
+        after = confluent_produce(proc.bootstrap, "ledger", sample_messages(1500), acks="all")
+        assert int((proc.data_dir / "ledger-0" / "recovery-point").read_text()) == len(before)
+        proc.kill()
+        proc.restart()
+        assert log_end_offsets(proc.bootstrap, "ledger", [0]) == len(before) + len(after)
+        consumed = confluent_consume(proc.bootstrap, "ledger", [0], len(before) + len(after))
+        assert consumed == before + after
+
+
 def test_torn_tail_is_truncated_on_recovery(tmp_path):
     with BrokerProcess(tmp_path / "data") as proc:
         delivered = confluent_produce(proc.bootstrap, "torn", sample_messages(500))
@@ -102,9 +119,11 @@ def test_corrupted_last_batch_is_dropped_on_recovery(tmp_path):
         assert second[0][1] == 1
 
 
-def test_flush_messages_one_answers_even_acks_1_after_its_fsync(broker):
+def test_flush_messages_one_answers_even_acks_1_after_its_fsync(start_broker):
     """A topic's flush.messages=1 goes through the group commit too: an acks=1 produce is answered
-    after the fsync, which moves the partition's recovery point (written after each fsync)."""
+    after the fsync, which moves the partition's recovery point (its file written after each fsync
+    with a checkpoint interval of 0)."""
+    broker = start_broker("--log-flush-offset-checkpoint-interval-ms", "0")
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic("audit", 1, 1, config={"flush.messages": "1"})])["audit"].result(30)
     for i in range(3):

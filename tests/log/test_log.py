@@ -216,7 +216,54 @@ def test_flush_policy_advances_recovery_point(tmp_path):
     assert log.recovery_point == 0
     log.append(build_batch([(None, b"a", 1)]))
     assert log.recovery_point == 3
-    assert (tmp_path / "t-0" / "recovery-point").read_text() == "3"
+    assert (tmp_path / "t-0" / "recovery-point").read_text() == "0"   # until the checkpoint interval passes
+
+
+def test_the_recovery_point_file_is_written_by_the_first_flush_after_the_checkpoint_interval(tmp_path):
+    d, now = tmp_path / "t-0", [0]
+    log = Log.open(d, LogConfig(), clock=lambda: now[0], checkpoint_interval_ms=60_000)
+    checkpoints = []
+    for minute in range(3):
+        for _ in range(4):
+            log.append(build_batch([(None, b"a", 1)] * 5))
+            log.flush()
+            checkpoints.append(int((d / "recovery-point").read_text()))
+            now[0] += 20_000
+        assert log.recovery_point == log.log_end_offset
+    # written at open (0), then by the flushes at 60, 120 and 180 s (20 s apart, 5 records each)
+    assert checkpoints == [0, 0, 0, 20, 20, 20, 35, 35, 35, 50, 50, 50]
+    log.append(build_batch([(None, b"a", 1)]))
+    log.close()   # a clean shutdown writes it too
+    assert (d / "recovery-point").read_text() == "61"
+
+
+def test_a_crash_recovers_from_the_last_checkpoint_not_from_zero(tmp_path):
+    """What the checkpoint is for: below it nothing is validated again (a flipped payload byte
+    there stays unnoticed); past it, flushed or not, every batch is, and the torn one is cut."""
+    d, now = tmp_path / "t-0", [0]
+    cfg = LogConfig(segment_bytes=2000)
+    log = Log.open(d, cfg, clock=lambda: now[0])
+    expected = fill(log, 40, random.Random(8))
+    log.flush()
+    expected += fill(log, 40, random.Random(9))
+    now[0] += 60_000
+    log.flush()   # the interval has passed: checkpoint at the log end
+    checkpoint = log.log_end_offset
+    expected += fill(log, 20, random.Random(10))
+    log.flush()   # acknowledged, past the checkpoint
+    first_segment, active = log.segments[0].path, log.active_segment.path
+    torn = read_header(log.read(log.log_end_offset - 1, 1)).base_offset
+    crash(log)
+    assert int((d / "recovery-point").read_text()) == checkpoint
+    data = bytearray(first_segment.read_bytes())
+    flipped = read_header(data)
+    data[flipped.size - 1] ^= 0xFF   # below the checkpoint: not re-read
+    first_segment.write_bytes(data)
+    os.truncate(active, os.path.getsize(active) - 3)   # a torn last batch past it
+    log = Log.open(d, cfg)
+    assert checkpoint < torn == log.log_end_offset
+    after_flipped = flipped.last_offset + 1
+    assert read_all(log, after_flipped) == [e for e in expected if after_flipped <= e[0] < torn]
 
 
 def crash(log):
@@ -288,7 +335,7 @@ def test_recovery_starts_at_recovery_point(tmp_path):
     cfg = LogConfig(segment_bytes=2000)
     log = Log.open(d, cfg)
     fill(log, 40, random.Random(8))
-    log.flush()
+    log.checkpoint()
     first_segment = log.segments[0].path
     end = log.log_end_offset
     crash(log)
@@ -305,7 +352,7 @@ def test_recovery_validates_only_past_the_recovery_point_of_the_active_segment(t
     log = Log.open(d, LogConfig())
     rng = random.Random(13)
     fill(log, 30, rng)
-    log.flush()
+    log.checkpoint()
     point = log.log_end_offset
     fill(log, 10, rng)
     last = read_header(log.read(log.log_end_offset - 1, 1))
@@ -327,7 +374,7 @@ def test_recovery_from_the_recovery_point_rebuilds_what_a_full_recovery_does(tmp
     log = Log.open(d, cfg)
     rng = random.Random(14)
     expected = fill(log, 60, rng)
-    log.flush()
+    log.checkpoint()
     expected += fill(log, 40, rng)
     last = read_header(log.read(log.log_end_offset - 1, 1))
     path = log.active_segment.path

@@ -43,7 +43,7 @@ class Broker:
         self.static_log_defaults = log_defaults or LogConfig.from_topic_configs(config.topic_defaults, LogConfig())
         self.dynamic_configs = DynamicBrokerConfigs(config.data_dir)
         self.log_manager = LogManager(config.data_dir, self.dynamic_configs.topic_defaults(self.static_log_defaults),
-                                      config.max_partitions)
+                                      config.max_partitions, config.flush_offset_checkpoint_interval_ms)
         self.cluster_id = self._load_cluster_id(config.data_dir)
         self.producer_ids = ProducerIds(config.data_dir)
         self.credentials = CredentialStore(config.data_dir)  # SASL users, re-read when `headwater users` changes them

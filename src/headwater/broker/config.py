@@ -28,6 +28,9 @@ class BrokerConfig:
     flush: str = "always"
     topic_defaults: dict[str, str] = field(default_factory=dict)  # broker defaults of topic configs, Kafka names
     retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
+    # log.flush.offset.checkpoint.interval.ms: how often a log's recovery-point file is written (a
+    # crash recovers from it, so a longer interval means more to validate at restart, never less durability)
+    flush_offset_checkpoint_interval_ms: int = 60_000
     cleaner_interval_ms: int = 15 * 1000               # log.cleaner.backoff.ms: pause between cleaner passes
     cleaner_io_max_bytes_per_second: float | None = None  # log.cleaner.io.max.bytes.per.second; None: unthrottled
     group_initial_rebalance_delay_ms: int = 3000  # group.initial.rebalance.delay.ms

@@ -89,6 +89,7 @@ def _broker_entries(broker) -> list[tuple[str, str | None, int, bool]]:
     settings = {"broker.id": cfg.node_id, "message.max.bytes": cfg.message_max_bytes,
                 "auto.create.topics.enable": str(cfg.auto_create_topics).lower(), "num.partitions": cfg.num_partitions,
                 "log.retention.check.interval.ms": cfg.retention_check_interval_ms,
+                "log.flush.offset.checkpoint.interval.ms": cfg.flush_offset_checkpoint_interval_ms,
                 "log.cleaner.backoff.ms": cfg.cleaner_interval_ms,
                 "log.cleaner.io.max.bytes.per.second": (KAFKA_UNTHROTTLED if cfg.cleaner_io_max_bytes_per_second is None
                                                         else cfg.cleaner_io_max_bytes_per_second),

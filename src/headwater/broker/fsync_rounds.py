@@ -16,6 +16,7 @@ requests (KAFKA_STORAGE_ERROR).
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -58,26 +59,36 @@ class GroupCommit:
         logs, self._waiting = list(self._waiting), {}
         done, self._next = self._next, None
         self._running = True
-        fsyncs = asyncio.gather(*(loop.run_in_executor(self._fsyncs, self._sync_one, plog) for plog in logs))
-        fsyncs.add_done_callback(lambda finished: self._round_finished(loop, done, logs, finished))
+        outcomes: list[Exception | None] = [None] * len(logs)
+        left, lock = [len(logs)], threading.Lock()
 
-    def _sync_one(self, plog: Hashable) -> OSError | None:
+        def sync(i: int, plog: Hashable) -> None:
+            outcomes[i] = self._sync_one(plog)
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:  # one wake-up of the event loop per round, not one per log
+                loop.call_soon_threadsafe(self._round_finished, loop, done, logs, outcomes)
+
+        for i, plog in enumerate(logs):
+            self._fsyncs.submit(sync, i, plog)
+
+    def _sync_one(self, plog: Hashable) -> Exception | None:
         try:
             self._sync(plog)
-        except OSError as exc:
+        except Exception as exc:  # an OSError is the log's; anything else fails the round
             return exc
         return None
 
     def _round_finished(self, loop: asyncio.AbstractEventLoop, done: asyncio.Future[Errors], logs: list[Hashable],
-                        finished: asyncio.Future[list[OSError | None]]) -> None:
+                        outcomes: list[Exception | None]) -> None:
         self._running = False
         self.rounds += 1
-        if finished.cancelled():  # the broker is shutting down
-            done.cancel()
-        elif finished.exception() is not None:
-            done.set_exception(finished.exception())
+        bug = next((exc for exc in outcomes if exc is not None and not isinstance(exc, OSError)), None)
+        if bug is not None:
+            done.set_exception(bug)
         else:
-            done.set_result({plog: error for plog, error in zip(logs, finished.result()) if error is not None})
+            done.set_result({plog: error for plog, error in zip(logs, outcomes) if error is not None})
         if self._waiting:
             self._start_round(loop)
 

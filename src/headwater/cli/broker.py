@@ -140,6 +140,9 @@ def add_parser(subparsers) -> None:
                    help="broker default of a topic config, e.g. retention.ms=3600000 (repeatable)")
     p.add_argument("--retention-check-interval-ms", default=300000, type=positive_int,
                    help="how often retention deletes old segments (default %(default)s)")
+    p.add_argument("--log-flush-offset-checkpoint-interval-ms", default=60000, type=non_negative_int, metavar="MS",
+                   help="log.flush.offset.checkpoint.interval.ms: how often each log's recovery point is written; a "
+                        "crash validates the batches after it again (default %(default)s)")
     p.add_argument("--cleaner-interval-ms", default=15000, type=positive_int,
                    help="pause between log cleaner passes over compacted topics (default %(default)s)")
     p.add_argument("--cleaner-io-max-bytes-per-second", type=positive_float, metavar="BYTES",
@@ -235,6 +238,7 @@ def _config(args) -> BrokerConfig:
                         auto_create_topics=not args.no_auto_create, flush=args.flush,
                         message_max_bytes=args.message_max_bytes, topic_defaults=dict(args.log_config),
                         retention_check_interval_ms=args.retention_check_interval_ms,
+                        flush_offset_checkpoint_interval_ms=args.log_flush_offset_checkpoint_interval_ms,
                         cleaner_interval_ms=args.cleaner_interval_ms,
                         cleaner_io_max_bytes_per_second=args.cleaner_io_max_bytes_per_second,
                         http_listener=args.http_listener[1] if args.http_listener else None,

@@ -33,7 +33,7 @@ from pathlib import Path
 from .cleaner import CleanerStats, LogCleaner
 from .config import LogConfig
 from .layout import CATALOG, DELETED, partition_dir, read_json, replace_atomically
-from .partition import Log
+from .partition import CHECKPOINT_INTERVAL_MS, Log, monotonic_ms
 from .retention import enforce_retention
 
 logger = logging.getLogger("headwater.log")
@@ -75,8 +75,11 @@ def validate_topic_name(name: str) -> None:
 
 
 class LogManager:
-    def __init__(self, data_dir: Path, defaults: LogConfig = LogConfig(), max_partitions: int | None = None):
+    def __init__(self, data_dir: Path, defaults: LogConfig = LogConfig(), max_partitions: int | None = None,
+                 checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS, clock: Callable[[], int] = monotonic_ms):
         self.data_dir = Path(data_dir)
+        self.checkpoint_interval_ms = checkpoint_interval_ms   # log.flush.offset.checkpoint.interval.ms
+        self.clock = clock
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.defaults = defaults
         self.max_partitions = max_partitions   # over all topics; None: no limit
@@ -90,7 +93,7 @@ class LogManager:
             shutil.rmtree(doomed, ignore_errors=True)
         for name, meta in catalog["topics"].items():
             config = LogConfig.from_topic_configs(meta["configs"], defaults)
-            logs = [Log.open(self._partition_dir(name, p), config) for p in range(meta["partitions"])]
+            logs = [self._open_log(self._partition_dir(name, p), config) for p in range(meta["partitions"])]
             topic_id = uuid.UUID(meta["id"]) if "id" in meta else uuid.uuid4()  # catalogs from before topic IDs
             self.topics[name] = Topic(name, logs, meta["configs"], config, topic_id)
         if any("id" not in meta for meta in catalog["topics"].values()):
@@ -98,6 +101,9 @@ class LogManager:
         if self._deleting:
             self._write_catalog(deleting={})
             self._deleting.clear()
+
+    def _open_log(self, directory: Path, config: LogConfig) -> Log:
+        return Log.open(directory, config, self.clock, self.checkpoint_interval_ms)
 
     def _partition_dir(self, topic: str, partition: int) -> Path:
         return partition_dir(self.data_dir, topic, partition)
@@ -155,7 +161,7 @@ class LogManager:
         for p in numbers:
             directory = self._partition_dir(name, p)
             shutil.rmtree(directory, ignore_errors=True)  # leftovers of a create that crashed
-            logs.append(Log.open(directory, config))
+            logs.append(self._open_log(directory, config))
 
     def add_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
         """Grow topic ``name`` to ``count`` partitions (CreatePartitions): existing partitions

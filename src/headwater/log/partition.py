@@ -1,7 +1,10 @@
 """The log of one topic-partition: an ordered list of segments in one directory.
 
 Files in the directory besides the segments:
-- ``recovery-point``   the offset below which everything was fsynced (text, replaced atomically);
+- ``recovery-point``   an offset below which everything was fsynced, indexes included (text,
+                       replaced atomically): the log's checkpoint, written as Kafka writes its
+                       recovery-point-offset-checkpoint, every ``log.flush.offset.checkpoint.interval.ms``
+                       (by the first flush after it has passed) and at close, not after each flush;
 - ``log-start-offset`` the first offset still readable, once retention or DeleteRecords moved it
                        (fsynced before any segment below it is deleted);
 - ``cleaner-checkpoint`` where the log cleaner's dirty section begins;
@@ -36,10 +39,15 @@ from .config import LogConfig
 from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFSET, RECOVERY_POINT, TMP,
                      fsync_directory, replace_atomically, segment_base_offsets)
 from .recovery import complete_interrupted_swaps
-from .segment import NO_TIMESTAMP, BatchInfo, Segment, delete_segment_files
+from .segment import NO_TIMESTAMP, BatchInfo, Segment, SegmentFlush, delete_segment_files
 from .txn_index import AbortedTxnIndex, is_aborted
 
 logger = logging.getLogger("headwater.log")
+CHECKPOINT_INTERVAL_MS = 60_000   # log.flush.offset.checkpoint.interval.ms, Kafka's default
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 class OffsetOutOfRangeError(Exception):
@@ -67,13 +75,20 @@ class BatchesRead(NamedTuple):
 
 class Log:
     def __init__(self, directory: Path, config: LogConfig, segments: list[Segment], log_start_offset: int,
-                 recovery_point: int):
+                 recovery_point: int, clock: Callable[[], int] = monotonic_ms,
+                 checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS):
         self.directory = directory
         self.config = config
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self.log_start_offset = log_start_offset
-        self.recovery_point = recovery_point
+        # Everything below recovery_point is fsynced (the .log files); below checkpointed, the
+        # indexes too, and the recovery-point file says so: a crash recovers from there.
+        self.recovery_point = self.checkpointed = recovery_point
+        self._clock = clock   # milliseconds, for flush.ms and the checkpoint interval
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._checkpointed_at = clock()
+        self._new_segment = False   # a roll since the last flush: the directory needs an fsync
         self.cleaner_checkpoint = max(read_offset_file(directory / CLEANER_CHECKPOINT, 0), log_start_offset)
         self.closed = False
         self.tombstones_due_ms: int | None = None   # when the cleaner must drop tombstones it kept
@@ -85,10 +100,11 @@ class Log:
         self.maintenance_lock = threading.Lock()
         self.flush_lock = threading.Lock()
         self._unflushed_messages = 0
-        self._last_flush = time.monotonic()
+        self._last_flush = self._checkpointed_at
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig) -> Log:
+    def open(cls, directory: Path, config: LogConfig, clock: Callable[[], int] = monotonic_ms,
+             checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS) -> Log:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         marker = directory / CLEAN_SHUTDOWN
@@ -117,9 +133,10 @@ class Log:
         if not segments:
             segments.append(Segment.create(directory, log_start_offset, config.index_interval_bytes))
         log_start_offset = max(log_start_offset, segments[0].base_offset)
-        log = cls(directory, config, segments, log_start_offset, min(recovery_point, segments[-1].next_offset))
+        log = cls(directory, config, segments, log_start_offset, min(recovery_point, segments[-1].next_offset),
+                  clock, checkpoint_interval_ms)
         if not clean:
-            log.flush()  # the rebuilt indexes and truncations are the new durable state
+            log.checkpoint()  # the rebuilt indexes and truncations are the new durable state
         return log
 
     # --- offsets and sizes -----------------------------------------------------------------
@@ -204,47 +221,69 @@ class Log:
         segment = Segment.create(self.directory, self.log_end_offset, self.config.index_interval_bytes)
         self._segments.append(segment)
         self._bases.append(segment.base_offset)
+        self._new_segment = True
         return segment
 
     def flush_due(self) -> bool:
         """Whether flush.messages / flush.ms ask for a flush now."""
         cfg = self.config
         return ((cfg.flush_messages is not None and self._unflushed_messages >= cfg.flush_messages)
-                or (cfg.flush_ms is not None and (time.monotonic() - self._last_flush) * 1000 >= cfg.flush_ms))
+                or (cfg.flush_ms is not None and self._clock() - self._last_flush >= cfg.flush_ms))
 
     def flush(self) -> None:
-        """fsync everything appended so far and move the recovery point to the log end.
-        Safe from any thread; appends go on during the fsyncs and wait for the next flush."""
+        """fsync the batches appended so far (the .log files) and move the recovery point to the
+        log end, in memory; write the checkpoint too if its interval has passed. Safe from any
+        thread; appends go on during the fsyncs and wait for the next flush."""
         with self.flush_lock:
-            self._flush()
+            self._flush(self.recovery_point, indexes=False)
+            if self._clock() - self._checkpointed_at >= self.checkpoint_interval_ms:
+                self._checkpoint()
 
-    def _flush(self) -> None:
-        with self.lock:
-            if self.closed:
-                return
-            end, unflushed, started = self.log_end_offset, self._unflushed_messages, time.monotonic()
-            first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
-            pending = []
-            try:
-                for segment in self._segments[first:]:
-                    pending.append(segment.prepare_flush())
-            except OSError:
-                for segment_flush in pending:
-                    segment_flush.undo()
-                raise
-        for i, segment_flush in enumerate(pending):
-            try:
-                segment_flush.sync()
-            except OSError:
-                for later in pending[i + 1:]:
-                    later.undo()
-                raise
+    def checkpoint(self) -> None:
+        """Flush, then write the recovery point to its file: from here on a crash recovers from it."""
+        with self.flush_lock:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        started = self._clock()
+        # Recovery trusts the indexes below the checkpoint and rebuilds the rest: fsync them first.
+        self._flush(self.checkpointed, indexes=True)
         with self.lock:
             if self.closed:  # deleted meanwhile
                 return
-            if end != self.recovery_point or not (self.directory / RECOVERY_POINT).exists():
-                write_offset_file(self.directory / RECOVERY_POINT, end)
-                self.recovery_point = end
+            if self.recovery_point != self.checkpointed or not (self.directory / RECOVERY_POINT).exists():
+                write_offset_file(self.directory / RECOVERY_POINT, self.recovery_point)
+                self.checkpointed = self.recovery_point
+            self._checkpointed_at = started
+
+    def _flush(self, since: int, indexes: bool) -> None:
+        """fsync the segments from the one holding offset ``since`` on; their indexes too if ``indexes``."""
+        pending: list[SegmentFlush] = []
+        new_segment = False
+        try:
+            with self.lock:
+                if self.closed:
+                    return
+                end, unflushed, started = self.log_end_offset, self._unflushed_messages, self._clock()
+                new_segment, self._new_segment = self._new_segment, False
+                first = max(bisect_right(self._bases, since) - 1, 0)
+                for segment in self._segments[first:]:
+                    pending.append(segment.prepare_flush(indexes))
+            for segment_flush in pending:
+                segment_flush.sync()
+            if new_segment:  # a rolled segment's file names must survive a crash as its bytes do (as Kafka)
+                fsync_directory(self.directory)
+        except OSError:
+            for segment_flush in pending:
+                segment_flush.undo()   # a no-op for those synced
+            self._new_segment |= new_segment
+            if self.closed:  # deleted meanwhile: its directory is gone
+                return
+            raise
+        with self.lock:
+            if self.closed:  # deleted meanwhile
+                return
+            self.recovery_point = end
             self._unflushed_messages -= unflushed
             self._last_flush = started
 
@@ -439,7 +478,7 @@ class Log:
             if self.closed:
                 return
             self.active_segment.seal()
-            self._flush()
+            self._checkpoint()
             for segment in self._segments:
                 segment.close()
             self.closed = True

@@ -243,15 +243,16 @@ class Segment:
         pending = self.prepare_flush()
         pending.sync()
 
-    def prepare_flush(self) -> SegmentFlush:
-        """The first half of a flush, under the log's lock: index entries written to the page cache,
-        the ``.log`` descriptor pinned. ``SegmentFlush.sync`` then fsyncs without the lock."""
+    def prepare_flush(self, indexes: bool = True) -> SegmentFlush:
+        """The first half of a flush, under the log's lock: the ``.log`` descriptor pinned, and with
+        ``indexes`` the index entries written to the page cache. ``SegmentFlush.sync`` then fsyncs
+        without the lock."""
         pending = SegmentFlush(self)
         try:
             if self._dirty:
                 pending.log_fd = pending.pins.enter_context(SEGMENT_FILES.use(self.path))
                 self._dirty = False
-            for index in (self.offset_index, self.time_index):
+            for index in (self.offset_index, self.time_index) if indexes else ():
                 written = index.write_pending()
                 if written is not None:
                     pending.indexes.append((index, written))

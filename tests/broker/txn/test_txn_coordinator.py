@@ -327,8 +327,9 @@ def test_end_txn_on_a_full_disk_decides_nothing_and_succeeds_once_there_is_room(
         core.log_manager.create_topic("t", 1)
         p = Producer(core)
         p.send("t", 0, b"v")
+        core.log_manager.get_log("__transaction_state", 0).roll()   # its next write needs a page of its own
         filler = fill_up(disk)
-        assert p.end(commit=True) == E.COORDINATOR_NOT_AVAILABLE      # the decision could not be made durable
+        assert p.end(commit=True) == E.COORDINATOR_NOT_AVAILABLE      # the decision could not be written
         assert core.transactions.get("app").state is TxnState.ONGOING and lso(core) == 0
         filler.unlink()
         assert p.end(commit=True) == E.NONE                           # the client's retry
