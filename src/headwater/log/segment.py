@@ -313,8 +313,10 @@ class Segment:
         end_offset, end_position = self._read_end
         if offset == end_offset and end_position < self.size <= end_position + max_bytes:
             # the consumer reads on from there and everything since fits: one read, no header walked
-            self._read_end = (self.next_offset, self.size)
-            return self._pread(self.size - end_position, end_position)
+            data = self._pread(self.size - end_position, end_position)
+            if len(data) == self.size - end_position:   # else the file lost bytes: the walk below says how
+                self._read_end = (self.next_offset, self.size)
+                return data
         if end_offset <= offset and end_position > from_position:
             from_position = end_position
         for position, header in self.iter_headers(from_position):
