@@ -3,7 +3,7 @@ to Apache Kafka 4.4 (one KRaft node, default configs) and to librdkafka's mock b
 running the same workload in a process of its own.
 
     .venv/bin/python bench/cost_growth.py [--messages N] [--rate R] [--plot PNG] [--point AXIS=N ...]
-                                          [--profile DIR] [--smoke]
+                                          [--profile DIR] [--headwater-only] [--smoke]
 
 One point of the curve: a fresh topic of P partitions; C idle consumers (raw connections, each
 long-polling an empty topic every 500 ms, as an idle librdkafka consumer does); G consumer
@@ -21,7 +21,8 @@ mock's at the same point, and every row carries the load average (1 minute) at i
 that cannot be set up in CREATE_S (Kafka's thousands of partitions on one node: the topic
 created and its first message read by every group) is reported as not run, not left out. ``--point partitions=1000`` measures
 that point alone (repeatable, no plot); ``--profile DIR`` records each Headwater point with
-py-spy (DIR/<point>.txt, the hottest functions by own and total samples).
+py-spy (DIR/<point>.txt, the hottest functions by own and total samples); ``--headwater-only`` skips
+the peers (for iterating on the broker: its rows then carry no ratios).
 """
 from __future__ import annotations
 
@@ -311,6 +312,8 @@ def main() -> int:
     parser.add_argument("--point", type=parse_point, action="append", default=[],
                         help="measure only this point, e.g. partitions=1000 (repeatable; no plot)")
     parser.add_argument("--profile", type=Path, help="a directory: record the Headwater broker with py-spy there")
+    parser.add_argument("--headwater-only", action="store_true",
+                        help="measure Headwater alone, without Apache Kafka and the mock (rows without ratios)")
     workdir = Path(tempfile.mkdtemp(prefix="headwater-cost-"))
     args = bench_arguments(parser, {"messages": 100, "rate": 500, "plot": workdir / "cost_growth.png"})
     if args.smoke:
@@ -331,18 +334,19 @@ def main() -> int:
             profile.with_suffix(".txt").write_text(profile_summary(profile.with_suffix(".raw")))
             console.print(f"profile: {profile.with_suffix('.txt')}")
         broker.kill()   # a clean shutdown of thousands of partitions is no part of the measure
-    with KafkaCluster(nodes=1) as kafka:
-        points += measure(KAFKA, kafka.bootstrap, kafka.procs[0].pid, args)
-    with mock_cluster_process(mock_topics(args.point)) as (mock_pid, mock_bootstrap):
-        points += measure(MOCK, mock_bootstrap, mock_pid, args, mock=True)
-    if not args.point:
+    if not args.headwater_only:
+        with KafkaCluster(nodes=1) as kafka:
+            points += measure(KAFKA, kafka.bootstrap, kafka.procs[0].pid, args)
+        with mock_cluster_process(mock_topics(args.point)) as (mock_pid, mock_bootstrap):
+            points += measure(MOCK, mock_bootstrap, mock_pid, args, mock=True)
+    if not args.point and not args.headwater_only:
         plot(points, args.plot, args)
         console.print(f"plot: {args.plot}")
     peers = {(p.broker, p.axis, p.value): p for p in points}
     Console(width=200).print(table(f"Cost growth: {args.messages:,} messages at {args.rate:,} msg/s per point", [{
         "broker": p.broker, "grows": p.axis, "to": f"{p.value:,}", "CPU µs/msg": figure(p.cpu_us_per_message),
         "CPU µs/delivery": figure(p.cpu_us_per_delivery), "p50 ms": figure(p.p50_ms, 2), "p99 ms": figure(p.p99_ms, 2),
-        **ratios(p, peers[KAFKA, p.axis, p.value], "Kafka"), **ratios(p, peers[MOCK, p.axis, p.value], "mock"),
+        **ratios(p, peers.get((KAFKA, p.axis, p.value)), "Kafka"), **ratios(p, peers.get((MOCK, p.axis, p.value)), "mock"),
         "load avg": f"{p.load:.1f}"} for p in points]))
     for p in points:
         if p.failed:
@@ -354,12 +358,13 @@ def figure(value: float, decimals: int = 1) -> str:
     return "–" if math.isnan(value) else f"{value:,.{decimals}f}"
 
 
-def ratios(point: Point, peer: Point, name: str) -> dict[str, str]:
-    """A row's CPU per delivery and p99 as multiples of a peer's at the same point."""
-    def ratio(mine: float, theirs: float) -> str:
+def ratios(point: Point, peer: Point | None, name: str) -> dict[str, str]:
+    """A row's CPU per delivery and p99 as multiples of a peer's at the same point (none under
+    --headwater-only)."""
+    def ratio(mine: float, theirs: float | None) -> str:
         return figure(mine / theirs, 2) if theirs else "–"   # a smoke run's mock may use no measurable CPU
-    return {f"CPU × {name}": ratio(point.cpu_us_per_delivery, peer.cpu_us_per_delivery),
-            f"p99 × {name}": ratio(point.p99_ms, peer.p99_ms)}
+    return {f"CPU × {name}": ratio(point.cpu_us_per_delivery, peer and peer.cpu_us_per_delivery),
+            f"p99 × {name}": ratio(point.p99_ms, peer and peer.p99_ms)}
 
 
 if __name__ == "__main__":

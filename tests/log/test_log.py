@@ -116,6 +116,28 @@ def test_read_respects_max_bytes_with_whole_batches(tmp_path):
             assert len(list(iter_batches(data))) == n
 
 
+def test_a_consumer_reading_on_starts_where_its_last_read_ended(tmp_path, monkeypatch):
+    """Batches of a record or two, as a producer spread over many partitions sends them: dozens lie
+    between two index entries. A read from where the last read that reached the end stopped walks
+    no batch header (everything since fits), not all those since the last index entry; a reader
+    elsewhere in the log still reads what was appended."""
+    from headwater.log import segment
+    walked = []
+    monkeypatch.setattr(segment, "read_header", lambda *a: walked.append(a) or read_header(*a))
+    log = Log.open(tmp_path / "t-0", LogConfig())   # index.interval.bytes 4096: ~50 of these batches
+    rng, expected, tail = random.Random(7), [], 0
+    for _ in range(300):
+        records = [(b"k", rng.randbytes(rng.randint(0, 20)), 1000 + len(expected)) for _ in range(rng.randint(1, 2))]
+        first, _ = log.append(build_batch(records))
+        expected += [(first + i, k, v, ts) for i, (k, v, ts) in enumerate(records)]
+        walked.clear()
+        assert read_all(log, tail) == expected[tail:]
+        assert not walked, f"a read at {tail} walked {len(walked)} batch headers"
+        tail = log.log_end_offset
+        behind = rng.randrange(tail)   # another consumer, anywhere in the log
+        assert read_all(log, behind) == expected[behind:]
+
+
 def test_a_read_upto_an_offset_stops_before_the_first_batch_at_or_past_it(tmp_path):
     """A read_committed reader's read: whole batches below its last stable offset (``upto``), and
     the offset up to which it has seen every record, checked against the batches appended."""

@@ -36,6 +36,8 @@ log = logging.getLogger("headwater.broker")
 _SIZE = struct.Struct(">i")
 # sasl.server.max.receive.size: the largest frame a connection may send before it authenticates
 PRE_AUTHENTICATION_MAX_BYTES = 512 * 1024
+# A connection with requests already buffered is served for up to this long before it gives way.
+TURN_S = 0.02
 
 
 class Service(Protocol):
@@ -46,8 +48,8 @@ class Service(Protocol):
 
 
 class Server:
-    def __init__(self, broker: Broker, services: Sequence[Callable[[Server], Service]] = ()):
-        self.broker = broker
+    def __init__(self, broker: Broker, services: Sequence[Callable[[Server], Service]] = (), turn_s: float = TURN_S):
+        self.broker, self.turn_s = broker, turn_s
         self._connections: set[asyncio.Task] = set()
         self._bugs_seen: set[tuple[str, str, int]] = set()  # (exception, file, line) already logged in full
         self._servers: list[asyncio.base_events.Server] = []
@@ -125,6 +127,8 @@ class Server:
         log.error("closing connection from %s after an internal error", peer, exc_info=exc)
 
     async def _requests(self, reader, writer, peer, conn: Connection, access: authorization.Access) -> None:
+        loop = asyncio.get_running_loop()
+        turn_started = loop.time()
         while True:
             limit = self.broker.config.socket_request_max_bytes if conn.authenticated else PRE_AUTHENTICATION_MAX_BYTES
             (size,) = _SIZE.unpack(await reader.readexactly(4))
@@ -167,9 +171,14 @@ class Server:
                 return  # as Kafka: the failure is answered, then the connection closed
             self.broker.stats.request(header.api_key, time.perf_counter() - started)
             # Over its quota, the connection is muted for the throttle time, as Kafka does. Else a client
-            # with requests already buffered would never yield the loop: one busy producer must not
-            # starve the fetches waiting to deliver its records.
-            await asyncio.sleep(throttle)
+            # with requests already buffered would never yield the loop (reading them does not wait):
+            # one busy producer must not starve the fetches waiting to deliver its records. It gives way
+            # once its turn is spent, not after each request: librdkafka sends a produce request per
+            # partition, and a fetch woken between each two of them answers every partition it names
+            # each time (the producer then falls behind, and each wide fetch carries one record).
+            if throttle or loop.time() - turn_started >= self.turn_s:
+                await asyncio.sleep(throttle)
+                turn_started = loop.time()
 
     def _fetched_bytes(self, api_key: int, response) -> int:
         """The record bytes a fetch response carries, what consumer_byte_rate counts (0 for other

@@ -59,6 +59,11 @@ class Segment:
         self.time_index: TimeIndex
         self._bytes_since_index = 0
         self._dirty = False
+        # Where the last read that reached the end of the file stopped: (next offset, position). The
+        # batches before the position all end before the offset (the file only grows while open), so a
+        # consumer reading on from there starts at that batch instead of walking the headers of every
+        # small batch after the last index entry (index.interval.bytes of them: dozens at a time).
+        self._read_end = (base_offset, 0)
 
     # --- opening ---------------------------------------------------------------------------
 
@@ -305,8 +310,17 @@ class Segment:
         """Whole batches from the one containing ``offset`` (or the first after it), within
         ``max_bytes`` but at least one batch if ``min_one`` (else b"" when the first does not
         fit); None if no batch here reaches ``offset``."""
-        start = None
-        for position, header in self.iter_headers(self.offset_index.position_for(offset)):
+        start, from_position = None, self.offset_index.position_for(offset)
+        end_offset, end_position = self._read_end
+        if offset == end_offset and end_position < self.size <= end_position + max_bytes:
+            # the consumer reads on from there and everything since fits: one read, no header walked
+            data = self._pread(self.size - end_position, end_position)
+            if len(data) == self.size - end_position:   # else the file lost bytes: the walk below says how
+                self._read_end = (self.next_offset, self.size)
+                return data
+        if end_offset <= offset and end_position > from_position:
+            from_position = end_position
+        for position, header in self.iter_headers(from_position):
             if header.last_offset >= offset:
                 start, end = position, position + header.size
                 break
@@ -317,6 +331,7 @@ class Segment:
         limit = start + max(max_bytes, 0)
         if limit >= self.size:
             end = self.size
+            self._read_end = (self.next_offset, end)
         else:
             # Every indexed position is a batch boundary: jump to the last one within the limit.
             end = max(end, self.offset_index.boundary_at_or_before(limit))
