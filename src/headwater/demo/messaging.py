@@ -1,7 +1,7 @@
 """Chapter: direct messaging next to a broker. StatsD metrics go over UDP into a durable
 `metrics` topic, and a push subscription delivers them to a webhook whose endpoint goes down
 for a while and comes back: every record still arrives (at least once, deduplicated by offset
-at the endpoint). Meanwhile the same datagrams sent directly to a consumer that is offline
+at the endpoint), in batches of up to 50 records a POST. Meanwhile the same datagrams sent directly to a consumer that is offline
 for a while are simply gone: the chapter's point, shown."""
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from headwater.push.receiver import WebhookReceiver
 from headwater.testing import wait_until
 
 TOPIC, METRICS = "metrics", 300
+BATCH = 50  # records a webhook POST carries at most
 OUTAGE = range(100, 200)  # the metrics sent while the webhook endpoint and the direct consumer are down
 
 
@@ -53,7 +54,7 @@ def run(bootstrap: str, console) -> None:
     with WebhookReceiver() as webhook:
         push = subprocess.Popen([sys.executable, "-m", "headwater", "push", TOPIC, webhook.url, "--from-beginning",
                                  "--group", "demo-webhook", "--backoff", "0.2", "--max-backoff", "1",
-                                 "--max-attempts", "1000", "--bootstrap-server", bootstrap, "--log-level", "ERROR"])
+                                 "--max-attempts", "1000", "--batch-size", str(BATCH), "--bootstrap-server", bootstrap, "--log-level", "ERROR"])
         sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             for i in range(METRICS):
@@ -87,7 +88,8 @@ def run(bootstrap: str, console) -> None:
     table.add_row("direct UDP to a consumer (offline for a while)", str(METRICS), str(direct_received),
                   str(METRICS - direct_received))
     table.add_row("UDP into the broker, pushed to a webhook (down for a while)", f"{stored} metrics",
-                  f"{len(webhook.acknowledged)} (503s answered meanwhile: {webhook.answers[503]})",
+                  f"{len(webhook.acknowledged)} in {webhook.answers[200]} POSTs of up to {BATCH} "
+                  f"(503s answered meanwhile: {webhook.answers[503]})",
                   str(stored - len(webhook.acknowledged)))
     console.print(table)
     if len(webhook.acknowledged) != stored or direct_received > METRICS - len(OUTAGE):
