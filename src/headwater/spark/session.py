@@ -40,12 +40,6 @@ LOCAL_CONF = {
     # file renamed into place: atomic on a local disk).
     "spark.sql.streaming.checkpointFileManagerClass":
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
-    # The same fork, `chmod`, still comes with every file Hadoop's local file system creates,
-    # and its checksummed form creates two (the file and its .crc): ~28 ms a file on the busy
-    # 2-core machine, against ~7 ms for one. A micro-batch writes four files in its critical
-    # path (the offset log, a changelog per state partition, the commit log). The raw local
-    # file system writes no .crc twins; Spark's atomic rename into place is unchanged.
-    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     # Python workers start with the source's reader already loaded (worker_daemon).
     "spark.python.daemon.module": "headwater.spark.worker_daemon",
 }
