@@ -67,7 +67,13 @@ class OutboxRelay:
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
-        return len(admin.list_topics(self.topic, timeout=TIMEOUT).topics[self.topic].partitions)
+        # A Kafka cluster's node may list a topic just created before its partitions (seen at RF 3).
+        deadline = time.monotonic() + TIMEOUT
+        while not (found := admin.list_topics(self.topic, timeout=TIMEOUT).topics[self.topic].partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.topic} lists no partitions")
+            time.sleep(0.1)
+        return len(found)
 
     def _published_positions(self, consumer: Consumer) -> list[int]:
         """The global position of the last event in each partition (0 if empty)."""
