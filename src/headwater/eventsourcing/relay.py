@@ -67,12 +67,9 @@ class OutboxRelay:
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
-        # A Kafka cluster's node may list a topic just created before its partitions (seen at RF 3).
-        deadline = time.monotonic() + TIMEOUT
-        while not (found := admin.list_topics(self.topic, timeout=TIMEOUT).topics[self.topic].partitions):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.topic} lists no partitions")
-            time.sleep(0.1)
+        found = admin.list_topics(self.topic, timeout=TIMEOUT).topics[self.topic].partitions
+        if not found:  # a Kafka cluster's node may list a topic just created before its partitions
+            raise TimeoutError(f"{self.topic} lists no partitions yet")  # wait_for_broker tries again
         return len(found)
 
     def _published_positions(self, consumer: Consumer) -> list[int]:
