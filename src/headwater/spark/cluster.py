@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
 from headwater.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, Subscription
 
@@ -20,6 +20,12 @@ TIMEOUT_S = 30.0
 # request between tries is what shows it the new leader.
 ATTEMPT_S = 2.0
 T = TypeVar("T")
+
+# Per-partition ListOffsets errors of a leadership change: the new leader is still taking over
+# (Kafka marks each retriable; librdkafka hands them back per partition, unmarked).
+MOVING_LEADER = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                           KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH,
+                           KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.REPLICA_NOT_AVAILABLE})
 
 # A partition is named by (topic, partition); offsets maps it to a Kafka offset.
 TP = tuple[str, int]
@@ -94,8 +100,16 @@ class Cluster:
         if not tps:
             return {}
         query = [TopicPartition(t, p, timestamp_ms) for t, p in tps]
+
+        def look_up() -> list[TopicPartition]:
+            found = self._consumer.offsets_for_times(query, timeout=ATTEMPT_S)
+            moving = next((tp.error for tp in found if tp.error is not None and tp.error.code() in MOVING_LEADER), None)
+            if moving is not None:
+                raise KafkaException(moving)
+            return found
+
         try:
-            found = self._retrying(lambda: self._consumer.offsets_for_times(query, timeout=ATTEMPT_S))
+            found = self._retrying(look_up)
         except KafkaException as e:
             raise RuntimeError(f"cannot list offsets of {_names(tps)}: {e.args[0].str()}") from None
         for tp in found:
