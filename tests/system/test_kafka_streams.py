@@ -76,9 +76,9 @@ def produce(bootstrap: str, inputs, phase: int) -> None:
         share = len(records) // PHASES
         for i, (key, value, ts) in enumerate(records[phase * share:(phase + 1) * share if phase < PHASES - 1 else None]):
             producer.produce(topic, key=key, value=value, timestamp=ts)
-            if i % 50 == 49:
-                producer.flush(60)
-                time.sleep(0.02)
+            if i % 50 == 49:   # paced over ~5 s: an app slow to start on a loaded machine must not
+                producer.flush(60)   # catch up on the whole phase in a transaction or two before a kill
+                time.sleep(0.1)
     assert producer.flush(60) == 0
 
 
