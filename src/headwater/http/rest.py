@@ -161,7 +161,7 @@ async def produce(broker: Broker, topic: Topic, entries: list, client_id: str, s
     now = int(time.time() * 1000)
     count = len(topic.partitions)
     results: list[dict | None] = [None] * len(entries)
-    by_partition: dict[int, list[tuple[int, Record]]] = {}  # (index in entries, record at its offset delta)
+    by_partition: dict[int, tuple[list[int], list[Record]]] = {}  # indexes in entries, records at their offset delta
     for i, entry in enumerate(entries):
         try:
             partition, key, value, headers = _record(entry, count)
@@ -170,29 +170,29 @@ async def produce(broker: Broker, topic: Topic, entries: list, client_id: str, s
             continue
         placed = by_partition.get(partition)
         if placed is None:
-            placed = by_partition[partition] = []
-        placed.append((i, Record(len(placed), now, key, value, headers)))
+            placed = by_partition[partition] = ([], [])
+        placed[0].append(i)
+        placed[1].append(Record(len(placed[1]), now, key, value, headers))
     # One batch per partition, which the appender need not walk again: the broker encoded it.
     answers = {partition: broker.appender.append(
-        topic.name, partition, encode_batch([r for _, r in placed]), flush_policy=False,
-        keyless=[n for n, (_, r) in enumerate(placed) if r.key is None]) for partition, placed in by_partition.items()}
+        topic.name, partition, encode_batch(records), flush_policy=False,
+        keyless=[n for n, r in enumerate(records) if r.key is None]) for partition, (_, records) in by_partition.items()}
     await _make_durable(broker, topic, answers)
     cluster_id, topic_name = broker.cluster_id, topic.name
-    for partition, placed in by_partition.items():
+    for partition, (indexes, _) in by_partition.items():
         answer = answers[partition]
         if answer.error != ErrorCode.NONE:
             status, message = 400 if answer.error == ErrorCode.MESSAGE_TOO_LARGE else 500, answer.message or answer.error.name
-            for i, _ in placed:
+            for i in indexes:
                 results[i] = _failure(entries[i], status, message)
             continue
-        offset = answer.base_offset
-        for i, _ in placed:
+        for offset, i in enumerate(indexes, answer.base_offset):
             entry = entries[i]
             success = {"id": entry["id"]} if "id" in entry else {}
-            success.update(cluster_id=cluster_id, topic_name=topic_name, partition_id=partition, offset=offset,
-                           timestamp=now)
+            # assigned, not merged: the same fields in the same order at half the cost
+            success["cluster_id"], success["topic_name"], success["partition_id"] = cluster_id, topic_name, partition
+            success["offset"], success["timestamp"] = offset, now
             results[i] = success
-            offset += 1
     return results
 
 
