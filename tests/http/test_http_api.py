@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.partitioner.default import murmur2
 
 from headwater.testing import BrokerProcess
 
@@ -233,3 +234,63 @@ def test_a_bad_entry_fails_alone_and_a_topics_rules_refuse_with_their_reason(api
         assert status == 207 and not answer["successes"] and len(answer["failures"]) == len(entries)
         assert all(words in f["message"] for f in answer["failures"]), answer
     assert call(f"{base}/topics/http-compacted/records", {"key": {"type": "STRING", "data": "k"}})[0] == 200
+
+
+def test_a_mixed_batch_is_answered_and_stored_as_computed_by_hand(api):
+    """Every data type, headers, a keyless record and each kind of bad entry in one records:batch:
+    the answer (field order included) and the records stored are what plain Python computes from
+    the entries, with kafka-python's murmur2 placing the keys."""
+    proc, base = api
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})  # kept: its futures end with it
+    admin.create_topics([NewTopic("mixed-http", 3)])["mixed-http"].result(30)
+    entries = [
+        {"id": "bin", "key": {"type": "BINARY", "data": b64(b"\x00k1")}, "value": {"type": "BINARY", "data": b64(b"v")},
+         "headers": [{"name": "h", "value": b64(b"x")}, {"name": "n", "value": None}]},
+        {"id": "str", "key": {"type": "STRING", "data": "ключ"}, "value": {"type": "STRING", "data": "é"}},
+        {"id": "json", "key": {"type": "JSON", "data": [1]}, "value": {"data": {"a": None}}},
+        {"id": "keyless", "partition_id": 0, "value": None},
+        {"id": "null-binary", "partition_id": 2, "key": {"type": "BINARY", "data": None}},
+        "not an object",
+        {"id": "kind", "value": {"type": "AVRO", "data": 1}},
+        {"id": "unhashable-kind", "value": {"type": ["STRING"], "data": "x"}},
+        {"id": "string", "value": {"type": "STRING", "data": 5}},
+        {"id": "b64", "value": {"type": "BINARY", "data": "no base64!"}},
+        {"id": "header", "headers": [{"value": b64(b"x")}]},
+        {"id": "partition", "partition_id": 3},
+        {"value": {"type": "STRING", "data": "no id"}, "partition_id": 1},
+    ]
+    status, answer, _ = call(f"{base}/topics/mixed-http/records:batch", {"entries": entries})
+    stored = {"bin": (b"\x00k1", b"v", [("h", b"x"), ("n", None)]), "str": ("ключ".encode(), "é".encode(), []),
+              "json": (b"[1]", b'{"a":null}', []), "keyless": (None, None, []), "null-binary": (None, None, []),
+              None: (None, b"no id", [])}
+    placed = {"bin": _murmur2_partition(b"\x00k1"), "str": _murmur2_partition("ключ".encode()),
+              "json": _murmur2_partition(b"[1]"), "keyless": 0, "null-binary": 2, None: 1}
+    expected, next_offset = [], {0: 0, 1: 0, 2: 0}  # offsets in entry order within each partition
+    for entry in entries:
+        if isinstance(entry, dict) and entry.get("id") in placed:
+            partition = placed[entry.get("id")]
+            expected.append({**({"id": entry["id"]} if "id" in entry else {}), "cluster_id": base.rsplit("/", 1)[1],
+                             "topic_name": "mixed-http", "partition_id": partition, "offset": next_offset[partition]})
+            next_offset[partition] += 1
+    timestamps = {s.pop("timestamp") for s in answer["successes"]}
+    assert status == 207 and len(timestamps) == 1
+    assert sorted(answer["successes"], key=_by_id) == sorted(expected, key=_by_id)
+    assert [list(s) for s in sorted(answer["successes"], key=_by_id)] == [list(s) for s in sorted(expected, key=_by_id)]
+    assert answer["failures"] == [
+        {"error_code": 400, "message": "a record must be a JSON object"},
+        {"id": "kind", "error_code": 400, "message": "value type 'AVRO' is not JSON, STRING or BINARY"},
+        {"id": "unhashable-kind", "error_code": 400, "message": "value type ['STRING'] is not JSON, STRING or BINARY"},
+        {"id": "string", "error_code": 400, "message": "value of type STRING needs a string"},
+        {"id": "b64", "error_code": 400, "message": "value is not base64"},
+        {"id": "header", "error_code": 400, "message": 'a header is {"name": string, "value": base64 or null}'},
+        {"id": "partition", "error_code": 400, "message": "partition_id 3 is not one of 0..2"}]
+    got = {(p, o): (k, v, h) for p, o, k, v, h in confluent_consume(proc.bootstrap, "mixed-http", [0, 1, 2], 6)}
+    assert got == {(s["partition_id"], s["offset"]): stored[s.get("id")] for s in answer["successes"]}
+
+
+def _by_id(success: dict) -> str:
+    return success.get("id", "")
+
+
+def _murmur2_partition(key: bytes, partitions: int = 3) -> int:
+    return (murmur2(key) & 0x7FFFFFFF) % partitions

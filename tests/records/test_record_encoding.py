@@ -7,7 +7,8 @@ import random
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from headwater.records import Record, encode_batch
+from headwater.records import Compression, Record, decode_records, encode_batch
+from headwater.records.encoding import _compiled, _walked
 
 LEADER_EPOCH = slice(12, 16)  # kafka-python writes 0 there, a broker's unassigned epoch is -1 (not under the CRC)
 
@@ -35,3 +36,23 @@ def test_batches_match_kafka_pythons_builder(seed):
     def outside_the_epoch(batch: bytes) -> bytes:
         return batch[:LEADER_EPOCH.start] + batch[LEADER_EPOCH.stop:]
     assert outside_the_epoch(got) == outside_the_epoch(expected)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_compiled_builder_and_the_walk_write_the_same_bytes(seed):
+    """encode_batch takes aiokafka's compiled builder when it can; the Python walk it falls back to
+    (other codecs, a base offset, bytes-like fields) writes the same bytes for the same records."""
+    records = _random_records(random.Random(seed))
+    base_ts = min(r.timestamp for r in records)
+    walked = _walked(records, 0, base_ts, Compression.NONE, 7, 1, 3, 0)
+    assert _compiled(records, 7, 1, 3) == walked
+    assert encode_batch(records, producer_id=7, producer_epoch=1, base_sequence=3) == walked
+    as_bytearrays = [Record(r.offset, r.timestamp, r.key and bytearray(r.key), r.value, r.headers) for r in records]
+    assert encode_batch(as_bytearrays, producer_id=7, producer_epoch=1, base_sequence=3) == walked
+
+
+def test_a_batch_whose_first_record_is_not_the_earliest_keeps_the_least_as_its_base():
+    records = [Record(0, 50, b"k", b"late"), Record(1, 10, None, b"early")]
+    header, decoded = decode_records(encode_batch(records))
+    assert (header.base_timestamp, header.max_timestamp) == (10, 50)
+    assert decoded == records
