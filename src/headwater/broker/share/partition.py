@@ -167,6 +167,16 @@ class SharePartition:
         """The lowest offset ``acquire`` would hand out next: a redelivery, else the end offset."""
         return next((run.first for run in self.runs if run.state == RecordState.AVAILABLE), self.end_offset)
 
+    def offset_after(self, count: int) -> int:
+        """The offset past the first ``count`` records ``acquire`` would consider (redeliveries,
+        then new records): a log read for them need not reach further."""
+        for run in self.runs:
+            if run.state == RecordState.AVAILABLE:
+                if count <= len(run):
+                    return run.first + count
+                count -= len(run)
+        return self.end_offset + count
+
     def acquire(self, member: str, max_records: int, until: int,
                 aborted: Sequence[tuple[int, int]] = ()) -> list[Acquired]:
         """Lock up to ``max_records`` records below ``until`` for ``member``: redeliveries first

@@ -207,7 +207,8 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
         if first >= stable:
             continue
         chunk, batches, until = plog.read_batches(first, min(max(bytes_left, 0), PARTITION_MAX_BYTES),
-                                                  min_one=not fetched, upto=stable)
+                                                  min_one=not fetched, upto=stable,
+                                                  enough=share_partition.offset_after(records_left))
         if until == first:   # nothing read: no bytes left
             continue
         end_before = share_partition.end_offset
