@@ -26,7 +26,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from headwater.broker.clock import Clock, Timer
 from headwater.protocol.errors import ErrorCode
@@ -76,9 +76,9 @@ class InFlight:
     member: str | None
 
 
-@dataclass(frozen=True)
-class Acquired:
-    """A run of consecutive offsets acquired together, as ShareFetch's AcquiredRecords reports them."""
+class Acquired(NamedTuple):
+    """A run of consecutive offsets acquired together, as ShareFetch's AcquiredRecords reports them
+    (a tuple: the response encoder packs it as it is)."""
     first_offset: int
     last_offset: int
     delivery_count: int
