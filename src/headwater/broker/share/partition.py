@@ -169,7 +169,8 @@ class SharePartition:
 
     def offset_after(self, count: int) -> int:
         """The offset past the first ``count`` records ``acquire`` would consider (redeliveries,
-        then new records): a log read for them need not reach further."""
+        then new records): a log read for them need not reach further. (Not so under
+        read_committed: the aborted records ``acquire`` archives on the way do not count.)"""
         for run in self.runs:
             if run.state == RecordState.AVAILABLE:
                 if count <= len(run):

@@ -201,9 +201,10 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
                   else plog.log_end_offset)
         if first >= stable:
             continue
+        # read only what records_left can use (under read_committed, aborted runs it cannot count may lie between)
+        enough = None if committed else share_partition.offset_after(records_left)
         chunk, batches, until = plog.read_batches(first, min(max(bytes_left, 0), PARTITION_MAX_BYTES),
-                                                  min_one=not fetched, upto=stable,
-                                                  enough=share_partition.offset_after(records_left))
+                                                  min_one=not fetched, upto=stable, enough=enough)
         if until == first:   # nothing read: no bytes left
             continue
         end_before = share_partition.end_offset
