@@ -168,6 +168,36 @@ def test_a_read_upto_an_offset_stops_before_the_first_batch_at_or_past_it(tmp_pa
     assert log.read_batches(log.log_end_offset, 100) == (b"", [], log.log_end_offset)
 
 
+def test_a_read_with_enough_stops_before_the_first_later_batch_at_or_past_it(tmp_path):
+    """A share fetch's read: whole batches within max_bytes, none past the first batch that
+    starts at or after ``enough``, checked against the batches appended; reads that go on from
+    where the last stopped (the segment's remembered read end) as well as random ones."""
+    rng = random.Random(7)
+    log = Log.open(tmp_path / "t-0", LogConfig(index_interval_bytes=200))
+    spans, sizes = [], []
+    for _ in range(40):
+        batch = build_batch([(None, b"v", 1)] * rng.randint(1, 6))
+        sizes.append(len(batch))
+        spans.append(log.append(batch))
+    start = 0
+    for _ in range(400):
+        if rng.random() < 0.3 or start >= log.log_end_offset:
+            start = rng.randint(0, log.log_end_offset - 1)
+        i = next(j for j, (_, last) in enumerate(spans) if last >= start)
+        enough = rng.choice([None, rng.randint(start, log.log_end_offset + 3)])
+        max_bytes = rng.choice([1, 100, 300, 1 << 20])
+        expected, total = [], 0
+        for j in range(i, len(spans)):
+            if expected and (total + sizes[j] > max_bytes or enough is not None and spans[j][0] >= enough):
+                break
+            expected.append(j)
+            total += sizes[j]
+        read = log.read_batches(start, max_bytes, enough=enough)
+        assert [h.base_offset for _, h in read.batches] == [spans[j][0] for j in expected]
+        assert len(read.records) == total and read.next_offset == spans[expected[-1]][1] + 1
+        start = read.next_offset
+
+
 def test_segments_roll_by_size(tmp_path):
     log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=2000, index_interval_bytes=300))
     expected = fill(log, 120, random.Random(2))

@@ -297,10 +297,12 @@ class Log:
             return self._read(offset, max_bytes, min_one)   # no batch walk: what most fetches are
         return self.read_batches(offset, max_bytes, min_one, upto).records
 
-    def read_batches(self, offset: int, max_bytes: int, min_one: bool = True, upto: int | None = None) -> BatchesRead:
+    def read_batches(self, offset: int, max_bytes: int, min_one: bool = True, upto: int | None = None,
+                     enough: int | None = None) -> BatchesRead:
         """As ``read``, with each batch's position and header, and the offset up to which the read
-        has seen every record there is (the log holds none between the last batch and ``upto``)."""
-        data = self._read(offset, max_bytes, min_one)
+        has seen every record there is (the log holds none between the last batch and ``upto``).
+        With ``enough``, no batch past the first that starts at or after it (Segment.read)."""
+        data = self._read(offset, max_bytes, min_one, enough)
         upto = self.log_end_offset if upto is None else upto
         batches, end, next_offset = [], 0, offset
         for pos, header in iter_batches(data, validate=False):
@@ -311,14 +313,14 @@ class Log:
             end, next_offset = pos + header.size, header.last_offset + 1
         return BatchesRead(data[:end], batches, next_offset)
 
-    def _read(self, offset: int, max_bytes: int, min_one: bool) -> bytes:
+    def _read(self, offset: int, max_bytes: int, min_one: bool, enough: int | None = None) -> bytes:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside the log [{self.log_start_offset}, {self.log_end_offset}]")
         with self.lock:
             first = bisect_right(self._bases, offset) - 1
             for segment in self._segments[max(first, 0):]:
-                data = segment.read(offset, max_bytes, min_one)
+                data = segment.read(offset, max_bytes, min_one, enough)
                 if data is not None:
                     return data
             return b""

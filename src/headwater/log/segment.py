@@ -306,17 +306,19 @@ class Segment:
             yield position, header, window, at
             position += header.size
 
-    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes | None:
+    def read(self, offset: int, max_bytes: int, min_one: bool = True, enough: int | None = None) -> bytes | None:
         """Whole batches from the one containing ``offset`` (or the first after it), within
         ``max_bytes`` but at least one batch if ``min_one`` (else b"" when the first does not
-        fit); None if no batch here reaches ``offset``."""
+        fit); None if no batch here reaches ``offset``. With ``enough``, none past the first that
+        starts at or after it (a share fetch that wants 500 records need not read 1 MB of them)."""
         start, from_position = None, self.offset_index.position_for(offset)
         end_offset, end_position = self._read_end
-        if offset == end_offset and end_position < self.size <= end_position + max_bytes:
+        stop, stop_offset = (self.size, self.next_offset) if enough is None else self._batch_from(enough)
+        if offset == end_offset and end_position < stop <= end_position + max_bytes:
             # the consumer reads on from there and everything since fits: one read, no header walked
-            data = self._pread(self.size - end_position, end_position)
-            if len(data) == self.size - end_position:   # else the file lost bytes: the walk below says how
-                self._read_end = (self.next_offset, self.size)
+            data = self._pread(stop - end_position, end_position)
+            if len(data) == stop - end_position:   # else the file lost bytes: the walk below says how
+                self._read_end = (stop_offset, stop)
                 return data
         if end_offset <= offset and end_position > from_position:
             from_position = end_position
@@ -328,10 +330,13 @@ class Segment:
             return None
         if not min_one and header.size > max_bytes:
             return b""
-        limit = start + max(max_bytes, 0)
+        limit = min(start + max(max_bytes, 0), max(stop, end))
         if limit >= self.size:
             end = self.size
             self._read_end = (self.next_offset, end)
+        elif limit == stop:
+            end = stop
+            self._read_end = (stop_offset, stop)
         else:
             # Every indexed position is a batch boundary: jump to the last one within the limit.
             end = max(end, self.offset_index.boundary_at_or_before(limit))
@@ -340,6 +345,14 @@ class Segment:
                     break
                 end = position + header.size
         return self._pread(end - start, start)
+
+    def _batch_from(self, offset: int) -> tuple[int, int]:
+        """(position, base offset) of the first batch that starts at or after ``offset``, or
+        (size, next offset) if none does."""
+        for position, header in self.iter_headers(self.offset_index.position_for(offset)):
+            if header.base_offset >= offset:
+                return position, header.base_offset
+        return self.size, self.next_offset
 
     def batch_at(self, position: int, size: int) -> bytes:
         return self._pread(size, position)

@@ -454,3 +454,74 @@ def test_acknowledgements_are_fsynced_before_the_answer_and_acquisitions_are_not
     assert (sp.start_offset, [(o, r.delivery_count) for o, r in sp.records.items()]) == (
         5, [(5, 1), (6, 1), (7, 1), (8, 1), (9, 1)])
     close_appender(appender)
+
+
+def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(tmp_path, clock):
+    """The ShareFetch handler in-process, its broker's fsyncs held by a stand-in storage: the
+    request that acknowledges writes the state record at once, acquires the next records while
+    the fsync is held, and is answered only once the fsync is done."""
+    import asyncio
+    import threading
+
+    from headwater.broker.broker import Broker
+    from headwater.broker.config import BrokerConfig
+    from headwater.broker.fsync_rounds import GroupCommit
+    from headwater.broker.share.share_group_apis import share_fetch
+    from headwater.broker.share.store import STATE_TOPIC
+    from headwater.protocol.share_messages import ShareFetchRequest
+    from headwater.records import Record, encode_batch
+
+    broker = Broker(BrokerConfig(data_dir=tmp_path / "data", flush="always"), clock=clock)
+    gate, started, events = threading.Event(), threading.Event(), []
+
+    def held_fsync(plog) -> None:       # the storage: an fsync returns once the test lets it
+        started.set()
+        gate.wait()
+        plog.flush()
+        events.append("fsync done")
+    broker.appender.fsync_rounds = GroupCommit(held_fsync)
+    topic = broker.log_manager.create_topic("orders", 1)
+    broker.appender.append("orders", 0, encode_batch([Record(i, 0, None, b"v") for i in range(20)]), flush_policy=False)
+    broker.share.alter_configs("g", {"share.auto.offset.reset": "earliest"})
+    broker.share.heartbeat("g", "a", 0, ["orders"])
+    Partition = ShareFetchRequest.FetchTopic.FetchPartition
+
+    def request(epoch: int, acks: list):
+        return ShareFetchRequest(group_id="g", member_id="a", share_session_epoch=epoch, max_wait_ms=0, min_bytes=1,
+                                 max_bytes=1 << 20, max_records=10, batch_size=10, forgotten_topics_data=[],
+                                 topics=[ShareFetchRequest.FetchTopic(topic_id=topic.topic_id, partitions=[Partition(
+                                     partition_index=0, acknowledgement_batches=[
+                                         Partition.AcknowledgementBatch(first_offset=f, last_offset=l,
+                                                                        acknowledge_types=[Ack.ACCEPT])
+                                         for f, l in acks])])])
+
+    async def rounds():
+        gate.set()
+        first = await share_fetch(broker, None, request(0, []))
+        assert first.responses[0].partitions[0].acquired_records == [Acquired(0, 9, 1)]
+        gate.clear()
+        started.clear()
+        state_end = broker.log_manager.get_log(STATE_TOPIC, 0).log_end_offset
+        answer = asyncio.create_task(share_fetch(broker, None, request(1, [(0, 9)])))
+        assert await asyncio.to_thread(started.wait, 60)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not answer.done()                        # acquired, written, and held by its fsync
+        assert broker.log_manager.get_log(STATE_TOPIC, 0).log_end_offset == state_end + 2   # acks, acquisitions
+        gate.set()
+        second = await answer
+        events.append("answered")
+        return second
+
+    try:
+        second = asyncio.run(rounds())
+    finally:
+        gate.set()
+        broker.appender.fsync_rounds.close()
+        broker.close()
+    partition = second.responses[0].partitions[0]
+    assert (partition.acknowledge_error_code, partition.acquired_records) == (0, [Acquired(10, 19, 1)])
+    assert events[-2:] == ["fsync done", "answered"]
+    share, appender = _restarted(tmp_path, clock)       # the acknowledgement is in the state replayed
+    assert share.share_partition(share.groups["g"], "orders", 0).start_offset == 10
+    close_appender(appender)

@@ -145,6 +145,11 @@ def _check(sp: SharePartition, model: Model, clock: ManualClock) -> None:
     # Locks: one live timer per acquisition that still holds records, none left behind.
     holding = {r[3] for r in model.records.values() if r[0] == S.ACQUIRED}
     assert sum(1 for timer in clock._timers if not timer.cancelled) == len(holding)
+    # How far a log read must reach for n records: the n-th available offset, then new ones past the end.
+    available = [o for o in sorted(model.records) if model.records[o][0] == S.AVAILABLE]
+    for n in (1, 3, 50):
+        assert sp.offset_after(n) == (available[n - 1] + 1 if n <= len(available)
+                                      else model.end + n - len(available))
     # What a restart keeps: the persisted runs, acquired records available again.
     restarted = SharePartition(clock, 0, lock_duration_ms=LOCK_MS, delivery_count_limit=LIMIT)
     restore(restarted, _partition_state("g", "t", 0, sp)[1])

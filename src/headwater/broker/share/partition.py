@@ -26,7 +26,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from headwater.broker.clock import Clock, Timer
 from headwater.protocol.errors import ErrorCode
@@ -76,9 +76,9 @@ class InFlight:
     member: str | None
 
 
-@dataclass(frozen=True)
-class Acquired:
-    """A run of consecutive offsets acquired together, as ShareFetch's AcquiredRecords reports them."""
+class Acquired(NamedTuple):
+    """A run of consecutive offsets acquired together, as ShareFetch's AcquiredRecords reports them
+    (a tuple: the response encoder packs it as it is)."""
     first_offset: int
     last_offset: int
     delivery_count: int
@@ -166,6 +166,17 @@ class SharePartition:
     def first_acquirable(self) -> int:
         """The lowest offset ``acquire`` would hand out next: a redelivery, else the end offset."""
         return next((run.first for run in self.runs if run.state == RecordState.AVAILABLE), self.end_offset)
+
+    def offset_after(self, count: int) -> int:
+        """The offset past the first ``count`` records ``acquire`` would consider (redeliveries,
+        then new records): a log read for them need not reach further. (Not so under
+        read_committed: the aborted records ``acquire`` archives on the way do not count.)"""
+        for run in self.runs:
+            if run.state == RecordState.AVAILABLE:
+                if count <= len(run):
+                    return run.first + count
+                count -= len(run)
+        return self.end_offset + count
 
     def acquire(self, member: str, max_records: int, until: int,
                 aborted: Sequence[tuple[int, int]] = ()) -> list[Acquired]:

@@ -5,7 +5,9 @@ import asyncio
 import uuid
 
 from headwater.broker.endpoint import client_host
+from headwater.protocol import share_fetch_response
 from headwater.protocol.errors import ErrorCode
+from headwater.protocol.share_fetch_response import ShareFetchedTopic, SharePartitionData
 from headwater.protocol.share_messages import (ShareAcknowledgeResponse, ShareFetchResponse,
                                                ShareGroupDescribeResponse, ShareGroupHeartbeatResponse)
 from headwater.log.txn_index import is_aborted
@@ -137,24 +139,17 @@ async def share_fetch(broker, header, request):
         errors.update(gone)
     await share.persist(group, batch)     # the acquisitions: written, not waited for
     await acknowledged
-    PartitionData = ShareFetchResponse.ShareFetchableTopicResponse.PartitionData
-    by_topic: dict[uuid.UUID, list] = {}
+    leader = broker.config.node_id
+    by_topic: dict[uuid.UUID, list[SharePartitionData]] = {}
     for key in sorted(set(acked) | set(fetched) | set(errors), key=lambda k: (str(k[0]), k[1])):
         topic_id, partition = key
         runs, records = fetched.get(key, ([], b""))
         error, message = acked.get(key, (ErrorCode.NONE, None))
-        by_topic.setdefault(topic_id, []).append(PartitionData(
-            partition_index=partition, error_code=errors.get(key, ErrorCode.NONE), error_message=None,
-            acknowledge_error_code=error, acknowledge_error_message=message,
-            current_leader=PartitionData.LeaderIdAndEpoch(leader_id=broker.config.node_id, leader_epoch=0),
-            records=records, acquired_records=[PartitionData.AcquiredRecords(
-                first_offset=r.first_offset, last_offset=r.last_offset, delivery_count=r.delivery_count)
-                for r in runs]))
-    Topic = ShareFetchResponse.ShareFetchableTopicResponse
-    return ShareFetchResponse(throttle_time_ms=0, error_code=0, error_message=None,
-                              acquisition_lock_timeout_ms=group.config.int("share.record.lock.duration.ms"),
-                              responses=[Topic(topic_id=tid, partitions=ps) for tid, ps in by_topic.items()],
-                              node_endpoints=[])
+        by_topic.setdefault(topic_id, []).append(SharePartitionData(
+            partition, errors.get(key, ErrorCode.NONE), None, error, message, leader, 0, records, runs))
+    return share_fetch_response.ShareFetchResponse(
+        0, 0, None, group.config.int("share.record.lock.duration.ms"),
+        [ShareFetchedTopic(tid, ps) for tid, ps in by_topic.items()], [])
 
 
 async def _acquire(broker, group: ShareGroup, request, session: ShareSession, batch: Changes
@@ -206,8 +201,10 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
                   else plog.log_end_offset)
         if first >= stable:
             continue
+        # read only what records_left can use (under read_committed, aborted runs it cannot count may lie between)
+        enough = None if committed else share_partition.offset_after(records_left)
         chunk, batches, until = plog.read_batches(first, min(max(bytes_left, 0), PARTITION_MAX_BYTES),
-                                                  min_one=not fetched, upto=stable)
+                                                  min_one=not fetched, upto=stable, enough=enough)
         if until == first:   # nothing read: no bytes left
             continue
         end_before = share_partition.end_offset
