@@ -20,7 +20,7 @@ from kafka.protocol.schemas.fields.codecs import UUID
 NO_UUID = uuid.UUID(int=0)
 
 from headwater.protocol import consumer_group_messages as consumer_group
-from headwater.protocol import fetch_request
+from headwater.protocol import fetch_request, produce_request
 from headwater.protocol import share_messages as share
 
 
@@ -230,6 +230,8 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
         raise UnsupportedVersion(header)
     if spec.request.flexible_version_q(version):
         pos = _skip_tagged_fields(frame, pos)
+    if api_key == ApiKey.PRODUCE:
+        return header, _decode_produce(spec, version, memoryview(frame)[pos:])
     if api_key != ApiKey.FETCH:
         return header, _decode(spec, version, header.api_name, memoryview(frame)[pos:])
     # An idle consumer without a fetch session may send the same body, naming every partition,
@@ -252,6 +254,16 @@ def _decode_fetch(spec: Api, version: int, body: bytes):
         return fetch_request.decode_fetch_request(body, version)
     except ValueError as exc:
         raise ProtocolError(f"malformed FETCH v{version} request: {exc}") from exc
+
+
+def _decode_produce(spec: Api, version: int, body: memoryview):
+    """By hand (produce_request: a request per record or two from librdkafka), else generated."""
+    if not produce_request.MIN_VERSION <= version <= produce_request.MAX_VERSION:
+        return _decode(spec, version, "PRODUCE", body)
+    try:
+        return produce_request.decode_produce_request(body, version)
+    except ValueError as exc:
+        raise ProtocolError(f"malformed PRODUCE v{version} request: {exc}") from exc
 
 
 class _RecentFetches:
