@@ -8,6 +8,7 @@ from headwater.broker.appender import ProduceResult
 from headwater.broker.txn.transaction_apis import init_transactional_producer, produce_error
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.protocol.produce_response import ProducedPartition, ProducedTopic, ProduceResponse
 from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.authorization import (NOT_AUTHORIZED, TOPIC_DENIED, TRANSACTIONAL_ID_DENIED,
                                                      empty_response, partition_answers, partition_results, take_denied,
@@ -15,7 +16,6 @@ from headwater.broker.security.authorization import (NOT_AUTHORIZED, TOPIC_DENIE
 
 log = logging.getLogger("headwater.broker")
 
-ProduceResponse = MESSAGE_CLASSES[ApiKey.PRODUCE][1]
 InitProducerIdResponse = MESSAGE_CLASSES[ApiKey.INIT_PRODUCER_ID][1]
 DescribeProducersResponse = MESSAGE_CLASSES[ApiKey.DESCRIBE_PRODUCERS][1]
 NO_TRANSACTION = -1  # current_txn_start_offset of a producer outside any transaction
@@ -23,44 +23,42 @@ ACKS_ALL = -1
 
 
 async def produce(broker, header, request):
-    TopicResult = ProduceResponse.TopicProduceResponse
-    PartitionResult = TopicResult.PartitionProduceResponse
-    RecordError = PartitionResult.BatchIndexAndErrorMessage
     refuse = None
     if request.acks not in (0, 1, ACKS_ALL):
-        refuse = ErrorCode.INVALID_REQUIRED_ACKS
-    responses, appended = [], []
+        refuse = ProduceResult(ErrorCode.INVALID_REQUIRED_ACKS)
+    get_log = broker.log_manager.get_log
+    answers = []   # per topic: its name and [(partition index, result, its log)]
     for topic in request.topic_data:
-        partitions = []
+        results = []
         for part in topic.partition_data:
-            if refuse is None:
-                result = await _append(broker, request.transactional_id, topic.name, part.index, part.records)
-                if result.error:
-                    log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,
-                                result.message or "")
-                error, base_offset, message = result.error, result.base_offset, result.message
-                append_time, record_errors = result.log_append_time, result.record_errors
-            else:
-                error, base_offset, message, append_time, record_errors = refuse, -1, None, -1, []
-            partitions.append(PartitionResult(index=part.index, error_code=error, base_offset=base_offset,
-                                              log_append_time_ms=append_time,
-                                              log_start_offset=_log_start(broker, topic.name, part.index),
-                                              record_errors=[RecordError(batch_index=i, batch_index_error_message=m)
-                                                             for i, m in record_errors],
-                                              error_message=message))
-            if error == ErrorCode.NONE:
-                appended.append((broker.log_manager.get_log(topic.name, part.index), partitions[-1]))
-        responses.append(TopicResult(name=topic.name, partition_responses=partitions))
-    durable = [(plog, response) for plog, response in appended
-               if broker.appender.must_be_durable(plog, request.acks == ACKS_ALL)]
-    if durable:
-        failed = await broker.appender.fsync_rounds.durable(plog for plog, _ in durable)
-        for plog, response in durable:
-            if plog in failed:
-                _fsync_failed(plog, response, failed[plog])
+            result = refuse or await _append(broker, request.transactional_id, topic.name, part.index, part.records)
+            if result.error and refuse is None:
+                log.warning("produce to %s-%d refused: %s %s", topic.name, part.index, result.error.name,
+                            result.message or "")
+            results.append((part.index, result, get_log(topic.name, part.index)))
+        answers.append((topic.name, results))
+    acks_all = request.acks == ACKS_ALL
+    durable = [plog for _, results in answers for _, result, plog in results
+               if result.error == ErrorCode.NONE and broker.appender.must_be_durable(plog, acks_all)]
+    failed = await broker.appender.fsync_rounds.durable(durable) if durable else {}
     if request.acks == 0:
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return ProduceResponse([ProducedTopic(name, [_answer(index, result, plog, failed) for index, result, plog in results])
+                            for name, results in answers])
+
+
+def _answer(index: int, result: ProduceResult, plog, failed: dict) -> ProducedPartition:
+    """One partition's answer; appended but not durable (its fsync failed), the producer is told so
+    (and retries: an idempotent producer's retry is recognised as the batch already appended, and
+    flushed again)."""
+    log_start = plog.log_start_offset if plog is not None else -1
+    if result.error == ErrorCode.NONE and plog in failed:
+        message = f"cannot fsync {plog.directory}: {failed[plog]}"
+        log.warning("produce to %s: %s", plog.directory.name, message)
+        return ProducedPartition(index, ErrorCode.KAFKA_STORAGE_ERROR, -1, result.log_append_time, log_start, [],
+                                 message)
+    return ProducedPartition(index, result.error, result.base_offset, result.log_append_time, log_start,
+                             result.record_errors, result.message)
 
 
 async def _append(broker, transactional_id: str | None, topic: str, partition: int,
@@ -73,19 +71,6 @@ async def _append(broker, transactional_id: str | None, topic: str, partition: i
         return valid
     refused = produce_error(broker, transactional_id, topic, partition, valid.headers)
     return ProduceResult(refused) if refused else broker.appender.append_valid(valid)
-
-
-def _fsync_failed(plog, response, exc: OSError) -> None:
-    """Appended but not durable: the producer is told so (and retries: an idempotent producer's
-    retry is recognised as the batch already appended, and flushed again)."""
-    response.error_code, response.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, -1
-    response.error_message = f"cannot fsync {plog.directory}: {exc}"
-    log.warning("produce to %s: %s", plog.directory.name, response.error_message)
-
-
-def _log_start(broker, topic: str, partition: int) -> int:
-    plog = broker.log_manager.get_log(topic, partition)
-    return plog.log_start_offset if plog is not None else -1
 
 
 async def init_producer_id(broker, header, request):

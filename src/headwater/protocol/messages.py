@@ -20,7 +20,7 @@ from kafka.protocol.schemas.fields.codecs import UUID
 NO_UUID = uuid.UUID(int=0)
 
 from headwater.protocol import consumer_group_messages as consumer_group
-from headwater.protocol import fetch_request
+from headwater.protocol import fetch_request, produce_request
 from headwater.protocol import share_messages as share
 
 
@@ -230,6 +230,8 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
         raise UnsupportedVersion(header)
     if spec.request.flexible_version_q(version):
         pos = _skip_tagged_fields(frame, pos)
+    if api_key == ApiKey.PRODUCE:
+        return header, _decode_by_hand(spec, version, "PRODUCE", memoryview(frame)[pos:])
     if api_key != ApiKey.FETCH:
         return header, _decode(spec, version, header.api_name, memoryview(frame)[pos:])
     # An idle consumer without a fetch session may send the same body, naming every partition,
@@ -239,19 +241,27 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
     key = version, bytes(memoryview(frame)[pos:])
     body = _REPEATED_FETCHES.get(key)
     if body is None:
-        body = _decode_fetch(spec, version, key[1])
+        body = _decode_by_hand(spec, version, "FETCH", key[1])
         _REPEATED_FETCHES.put(key, body)
     return header, copy.copy(body)
 
 
-def _decode_fetch(spec: Api, version: int, body: bytes):
-    """By hand where it can (fetch_request: thousands of partitions per fetch), else generated."""
-    if not fetch_request.MIN_VERSION <= version <= fetch_request.MAX_VERSION:
-        return _decode(spec, version, "FETCH", body)
+# Requests decoded by hand at the versions their modules cover (fetch_request: thousands of
+# partitions per fetch; produce_request: a request per record or two from librdkafka): API key ->
+# (lowest version, highest version, decoder). Other versions go to the generated decoder.
+_BY_HAND = {ApiKey.FETCH: (fetch_request.MIN_VERSION, fetch_request.MAX_VERSION, fetch_request.decode_fetch_request),
+            ApiKey.PRODUCE: (produce_request.MIN_VERSION, produce_request.MAX_VERSION,
+                             produce_request.decode_produce_request)}
+
+
+def _decode_by_hand(spec: Api, version: int, api_name: str, body):
+    low, high, decode = _BY_HAND[spec.key]
+    if not low <= version <= high:
+        return _decode(spec, version, api_name, body)
     try:
-        return fetch_request.decode_fetch_request(body, version)
+        return decode(body, version)
     except ValueError as exc:
-        raise ProtocolError(f"malformed FETCH v{version} request: {exc}") from exc
+        raise ProtocolError(f"malformed {api_name} v{version} request: {exc}") from exc
 
 
 class _RecentFetches:
