@@ -13,7 +13,7 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.fetch_apis import fetch
 from headwater.broker.log_admin_apis import delete_records
 from headwater.protocol.fetch_request import decode_fetch_request
-from headwater.protocol.fetch_response import SplicedTopic
+from headwater.protocol.fetch_response import FetchedPartition, FetchedTopic, FetchResponse, SplicedTopic
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey, RequestHeader
 from headwater.records import Record, encode_batch
 
@@ -104,3 +104,14 @@ def test_a_partition_that_moved_between_two_fetches_shows_it(broker):
     assert (before[99].log_start_offset, after[99].log_start_offset) == (0, 2)
     assert {p: (a.high_watermark, a.log_start_offset) for p, a in after.items() if p not in (42, 99)} == \
         {p: (b.high_watermark, b.log_start_offset) for p, b in before.items() if p not in (42, 99)}
+
+
+def test_a_spliced_topic_whose_answer_is_replaced_encodes_the_replacement(broker):
+    """The authorization rule answers a denied topic by replacing its partitions (fetch_rule)."""
+    broker, loop = broker
+    ends = [log.log_end_offset for log in broker.log_manager.topics["t"].partitions]
+    request = decode_fetch_request(generated_request(11, ends, 0).encode(version=11), 11)
+    response, _ = loop.run_until_complete(answer(broker, 11, request))
+    denied = [FetchedPartition(p, 29, -1, -1, -1, None, -1, None) for p in range(PARTITIONS)]   # TOPIC_AUTHORIZATION_FAILED
+    response.responses[0].partitions = denied
+    assert response.encode(11) == FetchResponse(0, 0, 0, [FetchedTopic("t", denied)]).encode(11)
