@@ -11,12 +11,17 @@ import asyncio
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import compress, count, repeat
+from operator import attrgetter, is_not
 
-from headwater.broker.fetch_sessions import NO_SESSION, FetchContext, FetchPosition, Partition
+import numpy as np
+
+from headwater.broker.fetch_sessions import FINAL_EPOCH, NO_SESSION, FetchContext, FetchPosition, Partition
 from headwater.broker.wakeups import GrowthSignals, Watch
 from headwater.log import OffsetOutOfRangeError
 from headwater.protocol.errors import ErrorCode
-from headwater.protocol.fetch_response import FetchedPartition, FetchedTopic, FetchResponse
+from headwater.protocol.fetch_request import FetchPartitions
+from headwater.protocol.fetch_response import FetchedPartition, FetchedTopic, FetchResponse, SplicedTopic, quiet_entries
 from headwater.records import CorruptRecordError
 from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.authorization import TOPIC_DENIED, partition_answers
@@ -24,6 +29,8 @@ from headwater.broker.security.authorization import TOPIC_DENIED, partition_answ
 logger = logging.getLogger("headwater.broker")
 READ_COMMITTED = 1
 TOPIC_WIDE_WATCH = 64   # a fetch naming this many partitions of a topic waits on the whole topic
+_END, _START = attrgetter("log_end_offset"), attrgetter("log_start_offset")
+_UNSTABLE = attrgetter("first_unstable_offset")
 
 
 def _wanted(request) -> list[tuple[Partition, FetchPosition]]:
@@ -34,14 +41,15 @@ def _forgotten(request) -> list[Partition]:
     return [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions]
 
 
-def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], request):
+def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], request, spent: int = 0):
     """One pass over the partitions to read: (each partition's response entry, which is also the
-    fetch session's news of it; bytes read; any error).
+    fetch session's news of it; bytes read; any error). ``spent``: record bytes the response
+    already carries.
 
     KIP-74: ``max_bytes`` bounds the whole response and ``partition_max_bytes`` each
     partition; only the first batch of the first non-empty partition may exceed them, so
     a client always progresses (librdkafka refuses a response over its own limit)."""
-    budget = request.max_bytes
+    budget = request.max_bytes - spent
     committed = request.isolation_level == READ_COMMITTED
     total, errors, reads = 0, False, {}
     # Looked up once (and each topic once per run of its partitions): this loop runs over every
@@ -71,7 +79,7 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
         try:
             # read_committed: nothing at or past the LSO
             records = plog.read(position.fetch_offset, min(position.partition_max_bytes, budget),
-                                min_one=total == 0, upto=stable if committed else None)
+                                min_one=total + spent == 0, upto=stable if committed else None)
         except OffsetOutOfRangeError:
             error = ErrorCode.OFFSET_OUT_OF_RANGE
             errors = True
@@ -87,6 +95,62 @@ def _read_partitions(broker, targets: list[tuple[Partition, FetchPosition]], req
         budget -= len(records)
         reads[key] = FetchedPartition(index, error, end, stable, plog.log_start_offset, aborted, -1, records)
     return reads, total, errors
+
+
+def _read_topics(broker, request, version: int) -> tuple[list, int, bool]:
+    """A fetch without a session (librdkafka's): each topic's answer, in the order asked; bytes
+    read; any error. Each partition is read as ``_read_partitions`` reads it, but the quiet
+    partitions of a wide topic (``_read_spliced``) are answered all at once."""
+    responses, total, errors = [], 0, False
+    for fetch_topic in request.topics:
+        if not fetch_topic.partitions:
+            continue
+        spliced = _read_spliced(broker, request, version, fetch_topic, total)
+        if spliced is not None:
+            answer, size, error = spliced
+        else:
+            targets = [((fetch_topic.topic, p.partition), p) for p in fetch_topic.partitions]
+            reads, size, error = _read_partitions(broker, targets, request, total)
+            answer = FetchedTopic(fetch_topic.topic, [reads[key] for key, _ in targets])
+        responses.append(answer)
+        total += size
+        errors = errors or error
+    return responses, total, errors
+
+
+def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tuple[SplicedTopic, int, bool] | None:
+    """A topic of which the fetch names most partitions, TOPIC_WIDE_WATCH at least: every partition
+    is compared with its log's end in one array operation, and only those whose fetch offset is
+    not the end are read (``_read_partitions``); the others' entries are filled in by column.
+    None where that does not apply (few partitions, an unknown topic or partition)."""
+    topic, partitions = broker.log_manager.topics.get(fetch_topic.topic), fetch_topic.partitions
+    if topic is None or type(partitions) is not FetchPartitions or len(partitions) < TOPIC_WIDE_WATCH:
+        return None   # (a request not decoded by fetch_request: the tests' kafka-python objects)
+    logs, name = topic.partitions, fetch_topic.topic
+    if 2 * len(partitions) < len(logs):
+        return None   # a few partitions of a wide topic: reading every log's offsets would cost more
+    wanted = partitions.array()
+    index = wanted["partition"]
+    if index.min() < 0 or index.max() >= len(logs):
+        return None   # an unknown partition: answered with its error as usual
+    # Each log's offsets by map and attrgetter: no Python step per partition
+    ends = np.fromiter(map(_END, logs), np.int64, len(logs))
+    stable = ends.copy()
+    stable_offset = broker.txn_partitions.last_stable_offset
+    for i in compress(count(), map(is_not, map(_UNSTABLE, logs), repeat(None))):   # an open transaction
+        stable[i] = stable_offset(name, i, logs[i])
+    entries = quiet_entries(version, len(index))
+    entries["partition_index"] = index
+    entries["high_watermark"] = ends[index]
+    entries["last_stable_offset"] = stable[index]
+    if version >= 5:
+        entries["log_start_offset"] = np.fromiter(map(_START, logs), np.int64, len(logs))[index]
+    if request.isolation_level == READ_COMMITTED:
+        entries["aborted_count"] = 0   # an empty list, not null
+    busy = np.flatnonzero(wanted["fetch_offset"] != ends[index]).tolist()
+    targets = [((name, int(index[i])), partitions[i]) for i in busy]
+    reads, size, errors = _read_partitions(broker, targets, request, spent)
+    return SplicedTopic(name, entries, {i: reads[key] for i, (key, _) in zip(busy, targets)}), size, errors
 
 
 def _topic_results(answered: list[Partition], reads: dict[Partition, FetchedPartition]) -> tuple[list, dict[str, int]]:
@@ -111,29 +175,43 @@ def _watch(signals: GrowthSignals, context: FetchContext, request) -> Iterator[W
         yield context.session.watch
         return
     wide = {t.topic for t in request.topics if len(t.partitions) >= TOPIC_WIDE_WATCH}
-    with signals.watch([p for p, _ in context.targets if p[0] not in wide], wide) as watch:
+    narrow = [(t.topic, p.partition) for t in request.topics if t.topic not in wide for p in t.partitions]
+    with signals.watch(narrow, wide) as watch:
         yield watch
 
 
 async def fetch(broker, header, request):
     sessions = broker.fetch_sessions
-    context = sessions.context(request.session_id, request.session_epoch, _wanted(request), _forgotten(request))
+    # No session now or after (epoch -1), each topic named once: answered topic by topic as asked,
+    # from the request itself (no partition of a wide topic becomes an object of its own)
+    sessionless = (request.session_epoch == FINAL_EPOCH
+                   and len({t.topic for t in request.topics}) == len(request.topics))
+    context = sessions.context(request.session_id, request.session_epoch, () if sessionless else _wanted(request),
+                               _forgotten(request))
     if context.error:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=NO_SESSION, responses=[])
+    named = context.targets or context.session or any(len(t.partitions) for t in request.topics)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
     with _watch(broker.wakeups, context, request) as watch:
         while True:
             watch.arm()   # before reading: an append between the read and the wait still wakes it
-            reads, total, errors = _read_partitions(broker, context.targets, request)
+            if sessionless:
+                responses, total, errors = _read_topics(broker, request, header.api_version)
+            else:
+                reads, total, errors = _read_partitions(broker, context.targets, request)
             remaining = deadline - loop.time()
-            if total >= request.min_bytes or errors or remaining <= 0 or not (context.targets or context.session):
+            if total >= request.min_bytes or errors or remaining <= 0 or not named:
                 break
             if not await watch.wait(remaining):
                 break   # time is up and nothing changed: the reads above still stand
             sessions.changed(context)
-    answered = sessions.answer(context, reads, request.isolation_level == READ_COMMITTED)
-    responses, sizes = _topic_results(answered, reads)
+    if sessionless:
+        sizes = {t.topic: sum(len(p.records) for p in (t.read.values() if type(t) is SplicedTopic else t.partitions)
+                              if p.records) for t in responses}
+    else:
+        answered = sessions.answer(context, reads, request.isolation_level == READ_COMMITTED)
+        responses, sizes = _topic_results(answered, reads)
     for topic, size in sizes.items():
         broker.stats.fetched(topic, size)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses)

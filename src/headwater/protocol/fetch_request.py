@@ -3,7 +3,8 @@ kafka-python's generated ``FetchRequest`` decoder.
 
 librdkafka names every partition it consumes in every fetch and turns the list round by one
 each time, so no two of its bodies are alike and each must be decoded: here a topic's
-partitions are one ``struct.iter_unpack`` into tuples. The objects carry the generated
+partitions are its bytes (``FetchPartitions``), turned into tuples (one ``struct.iter_unpack``)
+only when looked at, or read as one numpy array. The objects carry the generated
 class's field names, so a handler cannot tell them apart (tests/unit/test_fetch_request.py
 decodes the same bodies both ways). A null where Kafka's schema allows none, a negative
 count or a body cut short is a ``ValueError``, as the generated decoder's errors are.
@@ -11,7 +12,10 @@ count or a body cut short is a ``ValueError``, as the generated decoder's errors
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import NamedTuple
+
+import numpy as np
 
 MIN_VERSION, MAX_VERSION = 4, 11
 _INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
@@ -27,10 +31,43 @@ class FetchPartition(NamedTuple):
     partition_max_bytes: int
 
 
+class FetchPartitions(Sequence):
+    """A topic's partitions as the request lists them, each decoded when it is looked at: a wide
+    fetch without a session reads them as one array (``array``), and decodes only the few it
+    must read a log for."""
+    __slots__ = ("raw", "version", "_decoded")
+
+    def __init__(self, raw: bytes, version: int) -> None:
+        self.raw, self.version, self._decoded = raw, version, None
+
+    def __len__(self) -> int:
+        return len(self.raw) // _PARTITION[self.version].size
+
+    def __getitem__(self, i):
+        fields = _PARTITION[self.version]
+        if self._decoded is None and type(i) is int and 0 <= i < len(self):
+            return _AS_PARTITION[self.version](fields.unpack_from(self.raw, i * fields.size))
+        return self.decoded()[i]
+
+    def __iter__(self):
+        return iter(self.decoded())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def decoded(self) -> list[FetchPartition]:
+        if self._decoded is None:
+            self._decoded = list(map(_AS_PARTITION[self.version], _PARTITION[self.version].iter_unpack(self.raw)))
+        return self._decoded
+
+    def array(self) -> np.ndarray:
+        return np.frombuffer(self.raw, PARTITION_FIELDS[self.version])
+
+
 class FetchTopic:
     __slots__ = ("topic", "partitions")
 
-    def __init__(self, topic: str, partitions: list) -> None:
+    def __init__(self, topic: str, partitions: Sequence) -> None:
         self.topic, self.partitions = topic, partitions
 
 
@@ -68,6 +105,10 @@ def _as_partition(version: int):
 
 
 _AS_PARTITION = {v: _as_partition(v) for v in range(MIN_VERSION, MAX_VERSION + 1)}
+# The same fields as numpy sees them, by version.
+PARTITION_FIELDS = {v: np.dtype([("partition", ">i4")] + ([("current_leader_epoch", ">i4")] if v >= 9 else [])
+                                + [("fetch_offset", ">i8")] + ([("log_start_offset", ">i8")] if v >= 5 else [])
+                                + [("partition_max_bytes", ">i4")]) for v in range(MIN_VERSION, MAX_VERSION + 1)}
 
 
 class _Reader:
@@ -105,12 +146,12 @@ def decode_fetch_request(body, version: int) -> FetchRequest:
     read = _Reader(body)
     replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level = read.unpack(_LIMITS)
     session_id, session_epoch = read.unpack(_SESSION) if version >= 7 else (0, -1)
-    fields, as_partition = _PARTITION[version], _AS_PARTITION[version]
+    fields = _PARTITION[version]
     topics = []
     for _ in range(read.count("topics")):
         name = read.string("topics.topic")
         chunk = read.take(read.count("topics.partitions") * fields.size)
-        topics.append(FetchTopic(name, list(map(as_partition, fields.iter_unpack(chunk)))))
+        topics.append(FetchTopic(name, FetchPartitions(bytes(chunk), version)))
     forgotten = []
     if version >= 7:
         for _ in range(read.count("forgotten_topics_data")):
