@@ -50,3 +50,17 @@ def test_state_is_committed_as_changelogs(spark, tmp_path: Path):
         names = {f.name for f in partition.iterdir() if not f.name.startswith(".")}
         assert {"1.changelog", "2.changelog"} <= names, names
         assert not any(name.endswith(".zip") for name in names), names
+
+
+def test_broadcast_blocks_are_not_humongous_in_the_driver_heap(spark):
+    """Each micro-batch broadcasts in blocks of spark.broadcast.blockSize: G1 allocates an
+    object of half a region or more as humongous, and each such allocation can start a
+    collection and a concurrent marking cycle."""
+    jvm = spark._jvm
+    block = jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
+        spark.sparkContext.getConf().get("spark.broadcast.blockSize", "4m"))
+    diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    assert diagnostics.getVMOption("UseG1GC").getValue() == "true"
+    region = int(diagnostics.getVMOption("G1HeapRegionSize").getValue())
+    assert block < region // 2, (block, region)
