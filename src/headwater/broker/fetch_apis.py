@@ -153,6 +153,12 @@ def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tup
     return SplicedTopic(name, entries, {i: reads[key] for i, (key, _) in zip(busy, targets)}), size, errors
 
 
+def _record_bytes(topic) -> int:
+    """The record bytes a topic's answer carries (a spliced topic's quiet partitions carry none)."""
+    partitions = topic.read.values() if type(topic) is SplicedTopic else topic.partitions
+    return sum(len(p.records) for p in partitions if p.records)
+
+
 def _topic_results(answered: list[Partition], reads: dict[Partition, FetchedPartition]) -> tuple[list, dict[str, int]]:
     """The response's topics, each with its answered partitions, in the order first answered, and
     the record bytes each carries."""
@@ -207,8 +213,7 @@ async def fetch(broker, header, request):
                 break   # time is up and nothing changed: the reads above still stand
             sessions.changed(context)
     if sessionless:
-        sizes = {t.topic: sum(len(p.records) for p in (t.read.values() if type(t) is SplicedTopic else t.partitions)
-                              if p.records) for t in responses}
+        sizes = {t.topic: _record_bytes(t) for t in responses}
     else:
         answered = sessions.answer(context, reads, request.isolation_level == READ_COMMITTED)
         responses, sizes = _topic_results(answered, reads)

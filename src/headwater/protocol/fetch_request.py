@@ -7,7 +7,7 @@ partitions are its bytes (``FetchPartitions``), turned into tuples (one ``struct
 only when looked at, or read as one numpy array. The objects carry the generated
 class's field names, so a handler cannot tell them apart (tests/unit/test_fetch_request.py
 decodes the same bodies both ways). A null where Kafka's schema allows none, a negative
-count or a body cut short is a ``ValueError``, as the generated decoder's errors are.
+count or a body cut short is a ``ValueError`` (``body_reader``), as the generated decoder's errors are.
 """
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from headwater.protocol.body_reader import BodyReader
+
 MIN_VERSION, MAX_VERSION = 4, 11
-_INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
+_INT32 = struct.Struct(">i")
 _LIMITS = struct.Struct(">iiiib")   # replica id, max wait, min and max bytes, isolation level
 _SESSION = struct.Struct(">ii")     # from v7: session id and epoch
 
@@ -111,39 +113,10 @@ PARTITION_FIELDS = {v: np.dtype([("partition", ">i4")] + ([("current_leader_epoc
                                 + [("partition_max_bytes", ">i4")]) for v in range(MIN_VERSION, MAX_VERSION + 1)}
 
 
-class _Reader:
-    __slots__ = ("buf", "pos")
-
-    def __init__(self, buf) -> None:
-        self.buf, self.pos = memoryview(buf), 0
-
-    def take(self, size: int) -> memoryview:
-        end = self.pos + size
-        if end > len(self.buf):
-            raise ValueError(f"the body ends at byte {len(self.buf)}, a field runs to {end}")
-        chunk, self.pos = self.buf[self.pos:end], end
-        return chunk
-
-    def unpack(self, fields: struct.Struct) -> tuple:
-        return fields.unpack(self.take(fields.size))
-
-    def count(self, what: str) -> int:
-        (n,) = self.unpack(_INT32)
-        if n < 0:
-            raise ValueError(f"{what} is null, and the schema does not allow null there")
-        return n
-
-    def string(self, what: str) -> str:
-        (n,) = self.unpack(_INT16)
-        if n < 0:
-            raise ValueError(f"{what} is null, and the schema does not allow null there")
-        return str(self.take(n), "utf-8")
-
-
 def decode_fetch_request(body, version: int) -> FetchRequest:
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"Fetch v{version} requests are not decoded here")
-    read = _Reader(body)
+    read = BodyReader(body)
     replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level = read.unpack(_LIMITS)
     session_id, session_epoch = read.unpack(_SESSION) if version >= 7 else (0, -1)
     fields = _PARTITION[version]

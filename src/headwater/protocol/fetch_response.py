@@ -130,11 +130,9 @@ class SplicedTopic:
 
     def encode_partitions(self, out: list, version: int) -> None:
         entries = self.quiet_entries
+        if entries.dtype != _QUIET_ENTRY[version]:   # the server answers at the request's version
+            raise ValueError(f"a topic's entries made for another version cannot be encoded at v{version}")
         out.append(_COUNT.pack(len(entries)))
-        if entries.dtype != _QUIET_ENTRY[version]:   # made for another version: as usual
-            for p in self.partitions:
-                _encode_partition(out, p, version)
-            return
         rows, size, done = entries.tobytes(), entries.itemsize, 0
         for i in sorted(self.read):
             out.append(rows[done * size:i * size])

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import struct
 
+from headwater.protocol.body_reader import BodyReader
+
 MIN_VERSION, MAX_VERSION = 3, 8
-_INT16, _INT32 = struct.Struct(">h"), struct.Struct(">i")
 _SETTINGS = struct.Struct(">hi")   # acks, timeout
+_PARTITION = struct.Struct(">ii")  # index, the records' size (-1: null)
 
 
 class PartitionProduceData:
@@ -44,46 +46,15 @@ class ProduceRequest:
 def decode_produce_request(body, version: int) -> ProduceRequest:
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"Produce v{version} requests are not decoded here")
-    body = memoryview(body)
-    transactional_id, pos = _string(body, 0, None)
-    acks, timeout_ms = _SETTINGS.unpack_from(body, _within(body, pos, _SETTINGS.size))
-    pos += _SETTINGS.size
-    topics, pos = _count(body, pos, "topic_data")
+    read = BodyReader(body)
+    transactional_id = read.nullable_string()
+    acks, timeout_ms = read.unpack(_SETTINGS)
     topic_data = []
-    for _ in range(topics):
-        name, pos = _string(body, pos, "topic_data.name")
-        partitions, pos = _count(body, pos, "topic_data.partition_data")
+    for _ in range(read.count("topic_data")):
+        name = read.string("topic_data.name")
         partition_data = []
-        for _ in range(partitions):
-            (index,) = _INT32.unpack_from(body, _within(body, pos, 4))
-            (size,) = _INT32.unpack_from(body, _within(body, pos + 4, 4))
-            pos += 8
-            records = None if size < 0 else bytes(body[pos:_within(body, pos, size) + size])
-            pos += max(size, 0)
-            partition_data.append(PartitionProduceData(index, records))
+        for _ in range(read.count("topic_data.partition_data")):
+            index, size = read.unpack(_PARTITION)
+            partition_data.append(PartitionProduceData(index, None if size < 0 else bytes(read.take(size))))
         topic_data.append(TopicProduceData(name, partition_data))
     return ProduceRequest(transactional_id, acks, timeout_ms, topic_data)
-
-
-def _within(body: memoryview, pos: int, size: int) -> int:
-    """``pos``, when ``size`` bytes from there are in the body."""
-    if pos + size > len(body):
-        raise ValueError(f"the body ends at byte {len(body)}, a field runs to {pos + size}")
-    return pos
-
-
-def _count(body: memoryview, pos: int, what: str) -> tuple[int, int]:
-    (n,) = _INT32.unpack_from(body, _within(body, pos, 4))
-    if n < 0:
-        raise ValueError(f"{what} is null, and the schema does not allow null there")
-    return n, pos + 4
-
-
-def _string(body: memoryview, pos: int, what: str | None) -> tuple[str | None, int]:
-    """A string at ``pos`` and where it ends; null only where ``what`` (its path, to name it) is None."""
-    (n,) = _INT16.unpack_from(body, _within(body, pos, 2))
-    if n < 0 and what is not None:
-        raise ValueError(f"{what} is null, and the schema does not allow null there")
-    if n < 0:
-        return None, pos + 2
-    return str(body[pos + 2:_within(body, pos + 2, n) + n], "utf-8"), pos + 2 + n
