@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from collections import Counter, defaultdict
+from itertools import zip_longest
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ INPUTS = {"lines": {}, "events": {}, "left": {"cleanup.policy": "compact"}, "rig
 OUTPUTS = ("counts", "windowed", "joined")
 WORDS = [f"w{i}" for i in range(40)]
 WINDOW_MS, JITTER_MS = 10_000, 3_000   # the app's tumbling window; within its 5 s grace: nothing is late
-PHASES = 3
+CHUNK, CHUNK_S = 20, 0.1   # a feed that runs until the test stops it: ~200 records a second
 REPARTITION = f"{APPLICATION}-words-repartition"
 
 
@@ -66,20 +67,34 @@ def expected(inputs) -> dict[str, dict[str, object]]:
     return {"counts": dict(counts), "windowed": dict(windowed), "joined": joined}
 
 
-def produce(bootstrap: str, inputs, phase: int) -> None:
-    """The phase-th third of every input topic, a few records at a time (so the application is
-    busy for a while), keyed records partitioned as Java's producer would (murmur2: the
-    partitions Kafka Streams expects a key in)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random", "linger.ms": 5,
-                         "enable.idempotence": True})
-    for topic, records in inputs.items():
-        share = len(records) // PHASES
-        for i, (key, value, ts) in enumerate(records[phase * share:(phase + 1) * share if phase < PHASES - 1 else None]):
-            producer.produce(topic, key=key, value=value, timestamp=ts)
-            if i % 50 == 49:   # paced over ~5 s: an app slow to start on a loaded machine must not
-                producer.flush(60)   # catch up on the whole phase in a transaction or two before a kill
-                time.sleep(0.1)
-    assert producer.flush(60) == 0
+class Feed:
+    """The input topics' records, produced in turns (each topic in its own order: the answer
+    depends on no other), keyed records partitioned as Java's producer would (murmur2: the
+    partitions Kafka Streams expects a key in). A phase that ends in a kill is fed until the
+    test stops it, so the application is still busy when the kill comes however slowly it
+    starts or restores on a loaded machine; what is left goes to the next phase."""
+
+    def __init__(self, bootstrap: str, inputs) -> None:
+        self.bootstrap = bootstrap
+        rows = [[(topic, *record) for record in records] for topic, records in inputs.items()]
+        self.records = [r for turn in zip_longest(*rows) for r in turn if r is not None]
+        self.position = 0
+
+    def produce(self, count: int | None = None, stop: threading.Event | None = None) -> None:
+        """The next `count` records (all that are left if None) at once; with `stop`, CHUNK
+        records every CHUNK_S until it is set or nothing is left."""
+        producer = Producer({"bootstrap.servers": self.bootstrap, "partitioner": "murmur2_random", "linger.ms": 5,
+                             "enable.idempotence": True})
+        end = len(self.records) if count is None else min(self.position + count, len(self.records))
+        while self.position < end and not (stop is not None and stop.is_set()):
+            step = end - self.position if stop is None else min(CHUNK, end - self.position)
+            for topic, key, value, ts in self.records[self.position:self.position + step]:
+                producer.produce(topic, key=key, value=value, timestamp=ts)
+            self.position += step
+            if stop is not None:
+                producer.flush(60)
+                time.sleep(CHUNK_S)
+        assert producer.flush(60) == 0
 
 
 def read(bootstrap: str, topic: str, isolation: str) -> list[tuple[int, int, bytes, bytes | None]]:
@@ -238,10 +253,11 @@ def check_exactly_once(broker) -> set[tuple[str, int, int]]:
 def test_exactly_once_word_count_windows_and_join_survive_kills(broker, tmp_path):
     create_topics(broker.bootstrap)
     inputs, log_file = make_input(), tmp_path / "streams.log"
+    feed = Feed(broker.bootstrap, inputs)
 
-    def run_and_kill(state_dir: Path, phase: int, after: int) -> int:
-        """Run the app while the phase's input arrives; kill it once more than `after` counts are
-        committed (on disk) and a transaction is open. Returns the count of committed counts."""
+    def run_and_kill(state_dir: Path, after: int) -> int:
+        """Run the app while input arrives; kill it once more than `after` counts are committed
+        (on disk) and a transaction is open. Returns the count of committed counts."""
         def mid_transaction() -> int:
             """The app frozen (SIGSTOP) while a transaction is open on disk, else left running: a
             transaction seen open and then committed before a kill lands would abort nothing."""
@@ -257,20 +273,23 @@ def test_exactly_once_word_count_windows_and_join_survive_kills(broker, tmp_path
 
         app = StreamsApp(broker, state_dir, log_file)
         app.wait_running()
-        feeder = threading.Thread(target=produce, args=(broker.bootstrap, inputs, phase))
+        stopped = threading.Event()
+        feeder = threading.Thread(target=feed.produce, kwargs={"stop": stopped})
         feeder.start()
         try:
             return wait_until(mid_transaction, timeout=60, interval=0.05, what="a busy application")
         finally:
             app.kill()
+            stopped.set()
             feeder.join()
 
-    # 1. a third of the input, killed once some output is committed, in the middle of a transaction;
-    # 2. the next third, restarted on the same state directory (its producers' transactional ids
-    # fence the killed ones) and killed the same way again
-    run_and_kill(tmp_path / "state", 1, run_and_kill(tmp_path / "state", 0, 0))
+    # 1. input until some output is committed, killed in the middle of a transaction;
+    # 2. more, restarted on the same state directory (its producers' transactional ids fence the
+    # killed ones) and killed the same way again
+    run_and_kill(tmp_path / "state", run_and_kill(tmp_path / "state", 0))
+    assert feed.position < len(feed.records), "the kills came before the input ran out"
     # 3. the rest; restarted on an empty state directory: the stores come back from their changelogs
-    produce(broker.bootstrap, inputs, 2)
+    feed.produce()
     finish(StreamsApp(broker, tmp_path / "fresh-state", log_file), broker.bootstrap, expected(inputs))
     assert check_exactly_once(broker), "both kills came in the middle of a transaction: its records were aborted"
 
@@ -297,16 +316,19 @@ def test_exactly_once_survives_a_broker_crash(tmp_path):
     try:
         create_topics(broker.bootstrap)
         inputs = make_input(seed=12)
-        produce(broker.bootstrap, inputs, 0)
+        feed = Feed(broker.bootstrap, inputs)
+        feed.produce(len(feed.records) // 3)
         app = StreamsApp(broker, tmp_path / "state", tmp_path / "streams.log")
         app.wait_running()
-        feeder = threading.Thread(target=produce, args=(broker.bootstrap, inputs, 1))
+        stopped = threading.Event()
+        feeder = threading.Thread(target=feed.produce, kwargs={"stop": stopped})
         feeder.start()
         wait_until(lambda: open_transaction(broker.data_dir), timeout=60, interval=0.02, what="a busy application")
         broker.kill()
         broker.restart()
+        stopped.set()
         feeder.join()
-        produce(broker.bootstrap, inputs, 2)
+        feed.produce()
         finish(app, broker.bootstrap, expected(inputs))
         check_exactly_once(broker)
     finally:
