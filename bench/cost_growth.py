@@ -1,6 +1,7 @@
 """How the broker's cost grows with partitions, connections and consumer groups, Headwater next
-to Apache Kafka 4.4 (one KRaft node, default configs) and to librdkafka's mock broker (C), each
-running the same workload in a process of its own.
+to Apache Kafka 4.4 (one KRaft node, default configs, the JVM options of kafka-server-start.sh:
+1 GB heap, G1) and to librdkafka's mock broker (C), each running the same workload in a process
+of its own.
 
     .venv/bin/python bench/cost_growth.py [--messages N] [--rate R] [--plot PNG] [--point AXIS=N ...]
                                           [--profile DIR] [--headwater-only] [--smoke]
@@ -19,7 +20,8 @@ the JVM's first compilations are not charged to one point. The curves are drawn 
 (docs/cost_growth.png); each row's CPU and p99 are also given as a ratio to Kafka's and to the
 mock's at the same point, and every row carries the load average (1 minute) at its end. A point
 that cannot be set up in CREATE_S (Kafka's thousands of partitions on one node: the topic
-created and its first message read by every group) is reported as not run, not left out. ``--point partitions=1000`` measures
+created and its first message read by every group), or whose set-up fails, is reported as not
+run, not left out; so is every later point of a broker that has exited. ``--point partitions=1000`` measures
 that point alone (repeatable, no plot); ``--profile DIR`` records each Headwater point with
 py-spy (DIR/<point>.txt, the hottest functions by own and total samples); ``--headwater-only`` skips
 the peers (for iterating on the broker: its rows then carry no ratios).
@@ -41,12 +43,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from rich.console import Console
 
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
-from headwater.testing import BrokerProcess, KafkaCluster, bench_arguments, cpu_seconds, mock_cluster_process, wait_until
+from headwater.testing import (KAFKA_PRODUCTION_OPTIONS, BrokerProcess, KafkaCluster, bench_arguments, cpu_seconds,
+                               mock_cluster_process, proc_stat, wait_until)
 
 from tables import table  # bench/tables.py
 
@@ -213,9 +216,11 @@ def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> 
         shape = {**BASE, axis: value}
         console.print(f"[bold]{broker}[/]: {shape}")
         try:
+            if not alive(pid):
+                raise RuntimeError("the broker process has exited")
             cpu, deliveries, latencies = run_point(bootstrap, pid, f"{axis}-{value}", shape, args.messages,
                                                    args.rate, mock)
-        except TimeoutError as exc:   # said in the table, not left out of it
+        except (TimeoutError, KafkaException, RuntimeError) as exc:   # said in the table, not left out of it
             console.print(f"[yellow]{broker} {shape}: not run: {exc}[/]")
             nan = float("nan")
             return Point(broker, axis, value, nan, nan, nan, nan, os.getloadavg()[0], f"not run: {exc}")
@@ -235,6 +240,14 @@ def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> 
         points += [point(axis, value) if value != BASE[axis] else dataclasses.replace(base, axis=axis)
                    for value in values]
     return points
+
+
+def alive(pid: int) -> bool:
+    """The process runs (a child that died and was not reaped yet is a zombie, state Z)."""
+    try:
+        return proc_stat(pid)[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def parse_point(text: str) -> tuple[str, int]:
@@ -335,7 +348,7 @@ def main() -> int:
             console.print(f"profile: {profile.with_suffix('.txt')}")
         broker.kill()   # a clean shutdown of thousands of partitions is no part of the measure
     if not args.headwater_only:
-        with KafkaCluster(nodes=1) as kafka:
+        with KafkaCluster(nodes=1, jvm_options=KAFKA_PRODUCTION_OPTIONS) as kafka:
             points += measure(KAFKA, kafka.bootstrap, kafka.procs[0].pid, args)
         with mock_cluster_process(mock_topics(args.point)) as (mock_pid, mock_bootstrap):
             points += measure(MOCK, mock_bootstrap, mock_pid, args, mock=True)

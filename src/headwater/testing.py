@@ -672,6 +672,10 @@ class KafkaTools:
 # A server JVM that lives minutes on a shared 2-core machine: a small heap, and the same
 # quick-starting compiler and collector as the tools.
 _KAFKA_SERVER_OPTIONS = ("-Xms64m", "-Xmx256m", *_JVM_OPTIONS)
+# What kafka-server-start.sh gives a node (its KAFKA_HEAP_OPTS and KAFKA_JVM_PERFORMANCE_OPTS):
+# for benches that load one node with thousands of partitions, where the test heap runs out.
+KAFKA_PRODUCTION_OPTIONS = ("-Xms1g", "-Xmx1g", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                            "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent")
 _KAFKA_LOG4J = """\
 appender.out.type = Console
 appender.out.name = OUT
@@ -699,10 +703,13 @@ class KafkaCluster:
     where it was), replication factor min(3, nodes) for topics and the internal topics,
     min.insync.replicas 2 from three nodes on, share groups with dead-letter topics
     (share.version 2). Data and each node's log (`node<i>.log`) under `directory` (a temp dir
-    by default, removed by `close`)."""
+    by default, removed by `close`). Each node's JVM gets `jvm_options` (a small test heap by
+    default; KAFKA_PRODUCTION_OPTIONS are Kafka's own)."""
 
-    def __init__(self, nodes: int = 3, directory: Path | None = None):
+    def __init__(self, nodes: int = 3, directory: Path | None = None,
+                 jvm_options: tuple[str, ...] = _KAFKA_SERVER_OPTIONS):
         self.nodes = nodes
+        self.jvm_options = jvm_options
         self._temporary = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="headwater-kafka-"))
         ports = _free_ports(2 * nodes)
@@ -739,7 +746,7 @@ class KafkaCluster:
         }
 
     def _java(self, node: int, main_class: str, *args: str) -> list[str]:
-        return ["java", *_KAFKA_SERVER_OPTIONS, f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
+        return ["java", *self.jvm_options, f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
                 "-cp", kafka_classpath(), main_class, *args]
 
     def start(self, timeout: float = 120) -> "KafkaCluster":
