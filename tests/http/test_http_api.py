@@ -13,8 +13,10 @@ from urllib.parse import urlsplit
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from starlette.routing import Match
 from kafka.partitioner.default import murmur2
 
+from headwater.http.console import Console
 from headwater.testing import BrokerProcess
 
 from tests.support.clients import confluent_consume, confluent_produce, sample_messages
@@ -294,3 +296,12 @@ def _by_id(success: dict) -> str:
 
 def _murmur2_partition(key: bytes, partitions: int = 3) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def test_a_records_batch_request_is_routed_before_any_console_page_is_tried():
+    """Starlette tries routes in order: records:batch, the hot route, is the first one it tries."""
+    scope = {"type": "http", "method": "POST", "path": "/v3/clusters/c/topics/t/records:batch", "root_path": ""}
+    outer = Console(None, None, None, allow_writes=False).app().routes
+    assert outer[0].matches(scope)[0] == Match.FULL
+    inner = outer[0].app.routes
+    assert inner[0].matches({**scope, "path": "/clusters/c/topics/t/records:batch"})[0] == Match.FULL

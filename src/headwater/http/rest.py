@@ -54,11 +54,11 @@ class RestApi:
 
     def app(self) -> Starlette:
         base = "/clusters/{cluster}/topics"
-        return Starlette(routes=[
+        return Starlette(routes=[  # the hot route first: routes are tried in order
+            Route(base + "/{topic}/records:batch", self.produce_batch, methods=["POST"]),
             Route("/clusters", self.clusters),
             Route(base, self.topics),
             Route(base + "/{topic}/records", self.produce_one, methods=["POST"]),
-            Route(base + "/{topic}/records:batch", self.produce_batch, methods=["POST"]),
             Route(base + "/{topic}/partitions/{partition:int}/records", self.read),
         ], exception_handlers={HTTPException: _error})
 
