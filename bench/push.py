@@ -1,10 +1,11 @@
 """HTTP next to the Kafka protocol, in one run: records/s produced through the HTTP API
-(REST Proxy v3 records:batch, batches of 100, one keep-alive connection) next to a native
-confluent-kafka producer; and records/s delivered by `headwater push` to a local webhook
-endpoint, one record per POST and in batches (`--batch-size`), next to a native
+(REST Proxy v3 records:batch, batches of 100, one keep-alive connection; with
+`--http-connections N` also N at once, a process each, whose requests share fsync rounds)
+next to a native confluent-kafka producer; and records/s delivered by `headwater push` to a
+local webhook endpoint, one record per POST and in batches (`--batch-size`), next to a native
 confluent-kafka consumer group reading the same records.
 
-    .venv/bin/python bench/push.py [--records 20000] [--max-in-flight 64] [--batch-size 100] [--http-only] [--smoke]
+    .venv/bin/python bench/push.py [--records 20000] [--max-in-flight 64] [--batch-size 100] [--http-only] [--http-connections N] [--smoke]
 
 The endpoint (aiohttp, loopback, in this process) acknowledges every POST. Push delivery pays
 one HTTP request per record (or per batch) plus JSON and base64; the native consumer gets batches. One
@@ -15,6 +16,7 @@ import itertools
 import base64
 import http.client
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -65,6 +67,15 @@ def http_produce(console_url: str, topic: str, count: int, batch: int = 100) -> 
     return elapsed
 
 
+def http_produce_parallel(console_url: str, topic: str, count: int, connections: int) -> float:
+    """``http_produce`` from ``connections`` processes at once, ``count`` records in all."""
+    shares = [count // connections + (i < count % connections) for i in range(connections)]
+    with multiprocessing.Pool(connections) as pool:
+        start = time.perf_counter()
+        pool.starmap(http_produce, [(console_url, topic, share) for share in shares])
+        return time.perf_counter() - start
+
+
 def native_produce(bootstrap: str, topic: str, count: int) -> float:
     start = time.perf_counter()
     produce(bootstrap, topic, count)
@@ -104,8 +115,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20000)
     parser.add_argument("--max-in-flight", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=100, help="records per POST in the batched push row")
-    parser.add_argument("--http-only", action="store_true", help="only the HTTP produce row")
-    args = bench_arguments(parser, smoke={"records": 300, "batch_size": 20})
+    parser.add_argument("--http-only", action="store_true", help="only the HTTP produce rows")
+    parser.add_argument("--http-connections", type=int, default=1,
+                        help="above 1: an HTTP produce row with this many connections at once, too")
+    args = bench_arguments(parser, smoke={"records": 300, "batch_size": 20, "http_connections": 2})
     with tempfile.TemporaryDirectory() as tmp:
         broker = start_broker(Path(tmp) / "data", "--num-partitions", "4", "--http-listener", "127.0.0.1:0")
         try:
@@ -116,6 +129,10 @@ def main() -> None:
                                                                                           args.records)),
                               ("produce: HTTP, batches of 100",
                                lambda: http_produce(broker.console_url, "bench-http", args.records)),
+                              *([(f"produce: HTTP, batches of 100, {args.http_connections} connections",
+                                  lambda: http_produce_parallel(broker.console_url, "bench-http", args.records,
+                                                                args.http_connections))]
+                                if args.http_connections > 1 else []),
                               ("consume: native group (confluent-kafka)", lambda: native(broker.bootstrap, "bench",
                                                                                         args.records)),
                               (f"consume: push, parallel, {args.max_in_flight} in flight",

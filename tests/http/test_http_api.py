@@ -13,8 +13,10 @@ from urllib.parse import urlsplit
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from starlette.routing import Match
 from kafka.partitioner.default import murmur2
 
+from headwater.http.console import Console
 from headwater.testing import BrokerProcess
 
 from tests.support.clients import confluent_consume, confluent_produce, sample_messages
@@ -259,12 +261,16 @@ def test_a_mixed_batch_is_answered_and_stored_as_computed_by_hand(api):
         {"id": "partition", "partition_id": 3},
         {"value": {"type": "STRING", "data": "no id"}, "partition_id": 1},
     ]
+    many = {f"k{n}": f"key-{n}".encode() for n in range(8)}  # enough keys for them to be hashed as a vector
+    for n, (name, key) in enumerate(many.items()):
+        entries.insert(2 * n, {"id": name, "key": {"type": "STRING", "data": key.decode()}})
     status, answer, _ = call(f"{base}/topics/mixed-http/records:batch", {"entries": entries})
     stored = {"bin": (b"\x00k1", b"v", [("h", b"x"), ("n", None)]), "str": ("ключ".encode(), "é".encode(), []),
               "json": (b"[1]", b'{"a":null}', []), "keyless": (None, None, []), "null-binary": (None, None, []),
-              None: (None, b"no id", [])}
+              None: (None, b"no id", []), **{name: (key, None, []) for name, key in many.items()}}
     placed = {"bin": _murmur2_partition(b"\x00k1"), "str": _murmur2_partition("ключ".encode()),
-              "json": _murmur2_partition(b"[1]"), "keyless": 0, "null-binary": 2, None: 1}
+              "json": _murmur2_partition(b"[1]"), "keyless": 0, "null-binary": 2, None: 1,
+              **{name: _murmur2_partition(key) for name, key in many.items()}}
     expected, next_offset = [], {0: 0, 1: 0, 2: 0}  # offsets in entry order within each partition
     for entry in entries:
         if isinstance(entry, dict) and entry.get("id") in placed:
@@ -284,7 +290,7 @@ def test_a_mixed_batch_is_answered_and_stored_as_computed_by_hand(api):
         {"id": "b64", "error_code": 400, "message": "value is not base64"},
         {"id": "header", "error_code": 400, "message": 'a header is {"name": string, "value": base64 or null}'},
         {"id": "partition", "error_code": 400, "message": "partition_id 3 is not one of 0..2"}]
-    got = {(p, o): (k, v, h) for p, o, k, v, h in confluent_consume(proc.bootstrap, "mixed-http", [0, 1, 2], 6)}
+    got = {(p, o): (k, v, h) for p, o, k, v, h in confluent_consume(proc.bootstrap, "mixed-http", [0, 1, 2], 14)}
     assert got == {(s["partition_id"], s["offset"]): stored[s.get("id")] for s in answer["successes"]}
 
 
@@ -294,3 +300,12 @@ def _by_id(success: dict) -> str:
 
 def _murmur2_partition(key: bytes, partitions: int = 3) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def test_a_records_batch_request_is_routed_before_any_console_page_is_tried():
+    """Starlette tries routes in order: records:batch, the hot route, is the first one it tries."""
+    scope = {"type": "http", "method": "POST", "path": "/v3/clusters/c/topics/t/records:batch", "root_path": ""}
+    outer = Console(None, None, None, allow_writes=False).app().routes
+    assert outer[0].matches(scope)[0] == Match.FULL
+    inner = outer[0].app.routes
+    assert inner[0].matches({**scope, "path": "/clusters/c/topics/t/records:batch"})[0] == Match.FULL

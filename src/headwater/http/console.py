@@ -449,7 +449,11 @@ class Console:
                          message="the console failed to build this page; the broker's log has the details")
 
     def app(self) -> Starlette:
+        # The REST API first: Starlette tries routes in order, and a records:batch request
+        # matched against every page's pattern first paid ~8% of its CPU for it (py-spy).
+        # No page path starts with /v3, so nothing else is routed differently.
         routes = [
+            Mount("/v3", app=RestApi(self.broker).app()),
             Route("/", self.overview, name="overview"),
             Route("/rates.json", self.rates),
             Route("/topics/{name}", self.topic, name="topic"),
@@ -473,7 +477,6 @@ class Console:
             Route("/metrics", self.scrape),
             *(SchemaRegistryApi(self.broker, self.registry).routes() + SchemaPages(self.registry, self.page).routes()
               if self.registry is not None else []),
-            Mount("/v3", app=RestApi(self.broker).app()),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
         middleware = [Middleware(KeepEncodedSeparators)]

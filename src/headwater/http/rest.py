@@ -37,7 +37,7 @@ from headwater.broker.broker import Broker
 from headwater.http.admin import Admin
 from headwater.http.login import peer
 from headwater.http.state import records_from, stable_offset
-from headwater.broker.partitioner import partition_for
+from headwater.broker.partitioner import keyed_partitions, partition_for
 from headwater.broker.quotas import PRODUCER_BYTE_RATE
 from headwater.broker.security.acls import ResourceType
 from headwater.log import Topic
@@ -54,11 +54,11 @@ class RestApi:
 
     def app(self) -> Starlette:
         base = "/clusters/{cluster}/topics"
-        return Starlette(routes=[
+        return Starlette(routes=[  # the hot route first: routes are tried in order
+            Route(base + "/{topic}/records:batch", self.produce_batch, methods=["POST"]),
             Route("/clusters", self.clusters),
             Route(base, self.topics),
             Route(base + "/{topic}/records", self.produce_one, methods=["POST"]),
-            Route(base + "/{topic}/records:batch", self.produce_batch, methods=["POST"]),
             Route(base + "/{topic}/partitions/{partition:int}/records", self.read),
         ], exception_handlers={HTTPException: _error})
 
@@ -161,13 +161,18 @@ async def produce(broker: Broker, topic: Topic, entries: list, client_id: str, s
     now = int(time.time() * 1000)
     count = len(topic.partitions)
     results: list[dict | None] = [None] * len(entries)
-    by_partition: dict[int, tuple[list[int], list[Record]]] = {}  # indexes in entries, records at their offset delta
+    parsed = []
     for i, entry in enumerate(entries):
         try:
-            partition, key, value, headers = _record(entry, count)
+            parsed.append((i, *_record(entry, count)))
         except HTTPException as exc:
             results[i] = _failure(entry, exc.status_code, exc.detail)
-            continue
+    # The keys without a partition_id hashed all at once, then each record placed in entry order.
+    hashed = iter(keyed_partitions([key for _, partition, key, _, _ in parsed if partition is None], count))
+    by_partition: dict[int, tuple[list[int], list[Record]]] = {}  # indexes in entries, records at their offset delta
+    for i, partition, key, value, headers in parsed:
+        if partition is None:
+            partition = next(hashed)
         placed = by_partition.get(partition)
         if placed is None:
             placed = by_partition[partition] = ([], [])
@@ -208,8 +213,8 @@ async def _make_durable(broker: Broker, topic: Topic, answers: dict[int, Produce
                                                message=f"cannot fsync {plog.directory}: {failed[plog]}")
 
 
-def _record(entry, partitions: int) -> tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
-    """An entry's partition, key, value and headers."""
+def _record(entry, partitions: int) -> tuple[int | None, bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
+    """An entry's partition (None: its key's, for murmur2 to tell), key, value and headers."""
     if not isinstance(entry, dict):
         raise HTTPException(400, "a record must be a JSON object")
     key, value = _data(entry.get("key"), "key"), _data(entry.get("value"), "value")
@@ -220,8 +225,8 @@ def _record(entry, partitions: int) -> tuple[int, bytes | None, bytes | None, li
         headers.append((header["name"], _base64(header.get("value"), "header value")))
     partition = entry.get("partition_id")
     if partition is None:
-        partition = partition_for(key, partitions)
-    elif not isinstance(partition, int) or not 0 <= partition < partitions:
+        return (None if key is not None else partition_for(None, partitions)), key, value, headers
+    if not isinstance(partition, int) or not 0 <= partition < partitions:
         raise HTTPException(400, f"partition_id {partition!r} is not one of 0..{partitions - 1}")
     return partition, key, value, headers
 
