@@ -9,6 +9,7 @@ import pytest
 
 from headwater.records import Record, encode_batch
 
+from tests.support.clock import ManualClock
 from tests.support.parts import close_appender, open_appender
 
 NOW = int(time.time() * 1000)
@@ -51,3 +52,20 @@ def test_an_own_batch_is_answered_and_stored_as_a_clients(appender, configs, rec
         answers[path] = (answer.error, answer.message, answer.record_errors, _stored(appender, topic))
     assert answers["own"] == answers["client"]
 
+
+
+def test_the_brokers_own_state_records_take_the_own_path(appender, monkeypatch):
+    """The internal topics' records (here the share groups' state) are encoded by the broker,
+    every one keyed: appended without the client path's walk of their records, read back as written."""
+    import headwater.broker.appender as appender_module
+    from headwater.broker.share.partition import SharePartition
+    from headwater.broker.share.store import ShareStateStore
+
+    def walked(*_):
+        raise AssertionError("the client path validated a batch the broker encoded itself")
+    store = ShareStateStore(appender, ManualClock())
+    monkeypatch.setattr(appender_module, "validate", walked)
+    sp = SharePartition(ManualClock(), 0, lock_duration_ms=30_000, delivery_count_limit=5)
+    sp.acquire("a", 3, until=3)
+    assert store.save_partition("g", "orders", 0, sp)
+    assert store.load()[0][("g", "orders", 0)]["ranges"] == [[0, 2, 1, 1]]

@@ -93,7 +93,8 @@ class InternalTopic:
             return ErrorCode.NONE
         now = self._clock.now_ms()
         batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
-        result = self._appender.append(self.name, 0, batch)
+        # encoded here, every record keyed: the own-batch path, which does not walk the records again
+        result = self._appender.append(self.name, 0, batch, keyless=[])
         if result.error:
             logger.error("cannot write to %s: %s %s", self.name, result.error.name, result.message or "")
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its state log refuses a write

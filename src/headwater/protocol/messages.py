@@ -20,7 +20,7 @@ from kafka.protocol.schemas.fields.codecs import UUID
 NO_UUID = uuid.UUID(int=0)
 
 from headwater.protocol import consumer_group_messages as consumer_group
-from headwater.protocol import fetch_request, produce_request
+from headwater.protocol import fetch_request, produce_request, share_requests
 from headwater.protocol import share_messages as share
 
 
@@ -230,8 +230,8 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
         raise UnsupportedVersion(header)
     if spec.request.flexible_version_q(version):
         pos = _skip_tagged_fields(frame, pos)
-    if api_key == ApiKey.PRODUCE:
-        return header, _decode_by_hand(spec, version, "PRODUCE", memoryview(frame)[pos:])
+    if api_key in _BY_HAND and api_key != ApiKey.FETCH:
+        return header, _decode_by_hand(spec, version, header.api_name, memoryview(frame)[pos:])
     if api_key != ApiKey.FETCH:
         return header, _decode(spec, version, header.api_name, memoryview(frame)[pos:])
     # An idle consumer without a fetch session may send the same body, naming every partition,
@@ -247,11 +247,16 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
 
 
 # Requests decoded by hand at the versions their modules cover (fetch_request: thousands of
-# partitions per fetch; produce_request: a request per record or two from librdkafka): API key ->
-# (lowest version, highest version, decoder). Other versions go to the generated decoder.
+# partitions per fetch; produce_request: a request per record or two from librdkafka;
+# share_requests: a share consumer's every poll): API key -> (lowest version, highest version,
+# decoder). Other versions go to the generated decoder.
 _BY_HAND = {ApiKey.FETCH: (fetch_request.MIN_VERSION, fetch_request.MAX_VERSION, fetch_request.decode_fetch_request),
             ApiKey.PRODUCE: (produce_request.MIN_VERSION, produce_request.MAX_VERSION,
-                             produce_request.decode_produce_request)}
+                             produce_request.decode_produce_request),
+            ApiKey.SHARE_FETCH: (share_requests.VERSION, share_requests.VERSION,
+                                 share_requests.decode_share_fetch_request),
+            ApiKey.SHARE_ACKNOWLEDGE: (share_requests.VERSION, share_requests.VERSION,
+                                       share_requests.decode_share_acknowledge_request)}
 
 
 def _decode_by_hand(spec: Api, version: int, api_name: str, body):
