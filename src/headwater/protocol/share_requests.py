@@ -105,7 +105,7 @@ def _topics(read: BodyReader) -> list[SharedTopic]:
             (index,), batches = read.unpack(_INT32), []
             for _ in range(read.compact_count("topics.partitions.acknowledgement_batches")):
                 first, last = read.unpack(_OFFSETS)
-                types = read.take(read.compact_count("acknowledge_types"))
+                types = read.take(read.compact_count("topics.partitions.acknowledgement_batches.acknowledge_types"))
                 batches.append(AcknowledgementBatch(first, last, list(struct.unpack(f">{len(types)}b", types))))
                 read.skip_tagged_fields()
             read.skip_tagged_fields()
