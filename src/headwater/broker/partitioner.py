@@ -47,7 +47,7 @@ def keyed_partitions(keys: list[bytes], partitions: int) -> list[int]:
     """``partition_for`` of many keys at once (a REST request's): murmur2 as numpy vectors, a
     column per 4-byte block, 33 µs for 100 short keys against 110 one by one."""
     if len(keys) < VECTOR_MIN_KEYS or max(map(len, keys)) > VECTOR_MAX_KEY:
-        return [(murmur2(key) & 0x7FFFFFFF) % partitions for key in keys]
+        return [partition_for(key, partitions) for key in keys]
     lengths = np.fromiter(map(len, keys), np.uint32, len(keys))
     width = ((int(lengths.max()) >> 2) + 1) << 2  # each key's blocks and its tail, zero-padded
     blocks = np.frombuffer(b"".join(key.ljust(width, b"\0") for key in keys), "<u4").reshape(len(keys), -1)

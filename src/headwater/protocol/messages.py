@@ -230,10 +230,9 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
         raise UnsupportedVersion(header)
     if spec.request.flexible_version_q(version):
         pos = _skip_tagged_fields(frame, pos)
-    if api_key in _BY_HAND and api_key != ApiKey.FETCH:
-        return header, _decode_by_hand(spec, version, header.api_name, memoryview(frame)[pos:])
     if api_key != ApiKey.FETCH:
-        return header, _decode(spec, version, header.api_name, memoryview(frame)[pos:])
+        decode = _decode_by_hand if api_key in _BY_HAND else _decode
+        return header, decode(spec, version, header.api_name, memoryview(frame)[pos:])
     # An idle consumer without a fetch session may send the same body, naming every partition,
     # every fetch.wait.max.ms (kafka-python does; librdkafka turns its partition list round by one
     # each fetch, so its bodies differ): decoded once, and each request gets its own shallow copy,
