@@ -1,6 +1,7 @@
 """REST Proxy's acks=all, step by step in-process: a records:batch request that wrote four
 partitions is answered only after the fsync of every one of them, even when three are on disk
-and the fourth's fsync is held (the round's fsyncs run at once on the group commit's threads)."""
+and the fourth's fsync is held (the round's fsyncs run at once on the group commit's threads);
+a failed fsync fails that partition's records only."""
 import asyncio
 import base64
 import json
@@ -12,6 +13,11 @@ from headwater.http.rest import RestApi
 from headwater.log import Log
 
 PARTITIONS, HELD = 4, 2
+ENTRIES = [{"id": str(i), "partition_id": i % PARTITIONS, "key": {"type": "STRING", "data": f"k{i}"},
+            "value": {"type": "BINARY", "data": base64.b64encode(b"v%d" % i).decode()}} for i in range(10)]
+BODY = json.dumps({"entries": ENTRIES}).encode()
+# Ground truth in plain Python: entry i goes to partition i % 4, at the count of earlier entries there.
+EXPECTED = [(str(i), i % PARTITIONS, sum(1 for j in range(i) if j % PARTITIONS == i % PARTITIONS)) for i in range(10)]
 
 
 async def post(app, path: str, body: bytes, sent: list[dict]) -> None:
@@ -46,13 +52,11 @@ def test_a_batch_over_four_partitions_is_answered_after_the_last_fsync(tmp_path,
     try:
         topic = broker.log_manager.create_topic("orders", PARTITIONS, {})
         app = RestApi(broker).app()
-        entries = [{"id": str(i), "partition_id": i % PARTITIONS, "key": {"type": "STRING", "data": f"k{i}"},
-                    "value": {"type": "BINARY", "data": base64.b64encode(b"v%d" % i).decode()}} for i in range(10)]
         path = f"/clusters/{broker.cluster_id}/topics/orders/records:batch"
 
         async def scenario() -> list[dict]:
             sent: list[dict] = []
-            answering = asyncio.ensure_future(post(app, path, json.dumps({"entries": entries}).encode(), sent))
+            answering = asyncio.ensure_future(post(app, path, BODY, sent))
             for _ in range(3000):   # until the other three are on disk and HELD's fsync waits
                 if held.is_set() and len([n for n in synced if n.startswith("orders")]) == PARTITIONS - 1:
                     break
@@ -74,8 +78,32 @@ def test_a_batch_over_four_partitions_is_answered_after_the_last_fsync(tmp_path,
         broker.close()
     assert sent[0]["status"] == 200
     answer = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
-    # Ground truth in plain Python: entry i to partition i % 4, at the count of earlier entries there.
-    expected = [(str(i), i % PARTITIONS, sum(1 for j in range(i) if j % PARTITIONS == i % PARTITIONS))
-                for i in range(10)]
-    assert [(s["id"], s["partition_id"], s["offset"]) for s in answer["successes"]] == expected
+    assert [(s["id"], s["partition_id"], s["offset"]) for s in answer["successes"]] == EXPECTED
     assert answer["failures"] == []
+
+
+def test_a_failed_fsync_fails_that_partitions_records_only(tmp_path, monkeypatch):
+    real_flush = Log.flush
+
+    def flush(plog: Log) -> None:
+        if plog.directory.name == f"orders-{HELD}":
+            raise OSError(5, "Input/output error")
+        real_flush(plog)
+
+    monkeypatch.setattr(Log, "flush", flush)
+    broker = Broker(BrokerConfig(data_dir=tmp_path / "data", flush="always"))
+    try:
+        broker.log_manager.create_topic("orders", PARTITIONS, {})
+        sent: list[dict] = []
+        asyncio.run(post(RestApi(broker).app(), f"/clusters/{broker.cluster_id}/topics/orders/records:batch",
+                         BODY, sent))
+        held_directory = broker.log_manager.topics["orders"].partitions[HELD].directory
+    finally:
+        broker.close()
+    assert sent[0]["status"] == 207
+    answer = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    assert [(s["id"], s["partition_id"], s["offset"]) for s in answer["successes"]] == [
+        e for e in EXPECTED if e[1] != HELD]
+    assert answer["failures"] == [
+        {"id": i, "error_code": 500, "message": f"cannot fsync {held_directory}: [Errno 5] Input/output error"}
+        for i, partition, _ in EXPECTED if partition == HELD]
