@@ -26,6 +26,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import orjson
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
@@ -56,8 +57,9 @@ def http_produce(console_url: str, topic: str, count: int, batch: int = 100) -> 
     for first in range(0, count, batch):
         entries = [{"id": str(i), "key": {"type": "STRING", "data": f"key-{i % 100}"}, "value": value}
                    for i in range(first, min(first + batch, count))]
+        # orjson, as a client sending 37 KB bodies would: json.dumps took ~0.5 of the client's 0.6 ms a request
         connection.request("POST", f"/v3/clusters/{cluster}/topics/{topic}/records:batch",
-                           json.dumps({"entries": entries}), {"Content-Type": "application/json"})
+                           orjson.dumps({"entries": entries}), {"Content-Type": "application/json"})
         answer = connection.getresponse()
         if answer.status != 200:
             raise RuntimeError(f"HTTP {answer.status}: {answer.read()[:200]!r}")
