@@ -456,10 +456,10 @@ def test_acknowledgements_are_fsynced_before_the_answer_and_acquisitions_are_not
     close_appender(appender)
 
 
-def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(tmp_path, clock):
+def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(tmp_path, clock, monkeypatch):
     """The ShareFetch handler in-process, its broker's fsyncs held by a stand-in storage: the
-    request that acknowledges writes the state record at once, acquires the next records while
-    the fsync is held, and is answered only once the fsync is done."""
+    request that acknowledges writes the state record at once, acquires the next records and
+    encodes its response while the fsync is held, and is answered only once the fsync is done."""
     import asyncio
     import threading
 
@@ -468,11 +468,18 @@ def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(t
     from headwater.broker.fsync_rounds import GroupCommit
     from headwater.broker.share.share_group_apis import share_fetch
     from headwater.broker.share.store import STATE_TOPIC
+    from headwater.protocol.share_fetch_response import ShareFetchResponse
     from headwater.protocol.share_messages import ShareFetchRequest
     from headwater.records import Record, encode_batch
 
     broker = Broker(BrokerConfig(data_dir=tmp_path / "data", flush="always"), clock=clock)
     gate, started, events = threading.Event(), threading.Event(), []
+    encode = ShareFetchResponse.encode
+
+    def encoding(response, version):     # the real encoder, its calls in the events
+        events.append("encoded")
+        return encode(response, version)
+    monkeypatch.setattr(ShareFetchResponse, "encode", encoding)
 
     def held_fsync(plog) -> None:       # the storage: an fsync returns once the test lets it
         started.set()
@@ -521,7 +528,10 @@ def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(t
         broker.close()
     partition = second.responses[0].partitions[0]
     assert (partition.acknowledge_error_code, partition.acquired_records) == (0, [Acquired(10, 19, 1)])
-    assert events[-2:] == ["fsync done", "answered"]
+    assert events[-3:] == ["encoded", "fsync done", "answered"]
+    body = second.encode(1)                             # the server's encoding: the body made during the fsync
+    second.throttle_time_ms = 0                         # setting a field makes it encode afresh
+    assert second.encode(1) == body
     share, appender = _restarted(tmp_path, clock)       # the acknowledgement is in the state replayed
     assert share.share_partition(share.groups["g"], "orders", 0).start_offset == 10
     close_appender(appender)

@@ -138,7 +138,6 @@ async def share_fetch(broker, header, request):
         fetched, gone = await _acquire(broker, group, request, session, batch)
         errors.update(gone)
     await share.persist(group, batch)     # the acquisitions: written, not waited for
-    await acknowledged
     leader = broker.config.node_id
     by_topic: dict[uuid.UUID, list[SharePartitionData]] = {}
     for key in sorted(set(acked) | set(fetched) | set(errors), key=lambda k: (str(k[0]), k[1])):
@@ -147,9 +146,12 @@ async def share_fetch(broker, header, request):
         error, message = acked.get(key, (ErrorCode.NONE, None))
         by_topic.setdefault(topic_id, []).append(SharePartitionData(
             partition, errors.get(key, ErrorCode.NONE), None, error, message, leader, 0, records, runs))
-    return share_fetch_response.ShareFetchResponse(
+    response = share_fetch_response.ShareFetchResponse(
         0, 0, None, group.config.int("share.record.lock.duration.ms"),
         [ShareFetchedTopic(tid, ps) for tid, ps in by_topic.items()], [])
+    response.encode(share_fetch_response.VERSION)    # while the fsync runs; sent only after it
+    await acknowledged
+    return response
 
 
 async def _acquire(broker, group: ShareGroup, request, session: ShareSession, batch: Changes
