@@ -370,7 +370,7 @@ def test_one_acquisition_reports_runs_split_at_gaps_and_at_changes_of_delivery_c
 
 
 def test_share_state_is_persisted_as_ranges_and_replays_record_by_record(tmp_path, clock):
-    from headwater.broker.share.store import _partition_state, restore
+    from headwater.broker.share.store import _partition_value, restore
     share, appender = _restarted(tmp_path, clock)
     appender.log_manager.create_topic("orders", 1)
     share.alter_configs("g", {"share.auto.offset.reset": "earliest"})
@@ -384,7 +384,7 @@ def test_share_state_is_persisted_as_ranges_and_replays_record_by_record(tmp_pat
     # Ground truth in plain Python: what a restart keeps, record by record (acquired -> available).
     expected = {o: (RecordState.AVAILABLE if state == RecordState.ACQUIRED else state, count)
                 for o, (state, count) in before.items()}
-    assert len(_partition_state("g", "orders", 0, sp)[1]["ranges"]) == 6     # runs, not 1,000 records
+    assert len(_partition_value(sp)["ranges"]) == 6     # runs, not 1,000 records
     share.changed(group, "orders", 0)
 
     share, appender = _restarted(tmp_path, clock, appender)
@@ -413,6 +413,33 @@ def test_acknowledgement_batches_out_of_order_or_overlapping_are_invalid_and_cha
             sp.acknowledge("a", batches)
         assert exc.value.code == ErrorCode.INVALID_REQUEST
     assert sp.count(RecordState.ACQUIRED) == 6
+
+
+def test_a_share_partitions_state_records_and_its_tombstone_share_the_keys_bytes(tmp_path, clock):
+    """Compaction keeps the latest record of each key's bytes: every state record of a
+    share-partition, and the tombstone that forgets it, carry the same key bytes, those JSON with
+    sorted keys and escaped non-ASCII made before (values are compared only as JSON)."""
+    import json
+    share, appender = _restarted(tmp_path, clock)
+    appender.log_manager.create_topic("orders", 1)
+    share.alter_configs("gé", {"share.auto.offset.reset": "earliest"})
+    share.heartbeat("gé", "a", 0, ["orders"])
+    group = share.groups["gé"]
+    sp = share.share_partition(group, "orders", 0)
+    sp.acquire("a", 10, until=10)
+    share.changed(group, "orders", 0)
+    sp.acknowledge("a", [(0, 9, [Ack.ACCEPT])])
+    share.changed(group, "orders", 0)
+    share.forget_topic("orders")
+    state_log = appender.log_manager.get_log("__share_group_state", 0)
+    records = [r for r in state_log.records(0, upto=state_log.log_end_offset) if b'"partition"' in r.key]
+    expected = json.dumps({"group": "gé", "type": "partition", "topic": "orders", "partition": 0},
+                          sort_keys=True, separators=(",", ":")).encode()
+    assert [r.key for r in records] == [expected] * 3
+    assert [json.loads(r.value) if r.value is not None else None for r in records] == [
+        {"start": 0, "end": 10, "ranges": [[0, 9, int(RecordState.ACQUIRED), 1]], "archived": 0, "dead_lettered": 0},
+        {"start": 10, "end": 10, "ranges": [], "archived": 0, "dead_lettered": 0}, None]
+    close_appender(appender)
 
 
 def test_acknowledgements_are_fsynced_before_the_answer_and_acquisitions_are_not_waited_for(tmp_path, clock):
