@@ -515,7 +515,9 @@ def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(t
         events.append("fsync done")
     broker.appender.fsync_rounds = GroupCommit(held_fsync)
     topic = broker.log_manager.create_topic("orders", 1)
-    broker.appender.append("orders", 0, encode_batch([Record(i, 0, None, b"v") for i in range(20)]), flush_policy=False)
+    for _ in range(2):     # two batches: a ShareFetch acquires whole batches
+        broker.appender.append("orders", 0, encode_batch([Record(i, 0, None, b"v") for i in range(10)]),
+                               flush_policy=False)
     broker.share.alter_configs("g", {"share.auto.offset.reset": "earliest"})
     broker.share.heartbeat("g", "a", 0, ["orders"])
     Partition = ShareFetchRequest.FetchTopic.FetchPartition
