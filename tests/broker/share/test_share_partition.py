@@ -274,6 +274,17 @@ def _restarted(tmp_path, clock, appender=None):
     return ShareCoordinator(appender.log_manager, clock, store=store), appender
 
 
+def _member_on_orders(tmp_path, clock, group_id: str):
+    """A fresh coordinator with member "a" of ``group_id`` reading topic "orders" from the start:
+    (coordinator, appender, group, the share-partition)."""
+    share, appender = _restarted(tmp_path, clock)
+    appender.log_manager.create_topic("orders", 1)
+    share.alter_configs(group_id, {"share.auto.offset.reset": "earliest"})
+    share.heartbeat(group_id, "a", 0, ["orders"])
+    group = share.groups[group_id]
+    return share, appender, group, share.share_partition(group, "orders", 0)
+
+
 def test_a_restarted_broker_replays_share_state_and_deletion(tmp_path, clock):
     share, appender = _restarted(tmp_path, clock)
     appender.log_manager.create_topic("orders", 1)
@@ -371,12 +382,7 @@ def test_one_acquisition_reports_runs_split_at_gaps_and_at_changes_of_delivery_c
 
 def test_share_state_is_persisted_as_ranges_and_replays_record_by_record(tmp_path, clock):
     from headwater.broker.share.store import _partition_value, restore
-    share, appender = _restarted(tmp_path, clock)
-    appender.log_manager.create_topic("orders", 1)
-    share.alter_configs("g", {"share.auto.offset.reset": "earliest"})
-    share.heartbeat("g", "a", 0, ["orders"])
-    group = share.groups["g"]
-    sp = share.share_partition(group, "orders", 0)
+    share, appender, group, sp = _member_on_orders(tmp_path, clock, "g")
     sp.acquire("a", 1000, until=1000)
     kinds = [Ack.RELEASE] * 10 + [Ack.ACCEPT] * 490 + [Ack.REJECT] * 100 + [Ack.ACCEPT] * 200
     sp.acknowledge("a", [(10, 809, kinds)])
@@ -420,12 +426,7 @@ def test_a_share_partitions_state_records_and_its_tombstone_share_the_keys_bytes
     share-partition, and the tombstone that forgets it, carry the same key bytes, those JSON with
     sorted keys and escaped non-ASCII made before (values are compared only as JSON)."""
     import json
-    share, appender = _restarted(tmp_path, clock)
-    appender.log_manager.create_topic("orders", 1)
-    share.alter_configs("gé", {"share.auto.offset.reset": "earliest"})
-    share.heartbeat("gé", "a", 0, ["orders"])
-    group = share.groups["gé"]
-    sp = share.share_partition(group, "orders", 0)
+    share, appender, group, sp = _member_on_orders(tmp_path, clock, "gé")
     sp.acquire("a", 10, until=10)
     share.changed(group, "orders", 0)
     sp.acknowledge("a", [(0, 9, [Ack.ACCEPT])])
