@@ -71,6 +71,18 @@ def test_errors_and_node_endpoints_encode_as_the_generated_class_does(error, mes
     assert ours(5, error, message, {}, nodes).encode(1) == generated(5, error, message, {}, nodes).encode(version=1)
 
 
+def test_a_body_encoded_early_is_encoded_afresh_once_a_field_is_set():
+    """The handler encodes while the fsync runs; quotas and the authorization rule set fields after."""
+    one = {TOPIC_IDS[0]: [PARTITIONS["records, one run"]]}
+    both = {**one, TOPIC_IDS[1]: [PARTITIONS["denied"]]}
+    response = ours(0, 0, None, one)
+    assert response.encode(1) == generated(0, 0, None, one).encode(version=1)
+    response.throttle_time_ms = 250
+    assert response.encode(1) == generated(250, 0, None, one).encode(version=1)
+    response.responses = response.responses + ours(0, 0, None, {TOPIC_IDS[1]: [PARTITIONS["denied"]]}).responses
+    assert response.encode(1) == generated(250, 0, None, both).encode(version=1)
+
+
 def test_only_version_1_is_encoded():
     with pytest.raises(ValueError):
         ours(0, 0, None, {}).encode(0)

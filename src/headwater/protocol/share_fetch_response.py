@@ -56,9 +56,13 @@ class ShareFetchedTopic:
 class ShareFetchResponse:
     """A ShareFetch response body as the server frames it (``encode``), shaped like the
     generated class where the broker's other parts look (the authorization rule adds denied
-    topics to ``responses``; quotas set ``throttle_time_ms``)."""
+    topics to ``responses``; quotas set ``throttle_time_ms``).
+
+    The body is kept once encoded: the handler encodes it while the acknowledgements' fsync
+    runs, and the server's encoding after the fsync is then free. Setting a field drops it
+    (change a response by setting its fields, never by changing their lists in place)."""
     __slots__ = ("throttle_time_ms", "error_code", "error_message", "acquisition_lock_timeout_ms", "responses",
-                 "node_endpoints")
+                 "node_endpoints", "_body")
 
     def __init__(self, throttle_time_ms: int, error_code: int, error_message: str | None,
                  acquisition_lock_timeout_ms: int, responses: list, node_endpoints: list) -> None:
@@ -66,9 +70,18 @@ class ShareFetchResponse:
         self.acquisition_lock_timeout_ms, self.responses, self.node_endpoints = (acquisition_lock_timeout_ms, responses,
                                                                                  node_endpoints)
 
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        object.__setattr__(self, "_body", None)
+
     def encode(self, version: int) -> bytes:
         if version != VERSION:
             raise ValueError(f"ShareFetch v{version} responses are not encoded here")
+        if self._body is None:
+            object.__setattr__(self, "_body", self._encoded())
+        return self._body
+
+    def _encoded(self) -> bytes:
         out = [_HEAD.pack(self.throttle_time_ms, self.error_code), _string(self.error_message),
                _INT32.pack(self.acquisition_lock_timeout_ms), _uvarint(len(self.responses) + 1)]
         for topic in self.responses:

@@ -109,6 +109,33 @@ def _records(data: bytes):
             yield header, record
 
 
+def test_max_records_rounds_up_to_the_end_of_a_log_batch_as_kafka_does(share_broker):
+    """ShareFetch v1 acquires as Kafka's batch_optimized mode: MaxRecords is a soft limit that
+    rounds up to the end of the batch holding the last record it counts, so a batch is sent once."""
+    topic, group = _names("soft")
+    _setup(share_broker.bootstrap, topic, group)
+    producer = Producer({"bootstrap.servers": share_broker.bootstrap, "linger.ms": 1000})
+    for size in (7, 7, 6):                      # batches 0..6, 7..13, 14..19
+        for i in range(size):
+            producer.produce(topic, value=b"v%d" % i)
+        producer.flush(30)
+    topic_id = _topic_id(share_broker.bootstrap, topic)
+    wire = Wire(share_broker.bootstrap)
+    _join(wire, group, "m1", topic)
+    rounds = []
+    for epoch, max_records in enumerate((10, 1)):
+        acks = [(rounds[-1][0], rounds[-1][-1], AcknowledgeType.ACCEPT.value)] if rounds else []
+        partition = _fetch(wire, group, "m1", epoch, topic_id, acks=acks, max_records=max_records).responses[0].partitions[0]
+        rounds.append(_acquired(partition))
+        # ground truth: the offsets up to the end of the batch that holds the MaxRecords-th record
+        bounds = [(h.base_offset, h.last_offset) for _, h in iter_batches(partition.records)]
+        first = bounds[0][0]
+        last = next(end for base, end in bounds if base <= first + max_records - 1 <= end)
+        assert rounds[-1] == list(range(first, last + 1))
+    assert rounds == [list(range(0, 14)), list(range(14, 20))]
+    wire.close()
+
+
 def test_a_final_acknowledgement_that_arrives_after_the_leave_counts(share_broker):
     topic, group = _names("final")
     _setup(share_broker.bootstrap, topic, group)

@@ -45,7 +45,9 @@ def _setup(bootstrap: str, topic: str, group: str, partitions: int = 1, **config
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
+    """A batch per record: a ShareFetch acquires whole batches (MaxRecords rounds up to a batch's
+    end, as Kafka's), and these tests hand records out a few at a time."""
+    producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1})
     for value in values:
         producer.produce(topic, value=value)
     producer.flush(30)

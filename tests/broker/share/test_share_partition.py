@@ -274,6 +274,17 @@ def _restarted(tmp_path, clock, appender=None):
     return ShareCoordinator(appender.log_manager, clock, store=store), appender
 
 
+def _member_on_orders(tmp_path, clock, group_id: str):
+    """A fresh coordinator with member "a" of ``group_id`` reading topic "orders" from the start:
+    (coordinator, appender, group, the share-partition)."""
+    share, appender = _restarted(tmp_path, clock)
+    appender.log_manager.create_topic("orders", 1)
+    share.alter_configs(group_id, {"share.auto.offset.reset": "earliest"})
+    share.heartbeat(group_id, "a", 0, ["orders"])
+    group = share.groups[group_id]
+    return share, appender, group, share.share_partition(group, "orders", 0)
+
+
 def test_a_restarted_broker_replays_share_state_and_deletion(tmp_path, clock):
     share, appender = _restarted(tmp_path, clock)
     appender.log_manager.create_topic("orders", 1)
@@ -370,13 +381,8 @@ def test_one_acquisition_reports_runs_split_at_gaps_and_at_changes_of_delivery_c
 
 
 def test_share_state_is_persisted_as_ranges_and_replays_record_by_record(tmp_path, clock):
-    from headwater.broker.share.store import _partition_state, restore
-    share, appender = _restarted(tmp_path, clock)
-    appender.log_manager.create_topic("orders", 1)
-    share.alter_configs("g", {"share.auto.offset.reset": "earliest"})
-    share.heartbeat("g", "a", 0, ["orders"])
-    group = share.groups["g"]
-    sp = share.share_partition(group, "orders", 0)
+    from headwater.broker.share.store import _partition_value, restore
+    share, appender, group, sp = _member_on_orders(tmp_path, clock, "g")
     sp.acquire("a", 1000, until=1000)
     kinds = [Ack.RELEASE] * 10 + [Ack.ACCEPT] * 490 + [Ack.REJECT] * 100 + [Ack.ACCEPT] * 200
     sp.acknowledge("a", [(10, 809, kinds)])
@@ -384,7 +390,7 @@ def test_share_state_is_persisted_as_ranges_and_replays_record_by_record(tmp_pat
     # Ground truth in plain Python: what a restart keeps, record by record (acquired -> available).
     expected = {o: (RecordState.AVAILABLE if state == RecordState.ACQUIRED else state, count)
                 for o, (state, count) in before.items()}
-    assert len(_partition_state("g", "orders", 0, sp)[1]["ranges"]) == 6     # runs, not 1,000 records
+    assert len(_partition_value(sp)["ranges"]) == 6     # runs, not 1,000 records
     share.changed(group, "orders", 0)
 
     share, appender = _restarted(tmp_path, clock, appender)
@@ -413,6 +419,28 @@ def test_acknowledgement_batches_out_of_order_or_overlapping_are_invalid_and_cha
             sp.acknowledge("a", batches)
         assert exc.value.code == ErrorCode.INVALID_REQUEST
     assert sp.count(RecordState.ACQUIRED) == 6
+
+
+def test_a_share_partitions_state_records_and_its_tombstone_share_the_keys_bytes(tmp_path, clock):
+    """Compaction keeps the latest record of each key's bytes: every state record of a
+    share-partition, and the tombstone that forgets it, carry the same key bytes, those JSON with
+    sorted keys and escaped non-ASCII made before (values are compared only as JSON)."""
+    import json
+    share, appender, group, sp = _member_on_orders(tmp_path, clock, "gé")
+    sp.acquire("a", 10, until=10)
+    share.changed(group, "orders", 0)
+    sp.acknowledge("a", [(0, 9, [Ack.ACCEPT])])
+    share.changed(group, "orders", 0)
+    share.forget_topic("orders")
+    state_log = appender.log_manager.get_log("__share_group_state", 0)
+    records = [r for r in state_log.records(0, upto=state_log.log_end_offset) if b'"partition"' in r.key]
+    expected = json.dumps({"group": "gé", "type": "partition", "topic": "orders", "partition": 0},
+                          sort_keys=True, separators=(",", ":")).encode()
+    assert [r.key for r in records] == [expected] * 3
+    assert [json.loads(r.value) if r.value is not None else None for r in records] == [
+        {"start": 0, "end": 10, "ranges": [[0, 9, int(RecordState.ACQUIRED), 1]], "archived": 0, "dead_lettered": 0},
+        {"start": 10, "end": 10, "ranges": [], "archived": 0, "dead_lettered": 0}, None]
+    close_appender(appender)
 
 
 def test_acknowledgements_are_fsynced_before_the_answer_and_acquisitions_are_not_waited_for(tmp_path, clock):
@@ -456,10 +484,10 @@ def test_acknowledgements_are_fsynced_before_the_answer_and_acquisitions_are_not
     close_appender(appender)
 
 
-def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(tmp_path, clock):
+def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(tmp_path, clock, monkeypatch):
     """The ShareFetch handler in-process, its broker's fsyncs held by a stand-in storage: the
-    request that acknowledges writes the state record at once, acquires the next records while
-    the fsync is held, and is answered only once the fsync is done."""
+    request that acknowledges writes the state record at once, acquires the next records and
+    encodes its response while the fsync is held, and is answered only once the fsync is done."""
     import asyncio
     import threading
 
@@ -468,11 +496,18 @@ def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(t
     from headwater.broker.fsync_rounds import GroupCommit
     from headwater.broker.share.share_group_apis import share_fetch
     from headwater.broker.share.store import STATE_TOPIC
+    from headwater.protocol.share_fetch_response import ShareFetchResponse
     from headwater.protocol.share_messages import ShareFetchRequest
     from headwater.records import Record, encode_batch
 
     broker = Broker(BrokerConfig(data_dir=tmp_path / "data", flush="always"), clock=clock)
     gate, started, events = threading.Event(), threading.Event(), []
+    encode = ShareFetchResponse.encode
+
+    def encoding(response, version):     # the real encoder, its calls in the events
+        events.append("encoded")
+        return encode(response, version)
+    monkeypatch.setattr(ShareFetchResponse, "encode", encoding)
 
     def held_fsync(plog) -> None:       # the storage: an fsync returns once the test lets it
         started.set()
@@ -481,7 +516,9 @@ def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(t
         events.append("fsync done")
     broker.appender.fsync_rounds = GroupCommit(held_fsync)
     topic = broker.log_manager.create_topic("orders", 1)
-    broker.appender.append("orders", 0, encode_batch([Record(i, 0, None, b"v") for i in range(20)]), flush_policy=False)
+    for _ in range(2):     # two batches: a ShareFetch acquires whole batches
+        broker.appender.append("orders", 0, encode_batch([Record(i, 0, None, b"v") for i in range(10)]),
+                               flush_policy=False)
     broker.share.alter_configs("g", {"share.auto.offset.reset": "earliest"})
     broker.share.heartbeat("g", "a", 0, ["orders"])
     Partition = ShareFetchRequest.FetchTopic.FetchPartition
@@ -521,7 +558,10 @@ def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(t
         broker.close()
     partition = second.responses[0].partitions[0]
     assert (partition.acknowledge_error_code, partition.acquired_records) == (0, [Acquired(10, 19, 1)])
-    assert events[-2:] == ["fsync done", "answered"]
+    assert events[-3:] == ["encoded", "fsync done", "answered"]
+    body = second.encode(1)                             # the server's encoding: the body made during the fsync
+    second.throttle_time_ms = 0                         # setting a field makes it encode afresh
+    assert second.encode(1) == body
     share, appender = _restarted(tmp_path, clock)       # the acknowledgement is in the state replayed
     assert share.share_partition(share.groups["g"], "orders", 0).start_offset == 10
     close_appender(appender)

@@ -10,7 +10,7 @@ import pytest
 
 from headwater.broker.share.partition import (MAX_IN_FLIGHT, AcknowledgeError, Acquired, RecordState as S,
                                               SharePartition)
-from headwater.broker.share.store import _partition_state, restore
+from headwater.broker.share.store import _partition_value, restore
 
 from tests.support.clock import ManualClock
 
@@ -152,7 +152,7 @@ def _check(sp: SharePartition, model: Model, clock: ManualClock) -> None:
                                       else model.end + n - len(available))
     # What a restart keeps: the persisted runs, acquired records available again.
     restarted = SharePartition(clock, 0, lock_duration_ms=LOCK_MS, delivery_count_limit=LIMIT)
-    restore(restarted, _partition_state("g", "t", 0, sp)[1])
+    restore(restarted, _partition_value(sp))
     assert {o: (r.state, r.delivery_count) for o, r in restarted.records.items()} == {
         o: (S.AVAILABLE if state == S.ACQUIRED else state, count) for o, (state, count, _) in model.view().items()}
 
@@ -205,7 +205,7 @@ def test_five_hundred_records_acquired_and_accepted_are_one_run_each_way(clock):
     sp = SharePartition(clock, 0, lock_duration_ms=LOCK_MS, delivery_count_limit=LIMIT)
     for round_ in range(4):
         assert sp.acquire("a", 500, until=10_000) == [Acquired(500 * round_, 500 * round_ + 499, 1)]
-        assert len(sp.runs) == 1 and len(_partition_state("g", "t", 0, sp)[1]["ranges"]) == 1
+        assert len(sp.runs) == 1 and len(_partition_value(sp)["ranges"]) == 1
         sp.acknowledge("a", [(500 * round_, 500 * round_ + 499, [1])])
         assert (sp.runs, sp.start_offset) == ([], 500 * (round_ + 1))
     assert not [timer for timer in clock._timers if not timer.cancelled]

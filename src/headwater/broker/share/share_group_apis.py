@@ -138,7 +138,6 @@ async def share_fetch(broker, header, request):
         fetched, gone = await _acquire(broker, group, request, session, batch)
         errors.update(gone)
     await share.persist(group, batch)     # the acquisitions: written, not waited for
-    await acknowledged
     leader = broker.config.node_id
     by_topic: dict[uuid.UUID, list[SharePartitionData]] = {}
     for key in sorted(set(acked) | set(fetched) | set(errors), key=lambda k: (str(k[0]), k[1])):
@@ -147,9 +146,12 @@ async def share_fetch(broker, header, request):
         error, message = acked.get(key, (ErrorCode.NONE, None))
         by_topic.setdefault(topic_id, []).append(SharePartitionData(
             partition, errors.get(key, ErrorCode.NONE), None, error, message, leader, 0, records, runs))
-    return share_fetch_response.ShareFetchResponse(
+    response = share_fetch_response.ShareFetchResponse(
         0, 0, None, group.config.int("share.record.lock.duration.ms"),
         [ShareFetchedTopic(tid, ps) for tid, ps in by_topic.items()], [])
+    response.encode(share_fetch_response.VERSION)    # while the fsync runs; sent only after it
+    await acknowledged
+    return response
 
 
 async def _acquire(broker, group: ShareGroup, request, session: ShareSession, batch: Changes
@@ -187,7 +189,10 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
                  batch: Changes) -> dict[TopicIdPartition, Fetched]:
     """Acquire what is available now, partition by partition, within MaxRecords and MaxBytes: only
     records of the whole batches that fit (the first batch whatever its size, so a fetch always
-    progresses, as KIP-74 has it), and under read_committed only below the last stable offset."""
+    progresses, as KIP-74 has it), and under read_committed only below the last stable offset.
+    MaxRecords is a soft limit, as Kafka's (ShareFetch v1 acquires as its batch_optimized mode):
+    it rounds up to the end of the log batch holding the last record it counts, so that a batch
+    is sent once rather than once per MaxRecords of its records."""
     committed = group.config.get("share.isolation.level") == "read_committed"
     records_left, bytes_left = max(request.max_records, 1), request.max_bytes
     fetched: dict[TopicIdPartition, Fetched] = {}
@@ -208,7 +213,8 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
         if until == first:   # nothing read: no bytes left
             continue
         end_before = share_partition.end_offset
-        runs = share_partition.acquire(request.member_id, records_left, until,
+        limit = min(until, _batch_end(batches, share_partition.offset_after(records_left) - 1, until))
+        runs = share_partition.acquire(request.member_id, limit - first, limit,
                                        _aborted(plog, batches, first, until) if committed else ())
         if runs or share_partition.end_offset != end_before:
             broker.share.changed(group, topic, partition, batch)
@@ -224,6 +230,11 @@ def _aborted(plog, batches: list[tuple[int, BatchHeader]], first: int, until: in
     """The offset ranges of the data batches of aborted transactions among ``batches``."""
     txns = plog.aborted_txns.between(first, until)
     return [(h.base_offset, h.last_offset) for _, h in batches if is_aborted(h, txns)]
+
+
+def _batch_end(batches: list[tuple[int, BatchHeader]], offset: int, default: int) -> int:
+    """The offset past the batch that holds ``offset`` (or the next batch, if it falls in a gap)."""
+    return next((h.last_offset + 1 for _, h in batches if h.last_offset >= offset), default)
 
 
 def _covering(chunk: bytes, batches: list[tuple[int, BatchHeader]], first: int, last: int) -> bytes:

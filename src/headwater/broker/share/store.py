@@ -21,6 +21,9 @@ available again (their locks died with the broker) keeping their delivery counts
 from __future__ import annotations
 
 from collections.abc import Awaitable, Iterator
+from functools import lru_cache
+
+import orjson
 
 from headwater.broker.appender import Appender
 from headwater.broker.clock import Clock
@@ -37,30 +40,29 @@ class ShareStateStore:
     def __init__(self, appender: Appender, clock: Clock):
         self._topic = InternalTopic(STATE_TOPIC, appender, clock)
 
-    def _write(self, *pairs: tuple[dict, dict | None]) -> bool:
+    def _write(self, pairs: list[tuple[bytes, bytes | None]]) -> bool:
         """One batch of (key, value or None for a tombstone) records; False if it is not written."""
-        return self._topic.write(_encoded(pairs)) == ErrorCode.NONE
+        return self._topic.write(pairs) == ErrorCode.NONE
 
     def save_partition(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> bool:
-        return self._write(_partition_state(group_id, topic, partition, sp))
+        return self._write([_partition_record(group_id, topic, partition, sp)])
 
     def save_partitions(self, group_id: str, partitions: dict[tuple[str, int], SharePartition],
                         durable: bool) -> Awaitable[ErrorCode]:
         """One record per share-partition, in one batch, written at the call: its fsync by the
         broker's group commit started if ``durable`` (await it), else left for the next fsync."""
-        pairs = _encoded([_partition_state(group_id, topic, partition, sp)
-                          for (topic, partition), sp in partitions.items()])
+        pairs = [_partition_record(group_id, topic, partition, sp) for (topic, partition), sp in partitions.items()]
         return self._topic.write_durably(pairs) if durable else settled(self._topic.write_unsynced(pairs))
 
     def save_configs(self, group_id: str, overrides: dict[str, str]) -> bool:
-        return self._write(({"group": group_id, "type": "config"}, overrides))
+        return self._write([(_config_key(group_id), json_bytes(overrides))])
 
     def forget(self, group_id: str, partitions: list[tuple[str, int]], configs: bool = True) -> bool:
         """Tombstones for share-partitions of a group (a deleted topic), and its configs (a deleted group)."""
-        keys = [{"group": group_id, "type": "partition", "topic": t, "partition": p} for t, p in partitions]
+        keys = [_partition_key(group_id, t, p) for t, p in partitions]
         if configs:
-            keys.append({"group": group_id, "type": "config"})
-        return not keys or self._write(*[(key, None) for key in keys])
+            keys.append(_config_key(group_id))
+        return not keys or self._write([(key, None) for key in keys])
 
     def load(self) -> tuple[dict[tuple[str, str, int], dict], dict[str, dict[str, str]]]:
         """(share-partition states by (group, topic, partition), configs by group): the last record of each key."""
@@ -82,11 +84,22 @@ class ShareStateStore:
         return partitions, configs
 
 
-def _encoded(pairs) -> list[tuple[bytes, bytes | None]]:
-    return [(json_bytes(k), None if v is None else json_bytes(v)) for k, v in pairs]
+def _partition_record(group_id: str, topic: str, partition: int, sp: SharePartition) -> tuple[bytes, bytes]:
+    """A share-partition's state record, written at every change (one a ShareFetch): the key's
+    bytes made once, the value by orjson (only keys are compared as bytes, by compaction)."""
+    return _partition_key(group_id, topic, partition), orjson.dumps(_partition_value(sp))
 
 
-def _partition_state(group_id: str, topic: str, partition: int, sp: SharePartition) -> tuple[dict, dict]:
+@lru_cache(maxsize=4096)
+def _partition_key(group_id: str, topic: str, partition: int) -> bytes:
+    return json_bytes({"group": group_id, "type": "partition", "topic": topic, "partition": partition})
+
+
+def _config_key(group_id: str) -> bytes:
+    return json_bytes({"group": group_id, "type": "config"})
+
+
+def _partition_value(sp: SharePartition) -> dict:
     """The share-partition's runs as persisted ranges: runs apart only by their acquisition join,
     and never-delivered available ones (the default) are left out."""
     ranges: list[list[int]] = []
@@ -99,9 +112,8 @@ def _partition_state(group_id: str, topic: str, partition: int, sp: SharePartiti
             last[1] = run.last
         else:
             ranges.append([run.first, run.last, state, count])
-    return ({"group": group_id, "type": "partition", "topic": topic, "partition": partition},
-            {"start": sp.start_offset, "end": sp.end_offset, "ranges": ranges,
-             "archived": sp.archived_total, "dead_lettered": sp.dead_lettered})
+    return {"start": sp.start_offset, "end": sp.end_offset, "ranges": ranges,
+            "archived": sp.archived_total, "dead_lettered": sp.dead_lettered}
 
 
 def restore(sp: SharePartition, state: dict) -> None:
