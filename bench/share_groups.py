@@ -8,8 +8,10 @@ Kafka 4.4's own share groups (KIP-932), and next to RabbitMQ.
 Each broker gets the same topic of one partition, filled by the same producer (acks=all), and
 the same consumers, with two clients:
 - confluent-kafka ShareConsumers (implicit acknowledgement: each poll acknowledges the previous
-  one's records), each in its own process; the rate is messages over the time from the first
-  delivery to the last acknowledgement;
+  one's records), each in its own process; the rate is the acknowledgements the broker answered
+  while they read (the acknowledgement commit callback) over the time from the first delivery to
+  the last answer. The last poll's acknowledgement is left out: it rides on a ShareFetch that
+  finds nothing and waits out its max wait (500 ms) on either broker, a fixed tail of close;
 - Kafka's own Java client: bench/ShareRate.java, run from source on Kafka's jars, the same
   consumers as KafkaShareConsumers, threads of one JVM, with the same clock. (Kafka's
   ShareConsumerPerformance tool was not used: its clock starts before the consumers join the
@@ -61,21 +63,36 @@ TOPIC = "work"
 def _share_consumer(bootstrap, group, topic, total, done, spans):
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "max.poll.records": 500,
                               "log_level": 3})
+    confirmed = [0, None]     # acknowledgements the broker has answered, and when the last answer came
+
+    def answered(offsets, error):
+        if error is None:
+            confirmed[0] += sum(len(acked) for acked in offsets.values())
+            confirmed[1] = time.monotonic()
+    consumer.set_acknowledgement_commit_callback(answered)
     consumer.subscribe([topic])
-    first = None
+    first, mine = None, 0
     while done.value < total:
         batch = [m for m in consumer.poll(0.1) if not m.error()]
         if batch:
             first = first or time.monotonic()
+            mine += len(batch)
             with done.get_lock():
                 done.value += len(batch)
-    consumer.poll(0)          # acknowledges the last batch
+    # The last poll's acknowledgement rides on a ShareFetch that finds nothing and waits out
+    # fetch.wait.max.ms (500 ms) on either broker, a fixed tail of close rather than of the
+    # rate: only acknowledgements answered while consuming count, up to the last answer
+    # (all of them, up to the close, when they came in one poll and none was answered yet).
+    if confirmed[0]:
+        spans.put((first, confirmed[1], confirmed[0]))
     consumer.close()
-    spans.put((first, time.monotonic()))
+    if not confirmed[0]:
+        spans.put((first, time.monotonic(), mine))
 
 
 def _run_pool(target, args, consumers: int, total: int) -> float:
-    """Messages per second from the first delivery to the last acknowledgement over ``consumers`` processes."""
+    """Acknowledged messages per second over ``consumers`` processes: those the broker answered
+    while they read, over the time from the first delivery to the last answer."""
     ctx = mp.get_context("spawn")
     done, spans = ctx.Value("q", 0), ctx.Queue()
     procs = [ctx.Process(target=target, args=(*args, total, done, spans)) for _ in range(consumers)]
@@ -84,8 +101,8 @@ def _run_pool(target, args, consumers: int, total: int) -> float:
     results = [spans.get(timeout=600) for _ in procs]
     for proc in procs:
         proc.join()
-    start = min(first for first, _ in results if first is not None)
-    return done.value / (max(end for _, end in results) - start)
+    start = min(first for first, _, _ in results if first is not None)
+    return sum(acked for _, _, acked in results) / (max(end for _, end, _ in results) - start)
 
 
 def _classic_rate(bootstrap: str, topic: str, total: int) -> float:
