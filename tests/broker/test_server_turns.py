@@ -88,9 +88,9 @@ def counted_writes(monkeypatch):
     return writes
 
 
-def serve(tmp_path, scenario):
+def serve(tmp_path, scenario, flush: str = "never"):
     async def run():
-        broker = Broker(BrokerConfig(data_dir=tmp_path, port=0, flush="never"))
+        broker = Broker(BrokerConfig(data_dir=tmp_path, port=0, flush=flush))
         broker.log_manager.create_topic("wide", PARTITIONS)
         broker.log_manager.create_topic("quiet", 1)
         server = Server(broker, turn_s=3600)   # a turn no slow machine outlasts: the test counts, never times
@@ -122,6 +122,22 @@ def test_pipelined_produce_requests_are_answered_in_order_with_one_write(tmp_pat
         assert list(counted_writes.values()) == [[sum(4 + len(f) for f in frames)]]
         writer.close()
     serve(tmp_path, scenario)
+
+
+def test_durable_produce_answers_are_not_held_for_the_next_ones_fsync(tmp_path, counted_writes):
+    """Under --flush always an acks=all produce waits for its fsync round: the answer before it
+    leaves first, not a round later."""
+    async def scenario(broker, reader, writer):
+        durable = [produce(p) for p in range(3)]
+        for request in durable:
+            request.acks = -1
+        writer.write(b"".join(framed(request, 7, p) for p, request in enumerate(durable)))
+        await writer.drain()
+        assert [correlation_id(await answer(reader)) for _ in durable] == [0, 1, 2]
+        del counted_writes[writer.transport]
+        assert [len(sizes) for sizes in counted_writes.values()] == [3]
+        writer.close()
+    serve(tmp_path, scenario, flush="always")
 
 
 def test_a_lone_request_is_answered_at_once(tmp_path):
