@@ -103,8 +103,9 @@ class Server:
         connection.current.set(conn)
         access = authorization.Access(self.broker.authorizer, conn, self.broker.config.allow_everyone_if_no_acl_found,
                                       lambda topic_id: getattr(self.broker.log_manager.topic_by_id(topic_id), "name", None))
+        answers: list[bytes] = []   # responses not yet written, in request order
         try:
-            await self._requests(reader, writer, peer, conn, access)
+            await self._requests(reader, writer, peer, conn, access, answers)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except ProtocolError as exc:
@@ -115,6 +116,8 @@ class Server:
             self._report_bug(exc, peer)
         finally:
             self._connections.discard(task)
+            if answers:   # answered before the connection ends: the transport sends them as it closes
+                writer.writelines(answers)
             writer.close()
 
     def _report_bug(self, exc: Exception, peer) -> None:
@@ -129,68 +132,64 @@ class Server:
         self._bugs_seen.add(site)
         log.error("closing connection from %s after an internal error", peer, exc_info=exc)
 
-    async def _requests(self, reader, writer, peer, conn: Connection, access: authorization.Access) -> None:
+    async def _requests(self, reader, writer, peer, conn: Connection, access: authorization.Access,
+                        answers: list[bytes]) -> None:
         loop = asyncio.get_running_loop()
         turn_started = loop.time()
-        answers: list[bytes] = []   # responses not yet written, in request order
-        try:
-            while True:
-                if answers and not _request_buffered(reader):
-                    await _send(writer, answers)   # nothing more to serve at once: answer now
-                limit = self.broker.config.socket_request_max_bytes if conn.authenticated else PRE_AUTHENTICATION_MAX_BYTES
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-                if size < 0 or size > limit:
-                    raise ProtocolError(f"request size {size} is outside 0..{limit} (socket.request.max.bytes)")
-                frame = await reader.readexactly(size)
-                try:
-                    header, request = parse_request(frame, ADVERTISED)
-                except UnsupportedVersion as exc:
-                    if exc.header.api_key != ApiKey.API_VERSIONS:
-                        raise ProtocolError(str(exc)) from exc
-                    # Unknown ApiVersions version: answer in v0 with the full list so the client can retry.
-                    body = api_versions_body(ADVERTISED.values(), ErrorCode.UNSUPPORTED_VERSION)
-                    answers.append(encode_response(exc.header, ADVERTISED[ApiKey.API_VERSIONS], body, 0))
-                    continue
-                if answers and not self._answered_at_once(header, request):
-                    await _send(writer, answers)   # the answers before it must not wait for its wait
-                if not conn.may_send(header.api_key):
-                    raise ProtocolError(f"{header.api_name} before SASL authentication")
-                endpoint = ENDPOINTS[header.api_key]
-                started = time.perf_counter()
-                was_authenticated = conn.authenticated
-                handle = functools.partial(endpoint.handle, self.broker, header)
-                response = await endpoint.authorize(access, header, request, handle)
-                if conn.failed:
-                    await self._refuse(conn, peer)
-                elif conn.authenticated and not was_authenticated:
-                    self.failed_logins.succeeded(conn.peer)
-                    log.info("%s authenticated %r with %s", peer, conn.principal, conn.sasl.mechanism)
-                throttle = 0.0
-                if response is not None:
-                    # charged before encoding, so the throttle time goes into the one encoding of the response
-                    throttle = self.broker.quotas.throttle(header.client_id, header.api_key, size,
-                                                           self._fetched_bytes(header.api_key, response),
-                                                           time.perf_counter() - started)
-                    if throttle and hasattr(response, "throttle_time_ms"):
-                        response.throttle_time_ms = int(throttle * 1000)
-                    answers.append(encode_response(header, endpoint.api, response))
-                if conn.failed:
-                    return  # as Kafka: the failure is answered, then the connection closed
-                self.broker.stats.request(header.api_key, time.perf_counter() - started)
-                # Over its quota, the connection is muted for the throttle time, as Kafka does. Else a client
-                # with requests already buffered would never yield the loop (reading them does not wait):
-                # one busy producer must not starve the fetches waiting to deliver its records. It gives way
-                # once its turn is spent, not after each request: librdkafka sends a produce request per
-                # partition, and a fetch woken between each two of them answers every partition it names
-                # each time (the producer then falls behind, and each wide fetch carries one record).
-                if throttle or loop.time() - turn_started >= self.turn_s:
-                    if answers:
-                        await _send(writer, answers)
-                    await asyncio.sleep(throttle)
-                    turn_started = loop.time()
-        finally:
-            if answers:   # answered before the connection ends: the transport sends it as it closes
-                writer.writelines(answers)
+        while True:
+            if answers and not _request_buffered(reader):
+                await _send(writer, answers)   # nothing more to serve at once: answer now
+            limit = self.broker.config.socket_request_max_bytes if conn.authenticated else PRE_AUTHENTICATION_MAX_BYTES
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            if size < 0 or size > limit:
+                raise ProtocolError(f"request size {size} is outside 0..{limit} (socket.request.max.bytes)")
+            frame = await reader.readexactly(size)
+            try:
+                header, request = parse_request(frame, ADVERTISED)
+            except UnsupportedVersion as exc:
+                if exc.header.api_key != ApiKey.API_VERSIONS:
+                    raise ProtocolError(str(exc)) from exc
+                # Unknown ApiVersions version: answer in v0 with the full list so the client can retry.
+                body = api_versions_body(ADVERTISED.values(), ErrorCode.UNSUPPORTED_VERSION)
+                answers.append(encode_response(exc.header, ADVERTISED[ApiKey.API_VERSIONS], body, 0))
+                continue
+            if answers and not self._answered_at_once(header, request):
+                await _send(writer, answers)   # the answers before it must not wait for its wait
+            if not conn.may_send(header.api_key):
+                raise ProtocolError(f"{header.api_name} before SASL authentication")
+            endpoint = ENDPOINTS[header.api_key]
+            started = time.perf_counter()
+            was_authenticated = conn.authenticated
+            handle = functools.partial(endpoint.handle, self.broker, header)
+            response = await endpoint.authorize(access, header, request, handle)
+            if conn.failed:
+                await self._refuse(conn, peer)
+            elif conn.authenticated and not was_authenticated:
+                self.failed_logins.succeeded(conn.peer)
+                log.info("%s authenticated %r with %s", peer, conn.principal, conn.sasl.mechanism)
+            throttle = 0.0
+            if response is not None:
+                # charged before encoding, so the throttle time goes into the one encoding of the response
+                throttle = self.broker.quotas.throttle(header.client_id, header.api_key, size,
+                                                       self._fetched_bytes(header.api_key, response),
+                                                       time.perf_counter() - started)
+                if throttle and hasattr(response, "throttle_time_ms"):
+                    response.throttle_time_ms = int(throttle * 1000)
+                answers.append(encode_response(header, endpoint.api, response))
+            if conn.failed:
+                return  # as Kafka: the failure is answered, then the connection closed
+            self.broker.stats.request(header.api_key, time.perf_counter() - started)
+            # Over its quota, the connection is muted for the throttle time, as Kafka does. Else a client
+            # with requests already buffered would never yield the loop (reading them does not wait):
+            # one busy producer must not starve the fetches waiting to deliver its records. It gives way
+            # once its turn is spent, not after each request: librdkafka sends a produce request per
+            # partition, and a fetch woken between each two of them answers every partition it names
+            # each time (the producer then falls behind, and each wide fetch carries one record).
+            if throttle or loop.time() - turn_started >= self.turn_s:
+                if answers:
+                    await _send(writer, answers)
+                await asyncio.sleep(throttle)
+                turn_started = loop.time()
 
     def _answered_at_once(self, header, request) -> bool:
         """Whether a request's handler returns without a wait worth sending the answers before it
