@@ -56,3 +56,30 @@ def test_a_batch_whose_first_record_is_not_the_earliest_keeps_the_least_as_its_b
     header, decoded = decode_records(encode_batch(records))
     assert (header.base_timestamp, header.max_timestamp) == (10, 50)
     assert decoded == records
+
+
+def test_is_compressed_reads_each_batchs_codec_until_bad_framing():
+    """``is_compressed`` reads two header fields of each batch (every produce request asks it);
+    the answer is the full headers' (plain Python over read_header), framing faults included."""
+    from headwater.records.layout import HEADER_SIZE, MIN_BATCH_LENGTH, is_compressed, read_header
+
+    def by_headers(buf: bytes) -> bool:
+        pos = 0
+        while pos + HEADER_SIZE <= len(buf):
+            header = read_header(buf, pos)
+            if header.attributes & 0x07:
+                return True
+            if header.batch_length < MIN_BATCH_LENGTH:
+                return False
+            pos += 12 + header.batch_length
+        return False
+
+    records = [Record(0, 1_700_000_000_000, b"k", b"v" * 50)]
+    plain, zstd = encode_batch(records), encode_batch(records, compression=Compression.ZSTD)
+    short = bytearray(plain)
+    short[8:12] = (MIN_BATCH_LENGTH - 1).to_bytes(4, "big")   # a batch length below the header's
+    cases = [b"", plain, zstd, plain * 3, plain + zstd, zstd + plain, plain[:HEADER_SIZE - 1],
+             plain + zstd[:HEADER_SIZE], plain + zstd[:HEADER_SIZE - 1], bytes(short) + zstd]
+    answers = [is_compressed(case) for case in cases]
+    assert answers == [by_headers(case) for case in cases]
+    assert answers == [False, False, True, False, True, True, False, True, False, False]

@@ -63,6 +63,8 @@ class ClientQuotas:
     def throttle(self, client_id: str | None, api_key: int, request_bytes: int, response_bytes: int,
                  seconds: float) -> float:
         """Charge one answered request to its client's quotas; the seconds to throttle it."""
+        if not self.configs:
+            return 0.0   # asked of every request: nothing to charge while no quota is set
         used = [(REQUEST_PERCENTAGE, seconds)] if api_key != ApiKey.FETCH else []  # a fetch's long poll is idle
         if api_key == ApiKey.PRODUCE:
             used.append((PRODUCER_BYTE_RATE, request_bytes))

@@ -1,7 +1,9 @@
 """The broker's network side: one asyncio task per connection, requests answered in order.
 
 Like Kafka, a connection's requests are handled one at a time (a client pipelines them;
-responses must come back in the order sent). Anything a client sends that cannot be
+responses must come back in the order sent). The answers to requests served in one go (a
+client's pipelined produce requests, already buffered) leave together in one write; a lone
+request is answered at once. Anything a client sends that cannot be
 answered closes that connection with a log line; the broker and its data are untouched.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from cryptography import x509
 
 from headwater.broker.apis import ADVERTISED, ENDPOINTS
 from headwater.broker.version_apis import api_versions_body
+from headwater.broker.produce_apis import ACKS_ALL
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.endpoint import client_host
@@ -100,8 +103,9 @@ class Server:
         connection.current.set(conn)
         access = authorization.Access(self.broker.authorizer, conn, self.broker.config.allow_everyone_if_no_acl_found,
                                       lambda topic_id: getattr(self.broker.log_manager.topic_by_id(topic_id), "name", None))
+        answers: list[bytes] = []   # responses not yet written, in request order
         try:
-            await self._requests(reader, writer, peer, conn, access)
+            await self._requests(reader, writer, peer, conn, access, answers)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except ProtocolError as exc:
@@ -112,6 +116,8 @@ class Server:
             self._report_bug(exc, peer)
         finally:
             self._connections.discard(task)
+            if answers:   # answered before the connection ends: the transport sends them as it closes
+                writer.writelines(answers)
             writer.close()
 
     def _report_bug(self, exc: Exception, peer) -> None:
@@ -126,10 +132,13 @@ class Server:
         self._bugs_seen.add(site)
         log.error("closing connection from %s after an internal error", peer, exc_info=exc)
 
-    async def _requests(self, reader, writer, peer, conn: Connection, access: authorization.Access) -> None:
+    async def _requests(self, reader, writer, peer, conn: Connection, access: authorization.Access,
+                        answers: list[bytes]) -> None:
         loop = asyncio.get_running_loop()
         turn_started = loop.time()
         while True:
+            if answers and not _request_buffered(reader):
+                await _send(writer, answers)   # nothing more to serve at once: answer now
             limit = self.broker.config.socket_request_max_bytes if conn.authenticated else PRE_AUTHENTICATION_MAX_BYTES
             (size,) = _SIZE.unpack(await reader.readexactly(4))
             if size < 0 or size > limit:
@@ -142,9 +151,10 @@ class Server:
                     raise ProtocolError(str(exc)) from exc
                 # Unknown ApiVersions version: answer in v0 with the full list so the client can retry.
                 body = api_versions_body(ADVERTISED.values(), ErrorCode.UNSUPPORTED_VERSION)
-                writer.write(encode_response(exc.header, ADVERTISED[ApiKey.API_VERSIONS], body, 0))
-                await writer.drain()
+                answers.append(encode_response(exc.header, ADVERTISED[ApiKey.API_VERSIONS], body, 0))
                 continue
+            if answers and not self._answered_at_once(header, request):
+                await _send(writer, answers)   # the answers before it must not wait for its wait
             if not conn.may_send(header.api_key):
                 raise ProtocolError(f"{header.api_name} before SASL authentication")
             endpoint = ENDPOINTS[header.api_key]
@@ -165,8 +175,7 @@ class Server:
                                                        time.perf_counter() - started)
                 if throttle and hasattr(response, "throttle_time_ms"):
                     response.throttle_time_ms = int(throttle * 1000)
-                writer.write(encode_response(header, endpoint.api, response))
-                await writer.drain()
+                answers.append(encode_response(header, endpoint.api, response))
             if conn.failed:
                 return  # as Kafka: the failure is answered, then the connection closed
             self.broker.stats.request(header.api_key, time.perf_counter() - started)
@@ -177,8 +186,18 @@ class Server:
             # partition, and a fetch woken between each two of them answers every partition it names
             # each time (the producer then falls behind, and each wide fetch carries one record).
             if throttle or loop.time() - turn_started >= self.turn_s:
+                if answers:
+                    await _send(writer, answers)
                 await asyncio.sleep(throttle)
                 turn_started = loop.time()
+
+    def _answered_at_once(self, header, request) -> bool:
+        """Whether a request's handler returns without a wait worth sending the answers before it
+        first: a Produce, unless it waits for an fsync round (acks=all under --flush always). Any
+        other API may long-poll. (A large or compressed batch's validator thread, or a topic's
+        flush.messages / flush.ms coming due, may still hold them a few milliseconds.)"""
+        return header.api_key == ApiKey.PRODUCE and not (request.acks == ACKS_ALL
+                                                          and self.broker.appender.fsyncs_each_write)
 
     def _fetched_bytes(self, api_key: int, response) -> int:
         """The record bytes a fetch response carries, what consumer_byte_rate counts (0 for other
@@ -192,6 +211,21 @@ class Server:
         log.warning("authentication failed from %s with %s: %s (answered in %.1f s)",
                     peer, conn.sasl.mechanism, conn.sasl.failure, delay)
         await asyncio.sleep(delay)
+
+
+def _request_buffered(reader: asyncio.StreamReader) -> bool:
+    """Whether a whole request is already buffered, so reading it will not wait (a StreamReader
+    shows its buffer to no public method)."""
+    buffered = reader._buffer
+    return len(buffered) >= _SIZE.size and len(buffered) >= _SIZE.size + _SIZE.unpack_from(buffered)[0]
+
+
+async def _send(writer: asyncio.StreamWriter, answers: list[bytes]) -> None:
+    """The responses served in one turn, in order, with one write: a send syscall for them all,
+    where librdkafka's one produce request per partition would cost one each."""
+    writer.writelines(answers)
+    answers.clear()
+    await writer.drain()
 
 
 def tls_principal(writer: asyncio.StreamWriter) -> str | None:
