@@ -101,6 +101,41 @@ def test_bad_acknowledgements_change_nothing(sp, batches, code):
         (0, RecordState.ACQUIRED, "a"), (1, RecordState.ACQUIRED, "b")]
 
 
+
+def test_a_rolled_back_acknowledgement_leaves_its_records_acquired_and_others_changes_alone(sp, clock, archived):
+    sp.acquire("a", 4, until=4)
+    sp.acquire("b", 4, until=8)
+    undo = sp.acknowledge("a", [(0, 1, [Ack.ACCEPT]), (2, 3, [Ack.REJECT])])
+    sp.acknowledge("b", [(4, 7, [Ack.ACCEPT])])         # meanwhile, durably
+    assert (sp.start_offset, sp.archived_total) == (8, 2)
+    sp.roll_back(undo)
+    assert (sp.start_offset, sp.archived_total) == (0, 0)
+    assert [(o, r.state, r.member) for o, r in sp.records.items()] == [
+        *((o, RecordState.ACQUIRED, "a") for o in range(4)), *((o, RecordState.ACKNOWLEDGED, None) for o in range(4, 8))]
+    assert archived == [(2, 1, "rejected by the consumer"), (3, 1, "rejected by the consumer")]   # written, stays
+    clock.advance(LOCK_MS)                                # a's lock, cancelled by the acknowledgement, is back
+    assert sp.acquire("c", 10, until=8) == [Acquired(0, 3, 2)]
+
+
+def test_a_rolled_back_release_leaves_records_acquired_again_since_with_their_new_acquisition(sp, clock):
+    sp.acquire("a", 4, until=4)
+    undo = sp.acknowledge("a", [(0, 3, [Ack.RELEASE])])
+    assert sp.acquire("b", 2, until=4) == [Acquired(0, 1, 2)]
+    sp.roll_back(undo)
+    assert [(o, r.member, r.delivery_count) for o, r in sp.records.items()] == [
+        (0, "b", 2), (1, "b", 2), (2, "a", 1), (3, "a", 1)]
+    sp.acknowledge("a", [(2, 3, [Ack.ACCEPT])])
+    sp.acknowledge("b", [(0, 1, [Ack.ACCEPT])])
+    assert (sp.start_offset, sp.records) == (4, {})
+
+
+def test_nothing_is_rolled_back_into_records_removed_from_the_log(sp):
+    sp.acquire("a", 4, until=4)
+    undo = sp.acknowledge("a", [(0, 1, [Ack.ACCEPT])])
+    sp.reset_to(3)
+    sp.roll_back(undo)
+    assert (sp.start_offset, [(o, r.member) for o, r in sp.records.items()]) == (3, [(3, "a")])
+
 def test_records_removed_from_the_log_are_skipped(sp):
     sp.acquire("a", 2, until=4)
     sp.reset_to(3)

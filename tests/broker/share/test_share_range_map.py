@@ -1,7 +1,8 @@
 """The share-partition's range map against a plain-Python model that keeps one entry per offset,
-on random sequences of acquisitions, acknowledgements, lock expiries, members leaving and
-log truncation: the same records in the same states, the same runs handed out, the same
-records archived, and the persisted runs restore to what a restart must keep."""
+on random sequences of acquisitions, acknowledgements (some rolled back later, their state
+write failed), lock expiries, members leaving and log truncation: the same records in the same
+states, the same runs handed out, the same records archived, and the persisted runs restore to
+what a restart must keep."""
 from __future__ import annotations
 
 import random
@@ -9,7 +10,7 @@ import random
 import pytest
 
 from headwater.broker.share.partition import (MAX_IN_FLIGHT, AcknowledgeError, Acquired, RecordState as S,
-                                              SharePartition)
+                                              SharePartition, Undo)
 from headwater.broker.share.store import _partition_value, restore
 
 from tests.support.clock import ManualClock
@@ -25,7 +26,7 @@ class Model:
         self.start = self.end = start
         self.records: dict[int, list] = {}
         self.deadlines: dict[int, int] = {}      # acquisition -> when its lock expires
-        self.acquisitions = self.now = self.archived_total = 0
+        self.acquisitions = self.now = self.archived_total = self.resets = 0
         self.archived: list[tuple[int, int]] = []
 
     def _advance(self) -> None:
@@ -72,11 +73,16 @@ class Model:
                 runs.append([o, o, record[1]])
         return [Acquired(*run) for run in runs]
 
-    def acknowledge(self, member: str, batches) -> bool:
-        """False, changing nothing, if any offset is not acquired by ``member``."""
+    def acknowledge(self, member: str, batches) -> tuple | None:
+        """None, changing nothing, if any offset is not acquired by ``member``; else what
+        ``roll_back`` needs: (resets, start, the records up to the last one acknowledged, the
+        offsets acknowledged, how many it archived)."""
         offsets = [o for first, last, _ in batches for o in range(first, last + 1)]
         if any(self.records.get(o, [None, 0, None])[:3:2] != [S.ACQUIRED, member] for o in offsets):
-            return False
+            return None
+        undo = (self.resets, self.start, {o: list(r) for o, r in self.records.items() if o <= max(offsets, default=-1)},
+                offsets)
+        archived_total = self.archived_total
         for first, last, types in batches:
             for o, kind in zip(range(first, last + 1), types * (last - first + 1) if len(types) == 1 else types):
                 if kind == 2:
@@ -88,7 +94,26 @@ class Model:
                 else:
                     self._archive(o, dead_letter=kind == 3)
         self._advance()
-        return True
+        return (*undo, self.archived_total - archived_total)
+
+    def roll_back(self, undo: tuple) -> None:
+        """The acknowledgement's records untouched since (not acquired again: same delivery count)
+        acquired by their member again; the start offset back, what others settled meanwhile acknowledged."""
+        resets, start, before, offsets, archived = undo
+        if resets != self.resets or not offsets:
+            return
+        for o in range(start, self.start):
+            state, count = before[o][:2] if o in before else (S.ACKNOWLEDGED, 0)
+            self.records[o] = [state if state in DONE else S.ACKNOWLEDGED, count, None, None]
+        self.start = min(self.start, start)
+        restored = [o for o in offsets if self.records[o][0] != S.ACQUIRED and self.records[o][1] == before[o][1]]
+        locked = {r[3] for r in self.records.values() if r[0] == S.ACQUIRED}
+        for acquisition in {before[o][3] for o in restored} - locked:    # its lock was gone: a new one
+            self.deadlines[acquisition] = self.now + LOCK_MS
+        for o in restored:
+            self.records[o] = list(before[o])
+        self.archived_total -= archived
+        self._advance()
 
     def advance_clock(self, ms: int) -> None:
         self.now += ms
@@ -107,6 +132,7 @@ class Model:
 
     def reset_to(self, offset: int) -> None:
         if offset > self.start:
+            self.resets += 1
             self.records = {o: r for o, r in self.records.items() if o >= offset}
             self.start, self.end = offset, max(self.end, offset)
             self._advance()
@@ -167,6 +193,7 @@ def test_the_range_map_behaves_as_one_entry_per_offset(seed):
                         on_archived=lambda offset, count, why: archived.append((offset, count)))
     model = Model(start)
     log_end = start
+    pending: list[tuple[Undo, tuple]] = []      # acknowledgements whose state write is still "running"
     for _ in range(120):
         op = rng.random()
         member = rng.choice(MEMBERS)
@@ -180,11 +207,18 @@ def test_the_range_map_behaves_as_one_entry_per_offset(seed):
         elif op < 0.75:
             batches = _batches(rng, model, member)
             try:
-                sp.acknowledge(member, batches)
-                accepted = True
+                undo = sp.acknowledge(member, batches)
             except AcknowledgeError:
-                accepted = False
-            assert accepted == model.acknowledge(member, batches)
+                undo = None
+            model_undo = model.acknowledge(member, batches)
+            assert (undo is None) == (model_undo is None)
+            if undo is not None and rng.random() < 0.3:
+                pending.append((undo, model_undo))
+        elif op < 0.8:
+            if pending:      # its write failed
+                undo, model_undo = pending.pop(rng.randrange(len(pending)))
+                sp.roll_back(undo)
+                model.roll_back(model_undo)
         elif op < 0.9:
             ms = rng.choice((LOCK_MS // 3, LOCK_MS, 2 * LOCK_MS))
             clock.advance(ms)

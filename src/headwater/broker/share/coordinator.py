@@ -29,7 +29,7 @@ from headwater.protocol.errors import ErrorCode
 
 from .assignor import Assignment, assign
 from .configs import DEFAULTS, GroupConfig, validate
-from .partition import SharePartition
+from .partition import SharePartition, Undo
 from .store import ShareStateStore, restore
 
 JOIN, LEAVE = 0, -1                 # member epochs with a meaning
@@ -273,6 +273,19 @@ class ShareCoordinator:
         if self.store is None or not changed:
             return settled(None)
         return self.store.save_partitions(group.group_id, changed, durable)
+
+    def roll_back(self, group: ShareGroup, undone: list[tuple[tuple[str, int], SharePartition, Undo]]
+                  ) -> Awaitable[object]:
+        """Acknowledgements whose state write failed: undo them (``SharePartition.roll_back``), on
+        share-partitions still in use (not of a topic deleted meanwhile), and write the state they
+        are back in, not waited for: the failed write is in the log all the same, and must not be
+        the last word on them. Await the result."""
+        batch = Changes()
+        for (topic, partition), share_partition, undo in undone:
+            if group.partitions.get((topic, partition)) is share_partition:
+                share_partition.roll_back(undo)
+                self.changed(group, topic, partition, batch)
+        return self.persist(group, batch)
 
     def _archived(self, group: ShareGroup, topic: str, partition: int, offset: int, count: int, why: str) -> None:
         if group.config.dead_letter_topic:

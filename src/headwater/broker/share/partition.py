@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from typing import Callable, NamedTuple, Sequence
 
@@ -84,6 +84,16 @@ class Acquired(NamedTuple):
     delivery_count: int
 
 
+@dataclass(frozen=True)
+class Undo:
+    """What one ``acknowledge`` changed, for ``roll_back`` should its state write fail."""
+    resets: int               # reset_to / move_to since leave nothing to put back
+    start_offset: int
+    front: list[Run]          # copies of the runs from the start offset to the last offset acknowledged
+    acknowledged: list[Run]   # copies of the runs acknowledged, as they were
+    archived: int             # records it archived
+
+
 class AcknowledgeError(Exception):
     def __init__(self, code: ErrorCode, message: str):
         super().__init__(message)
@@ -117,6 +127,7 @@ class SharePartition:
         self.archived_total = 0      # records archived since the share-partition began
         self.dead_lettered = 0       # of which written to the dead-letter topic
         self._acquisitions = 0
+        self._resets = 0      # reset_to and move_to calls that cut the window
         self._locks: dict[int, tuple[Timer, int]] = {}   # acquisition -> (its lock timer, records it still holds)
 
     # -- the range map ----------------------------------------------------------------------
@@ -283,9 +294,9 @@ class SharePartition:
 
     # -- acknowledgement --------------------------------------------------------------------
 
-    def acknowledge(self, member: str, batches: list[tuple[int, int, list[int]]]) -> None:
+    def acknowledge(self, member: str, batches: list[tuple[int, int, list[int]]]) -> Undo:
         """Apply acknowledgement batches (first offset, last offset, types) of one member, in
-        ascending order without overlaps.
+        ascending order without overlaps; what ``roll_back`` needs to undo them is returned.
 
         All or nothing: every offset must be acquired by this member, else AcknowledgeError
         (INVALID_RECORD_STATE; INVALID_REQUEST for a malformed batch) and nothing changes."""
@@ -310,6 +321,9 @@ class SharePartition:
                     plan[-1] = (plan[-1][0], offset, kind)
                 else:
                     plan.append((offset, offset, kind))
+        acknowledged = [replace(run) for first, last, _ in plan for run in self._slice(first, last)]
+        front = [replace(run) for run in self.runs[:self._split(plan[-1][1] + 1)]] if plan else []
+        start, archived = self.start_offset, self.archived_total
         for first, last, kind in plan:
             for run in self._slice(first, last):
                 self._unlock(run)
@@ -321,6 +335,40 @@ class SharePartition:
                     self._archive(run, "rejected by the consumer" if kind == AcknowledgeType.REJECT else None)
         self._coalesce()
         self._advance()
+        return Undo(self._resets, start, front, acknowledged, self.archived_total - archived)
+
+    def roll_back(self, undo: Undo) -> None:
+        """Undo an acknowledgement whose state write failed, as Kafka does: its records are acquired
+        by their member again (under their lock, or a new one of the full duration if it is gone),
+        and the start offset is back where it was. Records it released that were acquired again
+        since (their delivery count grew) stay as they are. Records other members settled since
+        count as acknowledged. (Dead letters of records it rejected stay written.)"""
+        if undo.resets != self._resets or not undo.acknowledged:   # gone from the log, forgotten; or nothing
+            return
+        if self.start_offset > undo.start_offset:   # open the window's front again: done records, and the undone
+            front = [Run(run.first, min(run.last, self.start_offset - 1),
+                         run.state if run.state in DONE else RecordState.ACKNOWLEDGED, run.delivery_count)
+                     for run in undo.front if run.first < self.start_offset]
+            if front[-1].last < self.start_offset - 1:      # acknowledged by other members since
+                front.append(Run(front[-1].last + 1, self.start_offset - 1, RecordState.ACKNOWLEDGED))
+            self.runs[:0] = front
+            self.start_offset = undo.start_offset
+        for was in undo.acknowledged:
+            for run in self._slice(was.first, was.last):
+                if run.state != RecordState.ACQUIRED and run.delivery_count == was.delivery_count:
+                    run.state, run.delivery_count, run.member, run.acquisition = (
+                        was.state, was.delivery_count, was.member, was.acquisition)
+                    self._relock(run)
+        self.archived_total -= undo.archived
+        self._coalesce()
+        self._advance()
+
+    def _relock(self, run: Run) -> None:
+        """``run`` is back in its acquisition: lock it, with a new timer if the old one is gone."""
+        timer, held = self._locks.get(run.acquisition, (None, 0))
+        if timer is None:
+            timer = self.clock.after(self.lock_duration_ms, self._lock_expired, run.acquisition)
+        self._locks[run.acquisition] = (timer, held + len(run))
 
     def _check_held(self, member: str, first: int, last: int) -> None:
         held = self.start_offset <= first and last < self.end_offset
@@ -344,6 +392,7 @@ class SharePartition:
         """Records before ``offset`` are gone from the log (retention, DeleteRecords): skip them."""
         if offset <= self.start_offset:
             return
+        self._resets += 1
         cut = self._split(min(offset, self.end_offset))
         for run in self.runs[:cut]:
             self._unlock(run)
@@ -358,6 +407,7 @@ class SharePartition:
         for timer, _ in self._locks.values():
             timer.cancel()
         self._locks.clear()
+        self._resets += 1
         self.runs = []
         self.start_offset = self.end_offset = offset
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable
 
 from headwater.broker.endpoint import client_host
 from headwater.protocol import share_fetch_response
@@ -16,13 +17,15 @@ from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.authorization import (NOT_AUTHORIZED, TOPIC_DENIED, Rule, group, partition_answers,
                                                      per_resource)
 
-from .coordinator import Changes, ShareError, ShareGroup, ShareSession
-from .partition import AcknowledgeError, Acquired
+from .coordinator import Changes, ShareCoordinator, ShareError, ShareGroup, ShareSession
+from .partition import AcknowledgeError, Acquired, SharePartition, Undo
 
 Assignment = ShareGroupHeartbeatResponse.Assignment
 TopicIdPartition = tuple[uuid.UUID, int]
 PARTITION_MAX_BYTES = 1 << 20    # what one partition reads per fetch at most (Kafka's max.partition.fetch.bytes default)
 Fetched = tuple[list[Acquired], bytes]       # the runs acquired and the batches that carry them
+Answers = dict[TopicIdPartition, tuple[ErrorCode, str | None]]     # acknowledgements': (error code, message)
+Undos = dict[TopicIdPartition, tuple[tuple[str, int], SharePartition, Undo]]   # acknowledgements applied
 
 
 async def share_group_heartbeat(broker, header, request):
@@ -80,11 +83,10 @@ def _names(broker, topics) -> dict[uuid.UUID, str | None]:
     return found
 
 
-def _acknowledge(broker, group: ShareGroup, member_id: str, topics, names,
-                 batch: Changes) -> dict[tuple[uuid.UUID, int], tuple]:
-    """Apply the acknowledgement batches of a request: (topic id, partition) -> (error code, message).
-    The share-partitions changed go into ``batch``, to be persisted together."""
-    results = {}
+def _acknowledge(broker, group: ShareGroup, member_id: str, topics, names, batch: Changes) -> tuple[Answers, Undos]:
+    """Apply the acknowledgement batches of a request: the answer of each partition, and how to
+    undo those applied. The share-partitions changed go into ``batch``, to be persisted together."""
+    results, undos = {}, {}
     for t in topics:
         name = names[t.topic_id]
         for p in t.partitions:
@@ -96,14 +98,28 @@ def _acknowledge(broker, group: ShareGroup, member_id: str, topics, names,
             else:
                 share_partition = broker.share.share_partition(group, name, p.partition_index)
                 try:
-                    share_partition.acknowledge(member_id, [(b.first_offset, b.last_offset, list(b.acknowledge_types))
-                                                            for b in p.acknowledgement_batches])
+                    undo = share_partition.acknowledge(member_id, [
+                        (b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in p.acknowledgement_batches])
+                    undos[(t.topic_id, p.partition_index)] = ((name, p.partition_index), share_partition, undo)
                     batch.acknowledged = True
                     broker.share.changed(group, name, p.partition_index, batch)
                 except AcknowledgeError as exc:    # nothing changed
                     error, message = exc.code, str(exc)
             results[(t.topic_id, p.partition_index)] = (error, message)
-    return results
+    return results, undos
+
+
+async def _settle(share: ShareCoordinator, group: ShareGroup, acked: Answers, undos: Undos,
+                  written: Awaitable[object]) -> bool:
+    """Await the acknowledgements' state write. If it failed (True), then, as Kafka, they are
+    answered with its error and undone: their records are acquired by the member again."""
+    error = await written
+    if not error:
+        return False
+    for key in undos:
+        acked[key] = (error, "cannot write the share-partition state: the acknowledgement is undone")
+    await share.roll_back(group, list(undos.values()))
+    return True
 
 
 def _share_error(response_class, exc: ShareError, **fields):
@@ -120,7 +136,7 @@ async def share_fetch(broker, header, request):
         return _share_error(ShareFetchResponse, exc, acquisition_lock_timeout_ms=0)
     names = _names(broker, request.topics)
     batch = Changes()
-    acked = _acknowledge(broker, group, request.member_id, request.topics, names, batch)
+    acked, undos = _acknowledge(broker, group, request.member_id, request.topics, names, batch)
     acknowledged = share.persist(group, batch)    # written now: its fsync runs while records are acquired
     errors = {(t.topic_id, p.partition_index): ErrorCode.UNKNOWN_TOPIC_ID
               for t in request.topics if names[t.topic_id] is None for p in t.partitions}
@@ -137,7 +153,19 @@ async def share_fetch(broker, header, request):
                 session.partitions.difference_update((topic.name, p) for p in t.partitions)
         fetched, gone = await _acquire(broker, group, request, session, batch)
         errors.update(gone)
-    await share.persist(group, batch)     # the acquisitions: written, not waited for
+    # The acquisitions: written, not waited for, so not undone if the acknowledgements' write fails.
+    await share.persist(group, batch)
+    response = _fetch_response(broker, group, acked, fetched, errors)
+    response.encode(share_fetch_response.VERSION)    # while the fsync runs; sent only after it
+    if await _settle(share, group, acked, undos, acknowledged):
+        if session is None:     # the records undone go back too
+            share.release(group, request.member_id)
+        response = _fetch_response(broker, group, acked, fetched, errors)
+    return response
+
+
+def _fetch_response(broker, group: ShareGroup, acked: Answers, fetched: dict[TopicIdPartition, Fetched],
+                    errors: dict[TopicIdPartition, ErrorCode]) -> share_fetch_response.ShareFetchResponse:
     leader = broker.config.node_id
     by_topic: dict[uuid.UUID, list[SharePartitionData]] = {}
     for key in sorted(set(acked) | set(fetched) | set(errors), key=lambda k: (str(k[0]), k[1])):
@@ -146,12 +174,9 @@ async def share_fetch(broker, header, request):
         error, message = acked.get(key, (ErrorCode.NONE, None))
         by_topic.setdefault(topic_id, []).append(SharePartitionData(
             partition, errors.get(key, ErrorCode.NONE), None, error, message, leader, 0, records, runs))
-    response = share_fetch_response.ShareFetchResponse(
+    return share_fetch_response.ShareFetchResponse(
         0, 0, None, group.config.int("share.record.lock.duration.ms"),
         [ShareFetchedTopic(tid, ps) for tid, ps in by_topic.items()], [])
-    response.encode(share_fetch_response.VERSION)    # while the fsync runs; sent only after it
-    await acknowledged
-    return response
 
 
 async def _acquire(broker, group: ShareGroup, request, session: ShareSession, batch: Changes
@@ -255,8 +280,8 @@ async def share_acknowledge(broker, header, request):
         return _share_error(ShareAcknowledgeResponse, exc)
     names = _names(broker, request.topics)
     batch = Changes()
-    acked = _acknowledge(broker, group, request.member_id, request.topics, names, batch)
-    await share.persist(group, batch)
+    acked, undos = _acknowledge(broker, group, request.member_id, request.topics, names, batch)
+    await _settle(share, group, acked, undos, share.persist(group, batch))
     if session is None:
         share.release(group, request.member_id)
     Topic = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse
