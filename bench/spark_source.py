@@ -3,7 +3,7 @@ source (`format("kafka")`) reading the same topic, vs Spark's rate source, and
 produce-to-window-result latency.
 
     .venv/bin/python bench/spark_source.py [--rows 400000] [--rounds 3] [--rate 200] [--seconds 30]
-                                           [--latency-only] [--smoke]
+                                           [--latency-only] [--conf KEY=VALUE ...] [--smoke]
 
 1. Throughput: rows/s from a topic through the source into the `noop` sink, next to
    Spark's own Kafka connector reading the same topic from the same broker (the jars
@@ -31,12 +31,15 @@ produce-to-window-result latency.
    figures and shown apart (the first micro-batches fork the Python workers, and Spark's
    code is still being compiled). (Until 2026-11-28 the time was taken when the sink was
    called, before the batch's job ran, and from the first micro-batch on: the figures of
-   issue #27 were measured so.)
+   issue #27 were measured so.) With --latency-only no Kafka node is started (it would be
+   another JVM on the machine's cores); --conf sets a Spark setting for the session, to
+   compare settings run against run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import functools
 import itertools
@@ -197,9 +200,12 @@ def latency(spark, bootstrap, topic, rate, seconds, workdir, cpu) -> tuple[list[
     the warm-up's latencies, the durationMs of every micro-batch after it, and the CPU
     seconds per micro-batch of each process `cpu()` measures after it."""
     sunk: dict[int, tuple[float, float, list[float]]] = {}   # batch id: called, collected, newest events
+    collectors = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    gc_ms: dict[int, int] = {}   # batch id: the JVM's collection time so far, when its sink was called
 
     def record(batch, batch_id):
         called = time.time()
+        gc_ms[batch_id] = sum(collector.getCollectionTime() for collector in collectors)
         updates = batch.collect()
         sunk[batch_id] = (called, time.time(), [r.newest.timestamp() for r in updates])
 
@@ -240,7 +246,10 @@ def latency(spark, bootstrap, topic, rate, seconds, workdir, cpu) -> tuple[list[
             warm_up.extend(collected - produced for produced in newest)
         else:
             paths.extend((started - produced, called - started, collected - called) for produced in newest)
-    return (paths, warm_up, [p.durationMs for p in query.recentProgress if p.batchId > first],
+    # A batch's GC: the JVM's collection time between its sink's call and the next batch's.
+    gc = {i: {"GC (JVM, sink to sink)": gc_ms[i + 1] - gc_ms[i]} for i in gc_ms if i + 1 in gc_ms}
+    return (paths, warm_up, [{**p.durationMs, **gc.get(p.batchId, {})} for p in query.recentProgress
+                             if p.batchId > first],
             tuple((a - b) / batches for a, b in zip(after, before)))
 
 
@@ -264,12 +273,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="measured rounds after the warm-up")
     parser.add_argument("--rate", type=int, default=200, help="events/s for the latency run")
     parser.add_argument("--seconds", type=int, default=30)
-    parser.add_argument("--latency-only", action="store_true", help="skip the throughput rounds")
+    parser.add_argument("--latency-only", action="store_true", help="skip the throughput rounds (and Apache Kafka)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the session (repeatable)")
     args = bench_arguments(parser, {"rows": 40_000, "per_batch": 20_000, "rounds": 1, "rate": 20, "seconds": 3})
 
     workdir = Path(tempfile.mkdtemp(prefix="hw-spark-bench-"))
     with BrokerProcess(workdir / "data", "--num-partitions", "2", "--flush", "never") as broker, \
-            KafkaCluster(nodes=1) as kafka:
+            (contextlib.nullcontext() if args.latency_only else KafkaCluster(nodes=1)) as kafka:
         if not args.latency_only:
             fill(broker.bootstrap, "bench", args.rows)
             fill(kafka.bootstrap, "bench", args.rows)
@@ -278,9 +289,10 @@ def main() -> None:
         spark = headwater.spark.session(app_name="spark-source-bench",
                                         conf={"spark.jars": ",".join(spark_kafka_jars()),
                                               "spark.python.authenticate.socketTimeout": "120s",
-                                              "spark.sql.streaming.numRecentProgressUpdates": "100000"})
+                                              "spark.sql.streaming.numRecentProgressUpdates": "100000",
+                                              **dict(setting.split("=", 1) for setting in args.conf)})
         spark.dataSource.register(PrebuiltSource)
-        streams = sources(spark, broker.bootstrap, kafka.bootstrap, "bench", args.per_batch)
+        streams = sources(spark, broker.bootstrap, kafka and kafka.bootstrap, "bench", args.per_batch)
         batches = args.rows // args.per_batch
         jvm = spark._jvm.ProcessHandle.current().pid()
 

@@ -116,3 +116,27 @@ def test_driver_killed_with_sigkill_then_rerun(spark, broker, tmp_path):
     expected = as_keys(truth)
     assert contents(spark, broker.bootstrap, work, "counts") == (expected, expected, expected)
 
+
+
+def test_a_checkpoint_keeps_its_state_partitions_when_the_default_changes(spark, broker, tmp_path):
+    """Spark records spark.sql.shuffle.partitions in a checkpoint and a restart uses the
+    recorded number: a query begun under the former default (2) goes on, with its state,
+    under the session's default and ends with the counts of one uninterrupted run."""
+    truth = publish(broker.bootstrap)
+    create_topic(broker.bootstrap, "counts", 2)
+    run, default = tmp_path / "run", spark.conf.get("spark.sql.shuffle.partitions")
+    assert default != "2"   # the restart below runs under another number than the checkpoint's
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    try:
+        query = window_job.start(spark, broker.bootstrap, "events", "counts", run, {"processingTime": "500 milliseconds"})
+        deadline = time.monotonic() + 180
+        while (query.lastProgress is None or query.lastProgress["batchId"] < 1) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        query.stop()  # mid-stream, with windows still open in the state
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", default)
+    window_job.start(spark, broker.bootstrap, "events", "counts", run, {"availableNow": True}).awaitTermination()
+
+    expected = as_keys(truth)
+    assert contents(spark, broker.bootstrap, run, "counts") == (expected, expected, expected)
+    assert sorted(p.name for p in (run / "checkpoint" / "state" / "0").iterdir() if p.name.isdigit()) == ["0", "1"]
