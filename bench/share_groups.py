@@ -16,7 +16,8 @@ the same consumers, with two clients:
   consumers as KafkaShareConsumers, threads of one JVM, with the same clock. (Kafka's
   ShareConsumerPerformance tool was not used: its clock starts before the consumers join the
   group, and at these sizes it measures mostly the join: 7 s for 300 records in a trial here.)
-Apache Kafka is one KRaft node with its default configs (headwater.testing.KafkaCluster(1), whose
+Apache Kafka is one KRaft node with its default configs and the JVM options kafka-server-start.sh
+gives it (headwater.testing.KafkaCluster(1, jvm_options=KAFKA_PRODUCTION_OPTIONS), whose
 storage is formatted with the feature share.version=2: share groups on, as Kafka 4.1 and later
 enable them; Kafka never fsyncs on this path), started once per run; Headwater runs with its
 defaults (--flush always).
@@ -51,7 +52,8 @@ from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from rich.console import Console
 
-from headwater.testing import KafkaCluster, bench_arguments, peer_command, produce_all, start_broker
+from headwater.testing import (KAFKA_PRODUCTION_OPTIONS, KafkaCluster, bench_arguments, peer_command, produce_all,
+                               start_broker)
 from tables import table  # bench/tables.py
 
 CONSUMERS = [1, 4, 8]
@@ -290,7 +292,7 @@ def main() -> None:
             Console(width=160).print(table(f"Acknowledged msgs/s: {args.messages:,} messages of {args.size} bytes, "
                                            "one partition", rows(figures)))
             return
-        with KafkaCluster(nodes=1) as kafka:
+        with KafkaCluster(nodes=1, jvm_options=KAFKA_PRODUCTION_OPTIONS) as kafka:
             measure_broker("Apache Kafka", kafka.bootstrap, args, figures)
         for client in ("confluent-kafka", "Java KafkaShareConsumer"):
             figures[f"Headwater / Kafka ({client})"] = ratio_row(figures, client)

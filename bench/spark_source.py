@@ -8,7 +8,8 @@ produce-to-window-result latency.
 1. Throughput: rows/s from a topic through the source into the `noop` sink, next to
    Spark's own Kafka connector reading the same topic from the same broker (the jars
    `make jvm` resolves: headwater.testing.spark_kafka_jars) and the same rows from Apache
-   Kafka 4.4 (one KRaft node, default configs: headwater.testing.KafkaCluster(1), started
+   Kafka 4.4 (one KRaft node, default configs and kafka-server-start.sh's JVM options:
+   headwater.testing.KafkaCluster(1, jvm_options=KAFKA_PRODUCTION_OPTIONS), started
    once per run, the topic filled by the same producer), to Spark's built-in
    `rate-micro-batch` source and to a Python source that only yields one prebuilt
    Arrow batch (the floor cost of any Python data source), same batch size (the Kafka
@@ -58,8 +59,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 import headwater.spark
 from headwater.spark.record_columns import arrow_schema
 from headwater.spark.source import SCHEMA
-from headwater.testing import (BrokerProcess, KafkaCluster, bench_arguments, cpu_seconds, proc_stat, produce_all,
-                               spark_kafka_jars)
+from headwater.testing import (KAFKA_PRODUCTION_OPTIONS, BrokerProcess, KafkaCluster, bench_arguments, cpu_seconds,
+                               proc_stat, produce_all, spark_kafka_jars)
 
 
 # The floor's Arrow batches are about the size of the headwater reader's: one 1 MiB fetch
@@ -279,8 +280,9 @@ def main() -> None:
     args = bench_arguments(parser, {"rows": 40_000, "per_batch": 20_000, "rounds": 1, "rate": 20, "seconds": 3})
 
     workdir = Path(tempfile.mkdtemp(prefix="hw-spark-bench-"))
-    with BrokerProcess(workdir / "data", "--num-partitions", "2", "--flush", "never") as broker, \
-            (contextlib.nullcontext() if args.latency_only else KafkaCluster(nodes=1)) as kafka:
+    kafka_node = contextlib.nullcontext() if args.latency_only else \
+        KafkaCluster(nodes=1, jvm_options=KAFKA_PRODUCTION_OPTIONS)
+    with BrokerProcess(workdir / "data", "--num-partitions", "2", "--flush", "never") as broker, kafka_node as kafka:
         if not args.latency_only:
             fill(broker.bootstrap, "bench", args.rows)
             fill(kafka.bootstrap, "bench", args.rows)

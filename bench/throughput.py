@@ -9,7 +9,8 @@ broker takes when the client's Python is out of the way; then end-to-end latency
 at a fixed rate. The last column is Headwater / Kafka.
 
 The peers, all in the same run on the same machine: Apache Kafka 4.4, one KRaft node
-(``headwater.testing.KafkaCluster(1)``: Kafka's default configs but for loopback listeners,
+(``headwater.testing.KafkaCluster(1, jvm_options=KAFKA_PRODUCTION_OPTIONS)``: the JVM options
+kafka-server-start.sh gives a node, Kafka's default configs but for loopback listeners,
 3 partitions per new topic and small internal topics), and librdkafka's mock cluster, a
 Kafka-protocol broker in C that keeps only a bounded tail of each partition in memory (so it
 is read back for as many messages as it still holds: "messages consumed").
@@ -43,7 +44,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from headwater.testing import BrokerProcess, KafkaCluster, MockKafkaCluster, bench_arguments, produce_all
+from headwater.testing import (KAFKA_PRODUCTION_OPTIONS, BrokerProcess, KafkaCluster, MockKafkaCluster, bench_arguments,
+                               produce_all)
 
 VALUE = b"x" * 100
 GROUP_COMMIT_SUBJECT = "Group commit for flush=always"  # the commit the "before" broker precedes
@@ -253,7 +255,7 @@ def main() -> int:
         results["Headwater"] = measure("Headwater", broker.bootstrap, args, workdir)
     mock = MockKafkaCluster(brokers=1)  # lives while `mock` does; clients reach it over loopback
     mock_bootstrap = mock.bootstrap
-    with KafkaCluster(nodes=1) as kafka:
+    with KafkaCluster(nodes=1, jvm_options=KAFKA_PRODUCTION_OPTIONS) as kafka:
         results["Apache Kafka 4.4, 1 node"] = measure("Apache Kafka", kafka.bootstrap, args, workdir)
         results["librdkafka mock broker (C)"] = measure("librdkafka mock", mock_bootstrap, args, workdir)
         durable = durable_table(args, workdir, kafka.bootstrap, mock_bootstrap)
