@@ -12,16 +12,25 @@ import os
 import resource
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 
 class _Descriptor:
-    __slots__ = ("fd", "pins", "doomed")
+    """An open segment file; as a context manager, one pin of it (taken by ``OpenFiles.use``) that
+    ends with the block. A class, not a generator's context manager: every append and read takes one."""
+    __slots__ = ("fd", "pins", "doomed", "_lock")
 
-    def __init__(self, fd: int):
-        self.fd, self.pins, self.doomed = fd, 0, False
+    def __init__(self, fd: int, lock: threading.Lock):
+        self.fd, self.pins, self.doomed, self._lock = fd, 0, False, lock
+
+    def __enter__(self) -> int:
+        return self.fd
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self.pins -= 1
+            if self.doomed and not self.pins:
+                os.close(self.fd)
 
 
 class OpenFiles:
@@ -33,24 +42,18 @@ class OpenFiles:
     def __len__(self) -> int:
         return len(self._open)
 
-    @contextmanager
-    def use(self, path: Path) -> Iterator[int]:
-        """A read-write descriptor of ``path`` (created if missing), open while the block runs."""
+    def use(self, path: Path) -> _Descriptor:
+        """A read-write descriptor of ``path`` (created if missing), pinned: ``with pool.use(path) as
+        fd:`` keeps it open while the block runs."""
         with self._lock:
             entry = self._open.get(path)
             if entry is None:
                 self._close_least_recent(self.capacity - 1)
-                entry = self._open[path] = _Descriptor(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+                entry = self._open[path] = _Descriptor(os.open(path, os.O_RDWR | os.O_CREAT, 0o644), self._lock)
             else:
                 self._open.move_to_end(path)
             entry.pins += 1
-        try:
-            yield entry.fd
-        finally:
-            with self._lock:
-                entry.pins -= 1
-                if entry.doomed and not entry.pins:
-                    os.close(entry.fd)
+        return entry
 
     def _close_least_recent(self, keep: int) -> None:
         victims: list[Path] = []

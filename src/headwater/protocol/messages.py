@@ -232,7 +232,8 @@ def parse_request(frame: bytes, apis: dict[int, Api]):
         pos = _skip_tagged_fields(frame, pos)
     if api_key != ApiKey.FETCH:
         decode = _decode_by_hand if api_key in _BY_HAND else _decode
-        return header, decode(spec, version, header.api_name, memoryview(frame)[pos:])
+        # spec.key.name, not header.api_name: the member is at hand, no lookup by value for every request
+        return header, decode(spec, version, spec.key.name, memoryview(frame)[pos:])
     # An idle consumer without a fetch session may send the same body, naming every partition,
     # every fetch.wait.max.ms (kafka-python does; librdkafka turns its partition list round by one
     # each fetch, so its bodies differ): decoded once, and each request gets its own shallow copy,

@@ -20,9 +20,10 @@ from .layout import (ATTR_LOG_APPEND_TIME, DECOMPRESSION_RATIO, BatchHeader, ite
 from .varint import VARINT_MAX_BYTES, read_varint
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AppendRules:
-    """What the validator needs of a topic's configs (``LogConfig.append_rules``)."""
+    """What the validator needs of a topic's configs (``LogConfig.append_rules``). Built for every
+    append, so not frozen: a frozen dataclass sets each field through ``object.__setattr__``."""
     max_request_bytes: int    # the broker's message.max.bytes: all the batches of one append
     max_batch_bytes: int      # the topic's max.message.bytes: each batch as it is stored
     keys_required: bool = False          # cleanup.policy=compact

@@ -65,7 +65,8 @@ def take_denied(request, field: str, allowed) -> list:
     """Take the entries of the request's list ``field`` that are not ``allowed`` out of it; return them."""
     entries = getattr(request, field)
     denied = [e for e in entries if not allowed(e)]
-    setattr(request, field, [e for e in entries if e not in denied])
+    if denied:   # most requests are allowed whole: their list stays as it is
+        setattr(request, field, [e for e in entries if e not in denied])
     return denied
 
 
