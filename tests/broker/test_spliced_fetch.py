@@ -115,3 +115,23 @@ def test_a_spliced_topic_whose_answer_is_replaced_encodes_the_replacement(broker
     denied = [FetchedPartition(p, 29, -1, -1, -1, None, -1, None) for p in range(PARTITIONS)]   # TOPIC_AUTHORIZATION_FAILED
     response.responses[0].partitions = denied
     assert response.encode(11) == FetchResponse(0, 0, 0, [FetchedTopic("t", denied)]).encode(11)
+
+
+@pytest.mark.parametrize("isolation", [0, 1])
+def test_an_open_transaction_holds_back_the_last_stable_offset_as_on_the_per_partition_path(broker, isolation):
+    """A transaction opened after the topic's first fetch: the spliced answer's last stable offset
+    of that partition is its first unstable offset, as the per-partition path answers it."""
+    broker, loop = broker
+    plog = broker.log_manager.topics["t"].partitions[99]
+    ends = [log.log_end_offset for log in broker.log_manager.topics["t"].partitions]
+    general = generated_request(11, ends, isolation)
+    request = general.encode(version=11)
+    loop.run_until_complete(answer(broker, 11, decode_fetch_request(request, 11)))
+    plog.first_unstable_offset = ends[99] - 1   # what TxnPartitions sets as a transaction's first batch goes in
+    try:
+        ours, ours_bytes = loop.run_until_complete(answer(broker, 11, decode_fetch_request(request, 11)))
+        _, theirs_bytes = loop.run_until_complete(answer(broker, 11, general))
+    finally:
+        plog.first_unstable_offset = None
+    assert type(ours.responses[0]) is SplicedTopic and ours_bytes == theirs_bytes
+    assert {p.partition_index: p.last_stable_offset for p in ours.responses[0].partitions}[99] == ends[99] - 1

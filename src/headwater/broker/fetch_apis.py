@@ -11,14 +11,13 @@ import asyncio
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from itertools import compress, count, repeat
-from operator import attrgetter, is_not
 
 import numpy as np
 
 from headwater.broker.fetch_sessions import FINAL_EPOCH, NO_SESSION, FetchContext, FetchPosition, Partition
 from headwater.broker.wakeups import GrowthSignals, Watch
 from headwater.log import OffsetOutOfRangeError
+from headwater.log.offset_columns import NO_UNSTABLE
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.fetch_request import FetchPartitions
 from headwater.protocol.fetch_response import FetchedPartition, FetchedTopic, FetchResponse, SplicedTopic, quiet_entries
@@ -29,8 +28,6 @@ from headwater.broker.security.authorization import TOPIC_DENIED, partition_answ
 logger = logging.getLogger("headwater.broker")
 READ_COMMITTED = 1
 TOPIC_WIDE_WATCH = 64   # a fetch naming this many partitions of a topic waits on the whole topic
-_END, _START = attrgetter("log_end_offset"), attrgetter("log_start_offset")
-_UNSTABLE = attrgetter("first_unstable_offset")
 
 
 def _wanted(request) -> list[tuple[Partition, FetchPosition]]:
@@ -120,34 +117,34 @@ def _read_topics(broker, request, version: int) -> tuple[list, int, bool]:
 
 def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tuple[SplicedTopic, int, bool] | None:
     """A topic of which the fetch names most partitions, TOPIC_WIDE_WATCH at least: every partition
-    is compared with its log's end in one array operation, and only those whose fetch offset is
-    not the end are read (``_read_partitions``); the others' entries are filled in by column.
-    None where that does not apply (few partitions, an unknown topic or partition)."""
+    is compared with its log's end in one array operation (the topic's ``OffsetColumns``), and only
+    those whose fetch offset is not the end are read (``_read_partitions``); the others' entries are
+    filled in by column. None where that does not apply (few partitions, an unknown topic or partition)."""
     topic, partitions = broker.log_manager.topics.get(fetch_topic.topic), fetch_topic.partitions
     if topic is None or type(partitions) is not FetchPartitions or len(partitions) < TOPIC_WIDE_WATCH:
         return None   # (a request not decoded by fetch_request: the tests' kafka-python objects)
-    logs, name = topic.partitions, fetch_topic.topic
-    if 2 * len(partitions) < len(logs):
-        return None   # a few partitions of a wide topic: reading every log's offsets would cost more
+    logs, name, columns = topic.partitions, fetch_topic.topic, topic.offsets
+    if columns.logs is not logs:
+        return None   # partitions being added this moment: their columns are not attached yet
     wanted = partitions.array()
     index = wanted["partition"]
     if index.min() < 0 or index.max() >= len(logs):
         return None   # an unknown partition: answered with its error as usual
-    # Each log's offsets by map and attrgetter: no Python step per partition
-    ends = np.fromiter(map(_END, logs), np.int64, len(logs))
+    ends = columns.end[index]   # copies: another thread's retention may move a log start meanwhile
     stable = ends.copy()
     stable_offset = broker.txn_partitions.last_stable_offset
-    for i in compress(count(), map(is_not, map(_UNSTABLE, logs), repeat(None))):   # an open transaction
-        stable[i] = stable_offset(name, i, logs[i])
+    for i in np.flatnonzero(columns.unstable[index] != NO_UNSTABLE).tolist():   # an open transaction
+        p = int(index[i])
+        stable[i] = stable_offset(name, p, logs[p])
     entries = quiet_entries(version, len(index))
     entries["partition_index"] = index
-    entries["high_watermark"] = ends[index]
-    entries["last_stable_offset"] = stable[index]
+    entries["high_watermark"] = ends
+    entries["last_stable_offset"] = stable
     if version >= 5:
-        entries["log_start_offset"] = np.fromiter(map(_START, logs), np.int64, len(logs))[index]
+        entries["log_start_offset"] = columns.start[index]
     if request.isolation_level == READ_COMMITTED:
         entries["aborted_count"] = 0   # an empty list, not null
-    busy = np.flatnonzero(wanted["fetch_offset"] != ends[index]).tolist()
+    busy = np.flatnonzero(wanted["fetch_offset"] != ends).tolist()
     targets = [((name, int(index[i])), partitions[i]) for i in busy]
     reads, size, errors = _read_partitions(broker, targets, request, spent)
     return SplicedTopic(name, entries, {i: reads[key] for i, (key, _) in zip(busy, targets)}), size, errors

@@ -33,6 +33,7 @@ from pathlib import Path
 from .cleaner import CleanerStats, LogCleaner
 from .config import LogConfig
 from .layout import CATALOG, DELETED, partition_dir, read_json, replace_atomically
+from .offset_columns import OffsetColumns
 from .partition import CHECKPOINT_INTERVAL_MS, Log, monotonic_ms
 from .retention import enforce_retention
 
@@ -67,6 +68,8 @@ class Topic:
     configs: dict[str, str] = field(default_factory=dict)   # the overrides, as given
     config: LogConfig = field(default_factory=LogConfig)     # effective: defaults + overrides
     topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    # its partitions' offsets as arrays (a wide fetch's), attached by the manager to ``partitions``
+    offsets: OffsetColumns = field(default_factory=OffsetColumns, compare=False, repr=False)
 
 
 def validate_topic_name(name: str) -> None:
@@ -96,6 +99,7 @@ class LogManager:
             logs = [self._open_log(self._partition_dir(name, p), config) for p in range(meta["partitions"])]
             topic_id = uuid.UUID(meta["id"]) if "id" in meta else uuid.uuid4()  # catalogs from before topic IDs
             self.topics[name] = Topic(name, logs, meta["configs"], config, topic_id)
+            self.topics[name].offsets.attach(logs)
         if any("id" not in meta for meta in catalog["topics"].values()):
             self._write_catalog()
         if self._deleting:
@@ -152,6 +156,7 @@ class LogManager:
                 log.delete()
             self._remove_partitions(name, partitions)
             raise
+        topic.offsets.attach(logs)
         self.topics[name] = topic
         self._deleting.pop(name, None)
         return topic
@@ -185,6 +190,7 @@ class LogManager:
                 log.delete()
             raise
         topic.partitions = topic.partitions + added  # a new list: readers on other threads see old or new
+        topic.offsets.attach(topic.partitions)
         return topic
 
     def delete_topic(self, name: str) -> None:

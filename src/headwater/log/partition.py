@@ -38,6 +38,7 @@ from headwater.records.layout import MIN_BATCH_LENGTH, set_base_offset, set_log_
 from .config import LogConfig
 from .layout import (CLEAN_SHUTDOWN, CLEANER_CHECKPOINT, DELETED, LOG_START_OFFSET, RECOVERY_POINT, TMP,
                      fsync_directory, replace_atomically, segment_base_offsets)
+from .offset_columns import NO_UNSTABLE, OffsetColumns
 from .recovery import complete_interrupted_swaps
 from .segment import NO_TIMESTAMP, BatchInfo, Segment, SegmentFlush, delete_segment_files
 from .txn_index import AbortedTxnIndex, is_aborted
@@ -82,6 +83,8 @@ class Log:
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
         self.log_start_offset = log_start_offset
+        self._columns: OffsetColumns | None = None   # the topic's columns this log writes its offsets into
+        self._slot = 0
         # Everything below recovery_point is fsynced (the .log files); below checkpointed, the
         # indexes too, and the recovery-point file says so: a crash recovers from there.
         self.recovery_point = self.checkpointed = recovery_point
@@ -93,10 +96,8 @@ class Log:
         self.closed = False
         self.tombstones_due_ms: int | None = None   # when the cleaner must drop tombstones it kept
         self.aborted_txns = AbortedTxnIndex(directory)
-        # The first offset of the oldest transaction still open here (set by the broker): the
-        # cleaner never touches a segment from there on.
-        self.first_unstable_offset: int | None = None
         self.lock = threading.RLock()
+        self._first_unstable_offset: int | None = None
         self.maintenance_lock = threading.Lock()
         self.flush_lock = threading.Lock()
         self._unflushed_messages = 0
@@ -144,6 +145,27 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         return self._segments[-1].next_offset
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest transaction still open here (set by the broker): the
+        cleaner never touches a segment from there on."""
+        return self._first_unstable_offset
+
+    @first_unstable_offset.setter
+    def first_unstable_offset(self, offset: int | None) -> None:
+        with self.lock:
+            self._first_unstable_offset = offset
+            if self._columns is not None:
+                self._columns.unstable[self._slot] = NO_UNSTABLE if offset is None else offset
+
+    def publish_offsets(self, columns: OffsetColumns, slot: int) -> None:
+        """Write this log's offsets into ``columns`` at ``slot`` now and at each change from now on."""
+        with self.lock:
+            self._columns, self._slot = columns, slot
+            columns.end[slot] = self.log_end_offset
+            columns.start[slot] = self.log_start_offset
+            columns.unstable[slot] = NO_UNSTABLE if self._first_unstable_offset is None else self._first_unstable_offset
 
     @property
     def size_bytes(self) -> int:
@@ -200,7 +222,11 @@ class Log:
             raise CorruptRecordError("no record batch to append")
         if self._should_roll(total, offset - 1, now):
             self.roll()
-        self.active_segment.append(batches, infos, now)
+        try:
+            self.active_segment.append(batches, infos, now)
+        finally:   # even a failed write may have moved the end: the columns show where it is
+            if self._columns is not None:
+                self._columns.end[self._slot] = self.log_end_offset
         self._unflushed_messages += offset - first
         return first, offset - 1
 
@@ -423,6 +449,8 @@ class Log:
     def _set_log_start_offset(self, offset: int) -> None:
         write_offset_file(self.directory / LOG_START_OFFSET, offset, durable=True)
         self.log_start_offset = offset
+        if self._columns is not None:
+            self._columns.start[self._slot] = offset
         self.aborted_txns.truncate_before(offset)
 
     def delete_oldest_segments(self, count: int) -> int:
