@@ -294,6 +294,28 @@ def test_a_mixed_batch_is_answered_and_stored_as_computed_by_hand(api):
     assert got == {(s["partition_id"], s["offset"]): stored[s.get("id")] for s in answer["successes"]}
 
 
+def test_a_requests_keyless_records_share_one_partition_and_requests_take_turns(api):
+    """As Kafka's sticky partitioner keeps a batch of keyless records on one partition: a
+    records:batch's keyless records all go to one partition (one log to fsync before the answer),
+    in entry order, and the next request's to the next partition; keyed records still go by murmur2."""
+    proc, base = api
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})  # kept: its futures end with it
+    admin.create_topics([NewTopic("sticky-http", 3)])["sticky-http"].result(30)
+    keyless = [{"id": str(i), "value": {"type": "STRING", "data": f"v{i}"}} for i in range(10)]
+    keyed = {"id": "keyed", "key": {"type": "STRING", "data": "user-1"}}
+    taken = []
+    for _ in range(3):
+        status, answer, _ = call(f"{base}/topics/sticky-http/records:batch", {"entries": [*keyless[:5], keyed, *keyless[5:]]})
+        placed = {s["id"]: (s["partition_id"], s["offset"]) for s in answer["successes"]}
+        assert status == 200 and placed.pop("keyed")[0] == _murmur2_partition(b"user-1")
+        partition = placed["0"][0]
+        assert [placed[str(i)][0] for i in range(10)] == [partition] * 10
+        offsets = [placed[str(i)][1] for i in range(10)]
+        assert offsets == sorted(offsets) and len(set(offsets)) == 10   # in entry order
+        taken.append(partition)
+    assert sorted(taken) == [0, 1, 2]
+
+
 def _by_id(success: dict) -> str:
     return success.get("id", "")
 

@@ -167,12 +167,21 @@ async def produce(broker: Broker, topic: Topic, entries: list, client_id: str, s
             parsed.append((i, *_record(entry, count)))
         except HTTPException as exc:
             results[i] = _failure(entry, exc.status_code, exc.detail)
-    # The keys without a partition_id hashed all at once, then each record placed in entry order.
-    hashed = iter(keyed_partitions([key for _, partition, key, _, _ in parsed if partition is None], count))
+    # The keys without a partition_id hashed all at once, then each record placed in entry order;
+    # the keyless ones all on one partition, the next request's the next (as Kafka's sticky
+    # partitioner keeps a batch of keyless records together): one log, so one fsync, for them.
+    hashed = iter(keyed_partitions([key for _, partition, key, _, _ in parsed
+                                    if partition is None and key is not None], count))
+    sticky: int | None = None
     by_partition: dict[int, tuple[list[int], list[Record]]] = {}  # indexes in entries, records at their offset delta
     for i, partition, key, value, headers in parsed:
         if partition is None:
-            partition = next(hashed)
+            if key is not None:
+                partition = next(hashed)
+            else:
+                if sticky is None:
+                    sticky = partition_for(None, count)
+                partition = sticky
         placed = by_partition.get(partition)
         if placed is None:
             placed = by_partition[partition] = ([], [])
@@ -214,7 +223,8 @@ async def _make_durable(broker: Broker, topic: Topic, answers: dict[int, Produce
 
 
 def _record(entry, partitions: int) -> tuple[int | None, bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
-    """An entry's partition (None: its key's, for murmur2 to tell), key, value and headers."""
+    """An entry's partition (None: not given, for its key's murmur2 or the request's keyless
+    partition to tell), key, value and headers."""
     if not isinstance(entry, dict):
         raise HTTPException(400, "a record must be a JSON object")
     key, value = _data(entry.get("key"), "key"), _data(entry.get("value"), "value")
@@ -225,7 +235,7 @@ def _record(entry, partitions: int) -> tuple[int | None, bytes | None, bytes | N
         headers.append((header["name"], _base64(header.get("value"), "header value")))
     partition = entry.get("partition_id")
     if partition is None:
-        return (None if key is not None else partition_for(None, partitions)), key, value, headers
+        return None, key, value, headers
     if not isinstance(partition, int) or not 0 <= partition < partitions:
         raise HTTPException(400, f"partition_id {partition!r} is not one of 0..{partitions - 1}")
     return partition, key, value, headers
