@@ -5,7 +5,7 @@ next to a native confluent-kafka producer; and records/s delivered by `headwater
 local webhook endpoint, one record per POST and in batches (`--batch-size`), next to a native
 confluent-kafka consumer group reading the same records.
 
-    .venv/bin/python bench/push.py [--records 20000] [--max-in-flight 64] [--batch-size 100] [--http-only] [--http-connections N] [--smoke]
+    .venv/bin/python bench/push.py [--records 20000] [--max-in-flight 64] [--batch-size 100] [--http-only] [--http-keyless] [--http-connections N] [--smoke]
 
 The endpoint (aiohttp, loopback, in this process) acknowledges every POST. Push delivery pays
 one HTTP request per record (or per batch) plus JSON and base64; the native consumer gets batches. One
@@ -47,7 +47,7 @@ def produce(bootstrap: str, topic: str, count: int) -> None:
     producer.flush(60)
 
 
-def http_produce(console_url: str, topic: str, count: int, batch: int = 100) -> float:
+def http_produce(console_url: str, topic: str, count: int, batch: int = 100, keyed: bool = True) -> float:
     url = urllib.parse.urlsplit(console_url)
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)  # keep-alive
     connection.request("GET", "/v3/clusters")
@@ -55,8 +55,8 @@ def http_produce(console_url: str, topic: str, count: int, batch: int = 100) -> 
     value = {"type": "BINARY", "data": base64.b64encode(VALUE).decode()}
     start = time.perf_counter()
     for first in range(0, count, batch):
-        entries = [{"id": str(i), "key": {"type": "STRING", "data": f"key-{i % 100}"}, "value": value}
-                   for i in range(first, min(first + batch, count))]
+        entries = [{"id": str(i), "key": {"type": "STRING", "data": f"key-{i % 100}"}, "value": value} if keyed
+                   else {"id": str(i), "value": value} for i in range(first, min(first + batch, count))]
         # orjson, as a client sending 37 KB bodies would: json.dumps took ~0.5 of the client's 0.6 ms a request
         connection.request("POST", f"/v3/clusters/{cluster}/topics/{topic}/records:batch",
                            orjson.dumps({"entries": entries}), {"Content-Type": "application/json"})
@@ -118,6 +118,8 @@ def main() -> None:
     parser.add_argument("--max-in-flight", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=100, help="records per POST in the batched push row")
     parser.add_argument("--http-only", action="store_true", help="only the HTTP produce rows")
+    parser.add_argument("--http-keyless", action="store_true",
+                        help="HTTP records without keys (each request's on one partition) instead of 100 keys")
     parser.add_argument("--http-connections", type=int, default=1,
                         help="above 1: an HTTP produce row with this many connections at once, too")
     args = bench_arguments(parser, smoke={"records": 300, "batch_size": 20, "http_connections": 2})
@@ -129,8 +131,9 @@ def main() -> None:
             rows = []
             for name, run in [("produce: native (confluent-kafka)", lambda: native_produce(broker.bootstrap, "bench",
                                                                                           args.records)),
-                              ("produce: HTTP, batches of 100",
-                               lambda: http_produce(broker.console_url, "bench-http", args.records)),
+                              ("produce: HTTP, batches of 100" + (", keyless" if args.http_keyless else ""),
+                               lambda: http_produce(broker.console_url, "bench-http", args.records,
+                                                    keyed=not args.http_keyless)),
                               *([(f"produce: HTTP, batches of 100, {args.http_connections} connections",
                                   lambda: http_produce_parallel(broker.console_url, "bench-http", args.records,
                                                                 args.http_connections))]

@@ -294,6 +294,49 @@ def test_a_mixed_batch_is_answered_and_stored_as_computed_by_hand(api):
     assert got == {(s["partition_id"], s["offset"]): stored[s.get("id")] for s in answer["successes"]}
 
 
+def test_a_requests_keyless_records_share_one_partition_and_requests_take_turns(api):
+    """As Kafka's sticky partitioner keeps a batch of keyless records on one partition: a
+    records:batch's keyless records all go to one partition (one log to fsync before the answer),
+    in entry order, and the next request's to the next partition; keyed records still go by murmur2."""
+    proc, base = api
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})  # kept: its futures end with it
+    admin.create_topics([NewTopic("sticky-http", 3)])["sticky-http"].result(30)
+    keyless = [{"id": str(i), "value": {"type": "STRING", "data": f"v{i}"}} for i in range(10)]
+    keyed = {"id": "keyed", "key": {"type": "STRING", "data": "user-1"}}
+    taken = []
+    for _ in range(3):
+        status, answer, _ = call(f"{base}/topics/sticky-http/records:batch", {"entries": [*keyless[:5], keyed, *keyless[5:]]})
+        placed = {s["id"]: (s["partition_id"], s["offset"]) for s in answer["successes"]}
+        assert status == 200 and placed.pop("keyed")[0] == _murmur2_partition(b"user-1")
+        partition = placed["0"][0]
+        assert [placed[str(i)][0] for i in range(10)] == [partition] * 10
+        offsets = [placed[str(i)][1] for i in range(10)]
+        assert offsets == sorted(offsets) and len(set(offsets)) == 10   # in entry order
+        taken.append(partition)
+    assert sorted(taken) == [0, 1, 2]
+
+
+def test_a_batch_over_the_topics_max_message_bytes_is_split_as_kafkas_producer_splits_it(api):
+    """A request's keyless records are one batch; over the topic's max.message.bytes it is halved
+    until each part fits, every record stored once, in entry order; one record alone over the limit
+    still fails with the topic's reason."""
+    proc, base = api
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})  # kept: its futures end with it
+    admin.create_topics([NewTopic("split-http", 3, config={"max.message.bytes": "1000"})])["split-http"].result(30)
+    entries = [{"id": str(i), "value": {"type": "STRING", "data": f"{i:03d}" * 50}} for i in range(10)]  # ~1.6 KB
+    status, answer, _ = call(f"{base}/topics/split-http/records:batch",
+                             {"entries": [*entries, {"id": "big", "value": {"type": "STRING", "data": "x" * 2000}}]})
+    assert status == 207 and [f["id"] for f in answer["failures"]] == ["big"]
+    assert "max.message.bytes" in answer["failures"][0]["message"]
+    placed = {s["id"]: (s["partition_id"], s["offset"]) for s in answer["successes"]}
+    assert sorted(placed) == sorted(e["id"] for e in entries) and len({p for p, _ in placed.values()}) == 1
+    partition = placed["0"][0]
+    offsets = [placed[str(i)][1] for i in range(10)]
+    assert offsets == list(range(offsets[0], offsets[0] + 10))
+    got = {o: v for p, o, _, v, _ in confluent_consume(proc.bootstrap, "split-http", [partition], 10)}
+    assert [got[o] for o in offsets] == [(f"{i:03d}" * 50).encode() for i in range(10)]
+
+
 def _by_id(success: dict) -> str:
     return success.get("id", "")
 

@@ -167,25 +167,31 @@ async def produce(broker: Broker, topic: Topic, entries: list, client_id: str, s
             parsed.append((i, *_record(entry, count)))
         except HTTPException as exc:
             results[i] = _failure(entry, exc.status_code, exc.detail)
-    # The keys without a partition_id hashed all at once, then each record placed in entry order.
-    hashed = iter(keyed_partitions([key for _, partition, key, _, _ in parsed if partition is None], count))
+    # The keys without a partition_id hashed all at once, then each record placed in entry order;
+    # the keyless ones all on one partition, the next request's the next (as Kafka's sticky
+    # partitioner keeps a batch of keyless records together): one log, so one fsync, for them.
+    hashed = iter(keyed_partitions([key for _, partition, key, _, _ in parsed
+                                    if partition is None and key is not None], count))
+    sticky: int | None = None
     by_partition: dict[int, tuple[list[int], list[Record]]] = {}  # indexes in entries, records at their offset delta
     for i, partition, key, value, headers in parsed:
         if partition is None:
-            partition = next(hashed)
+            if key is not None:
+                partition = next(hashed)
+            else:
+                if sticky is None:
+                    sticky = partition_for(None, count)
+                partition = sticky
         placed = by_partition.get(partition)
         if placed is None:
             placed = by_partition[partition] = ([], [])
         placed[0].append(i)
         placed[1].append(Record(len(placed[1]), now, key, value, headers))
-    # One batch per partition, which the appender need not walk again: the broker encoded it.
-    answers = {partition: broker.appender.append(
-        topic.name, partition, encode_batch(records), flush_policy=False,
-        keyless=[n for n, r in enumerate(records) if r.key is None]) for partition, (_, records) in by_partition.items()}
-    await _make_durable(broker, topic, answers)
+    appended = [(partition, *part) for partition, (indexes, records) in by_partition.items()
+                for part in _append(broker, topic.name, partition, indexes, records)]
+    appended = await _make_durable(broker, topic, appended)
     cluster_id, topic_name = broker.cluster_id, topic.name
-    for partition, (indexes, _) in by_partition.items():
-        answer = answers[partition]
+    for partition, indexes, answer in appended:
         if answer.error != ErrorCode.NONE:
             status, message = 400 if answer.error == ErrorCode.MESSAGE_TOO_LARGE else 500, answer.message or answer.error.name
             for i in indexes:
@@ -201,20 +207,41 @@ async def produce(broker: Broker, topic: Topic, entries: list, client_id: str, s
     return results
 
 
-async def _make_durable(broker: Broker, topic: Topic, answers: dict[int, ProduceResult]) -> None:
+Appended = list[tuple[int, list[int], ProduceResult]]  # partition, indexes in entries, the append's answer
+
+
+def _append(broker: Broker, topic: str, partition: int, indexes: list[int],
+            records: list[Record]) -> list[tuple[list[int], ProduceResult]]:
+    """One batch, which the appender need not walk again (the broker encoded it); one refused as
+    too large is halved and each half appended, as Kafka's producer splits such a batch and sends
+    it again (a request's keyless records are one partition's, so one batch)."""
+    answer = broker.appender.append(topic, partition, encode_batch(records), flush_policy=False,
+                                    keyless=[n for n, r in enumerate(records) if r.key is None])
+    if answer.error != ErrorCode.MESSAGE_TOO_LARGE or len(records) == 1:
+        return [(indexes, answer)]
+    half = len(records) // 2
+    rest = [Record(n, r.timestamp, r.key, r.value, r.headers) for n, r in enumerate(records[half:])]
+    return (_append(broker, topic, partition, indexes[:half], records[:half])
+            + _append(broker, topic, partition, indexes[half:], rest))
+
+
+async def _make_durable(broker: Broker, topic: Topic, appended: Appended) -> Appended:
     """Answer as an acks=all producer is (REST Proxy's producer default): with ``--flush always``,
     after the group commit's fsync of every partition appended to (one wait for them all)."""
-    logs = {partition: topic.partitions[partition] for partition, answer in answers.items()
+    logs = {partition: topic.partitions[partition] for partition, _, answer in appended
             if answer.error == ErrorCode.NONE and broker.appender.must_be_durable(topic.partitions[partition], True)}
     failed = await broker.appender.fsync_rounds.durable(logs.values())
-    for partition, plog in logs.items():
-        if plog in failed:
-            answers[partition] = ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,
-                                               message=f"cannot fsync {plog.directory}: {failed[plog]}")
+    if not failed:
+        return appended
+    return [(partition, indexes, answer) if answer.error != ErrorCode.NONE or logs.get(partition) not in failed
+            else (partition, indexes, ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot fsync "
+                                                    f"{logs[partition].directory}: {failed[logs[partition]]}"))
+            for partition, indexes, answer in appended]
 
 
 def _record(entry, partitions: int) -> tuple[int | None, bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
-    """An entry's partition (None: its key's, for murmur2 to tell), key, value and headers."""
+    """An entry's partition (None: not given, for its key's murmur2 or the request's keyless
+    partition to tell), key, value and headers."""
     if not isinstance(entry, dict):
         raise HTTPException(400, "a record must be a JSON object")
     key, value = _data(entry.get("key"), "key"), _data(entry.get("value"), "value")
@@ -225,7 +252,7 @@ def _record(entry, partitions: int) -> tuple[int | None, bytes | None, bytes | N
         headers.append((header["name"], _base64(header.get("value"), "header value")))
     partition = entry.get("partition_id")
     if partition is None:
-        return (None if key is not None else partition_for(None, partitions)), key, value, headers
+        return None, key, value, headers
     if not isinstance(partition, int) or not 0 <= partition < partitions:
         raise HTTPException(400, f"partition_id {partition!r} is not one of 0..{partitions - 1}")
     return partition, key, value, headers
