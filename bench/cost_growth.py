@@ -23,8 +23,9 @@ that cannot be set up in CREATE_S (Kafka's thousands of partitions on one node: 
 created and its first message read by every group), or whose set-up fails, is reported as not
 run, not left out; so is every later point of a broker that has exited. ``--point partitions=1000`` measures
 that point alone (repeatable, no plot); ``--profile DIR`` records each Headwater point with
-py-spy (DIR/<point>.txt, the hottest functions by own and total samples); ``--headwater-only`` skips
-the peers (for iterating on the broker: its rows then carry no ratios).
+py-spy (``pip install -e '.[bench]'``; DIR/<point>.txt, the hottest functions by own and total
+samples); ``--headwater-only`` skips the peers (for iterating on the broker: its rows then carry
+no ratios).
 """
 from __future__ import annotations
 
@@ -260,7 +261,10 @@ def parse_point(text: str) -> tuple[str, int]:
 def headwater_broker(workdir: Path, profile: Path | None, max_partitions: int) -> tuple[BrokerProcess, int]:
     """The broker and the pid whose CPU is measured: under ``py-spy record`` when profiling (it
     samples its own child: attaching to a running process needs ptrace rights a container lacks)."""
-    wrapper = [] if profile is None else [str(Path(sys.executable).with_name("py-spy")), "record", "--format", "raw",
+    py_spy = Path(sys.executable).with_name("py-spy")
+    if profile is not None and not py_spy.exists():
+        raise SystemExit(f"--profile needs py-spy beside {sys.executable}: pip install -e '.[bench]'")
+    wrapper = [] if profile is None else [str(py_spy), "record", "--format", "raw",
                                           "--rate", "100", "-o", str(profile.with_suffix(".raw")), "--"]
     broker = BrokerProcess(workdir / "data", "--flush", "never", "--max-partitions-per-request", str(max_partitions),
                            "--max-partitions", str(2 * max_partitions), wrapper=wrapper).start()
