@@ -53,9 +53,9 @@ LOCAL_CONF = {
     # each buffer one: every few batches one started a collection and a concurrent marking
     # cycle (JFR: 47 of 88 collections in 44 s of a window count). 16 MB regions hold them.
     # The JIT's optimising compiler (C2) warms a driver of small micro-batches for minutes:
-    # a third of a core of the JVM's time a 40-s window count went to its compiler threads
-    # (issue #27). Stopping at C1's quick compilations made the JVM's CPU a batch 40% lower
-    # in 5 alternating pairs, and the Python source's throughput bench no slower.
+    # its threads took 40% of the JVM's CPU in a 40-s window count (issue #27). With C1's
+    # quick compilations only, the JVM's CPU a batch was 31-53% lower in 8 alternating pairs,
+    # and the throughput bench's JVM CPU a row lower too.
     "spark.driver.extraJavaOptions": "-XX:G1HeapRegionSize=16m -XX:TieredStopAtLevel=1",
 }
 
