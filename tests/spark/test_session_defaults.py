@@ -56,11 +56,22 @@ def test_broadcast_blocks_are_not_humongous_in_the_driver_heap(spark):
     """Each micro-batch broadcasts in blocks of spark.broadcast.blockSize: G1 allocates an
     object of half a region or more as humongous, and each such allocation can start a
     collection and a concurrent marking cycle."""
-    jvm = spark._jvm
-    block = jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
+    block = spark._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
         spark.sparkContext.getConf().get("spark.broadcast.blockSize", "4m"))
+    assert vm_option(spark, "UseG1GC") == "true"
+    region = int(vm_option(spark, "G1HeapRegionSize"))
+    assert block < region // 2, (block, region)
+
+
+def test_the_driver_jit_stops_at_the_quick_compiler(spark):
+    """C2's compilations cost a local driver of small micro-batches more CPU than the faster
+    code they make saves: the JVM is to run with C1 only."""
+    assert vm_option(spark, "TieredStopAtLevel") == "1"
+
+
+def vm_option(spark, name: str) -> str:
+    """The driver JVM's value of a HotSpot flag."""
+    jvm = spark._jvm
     diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
         jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
-    assert diagnostics.getVMOption("UseG1GC").getValue() == "true"
-    region = int(diagnostics.getVMOption("G1HeapRegionSize").getValue())
-    assert block < region // 2, (block, region)
+    return diagnostics.getVMOption(name).getValue()

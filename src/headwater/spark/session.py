@@ -52,7 +52,11 @@ LOCAL_CONF = {
     # of half a region or more as humongous, and the 1 MB regions of a 1 GB driver heap made
     # each buffer one: every few batches one started a collection and a concurrent marking
     # cycle (JFR: 47 of 88 collections in 44 s of a window count). 16 MB regions hold them.
-    "spark.driver.extraJavaOptions": "-XX:G1HeapRegionSize=16m",
+    # The JIT's optimising compiler (C2) warms a driver of small micro-batches for minutes:
+    # its threads took 40% of the JVM's CPU in a 40-s window count (issue #27). With C1's
+    # quick compilations only, the JVM's CPU a batch was 31-53% lower in 8 alternating pairs,
+    # and the throughput bench's JVM CPU a row lower too.
+    "spark.driver.extraJavaOptions": "-XX:G1HeapRegionSize=16m -XX:TieredStopAtLevel=1",
 }
 
 
