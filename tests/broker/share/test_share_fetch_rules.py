@@ -109,19 +109,25 @@ def _records(data: bytes):
             yield header, record
 
 
-def test_max_records_rounds_up_to_the_end_of_a_log_batch_as_kafka_does(share_broker):
-    """ShareFetch v1 acquires as Kafka's batch_optimized mode: MaxRecords is a soft limit that
-    rounds up to the end of the batch holding the last record it counts, so a batch is sent once."""
-    topic, group = _names("soft")
-    _setup(share_broker.bootstrap, topic, group)
-    producer = Producer({"bootstrap.servers": share_broker.bootstrap, "linger.ms": 1000})
-    for size in (7, 7, 6):                      # batches 0..6, 7..13, 14..19
+def _member_of_batches(broker, prefix: str, sizes: tuple[int, ...]) -> tuple[str, uuid.UUID, Wire]:
+    """A topic holding one log batch of each size and a share group whose member m1 has joined:
+    the group, the topic's id, the member's connection."""
+    topic, group = _names(prefix)
+    _setup(broker.bootstrap, topic, group)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1000})
+    for size in sizes:
         for i in range(size):
             producer.produce(topic, value=b"v%d" % i)
         producer.flush(30)
-    topic_id = _topic_id(share_broker.bootstrap, topic)
-    wire = Wire(share_broker.bootstrap)
+    wire = Wire(broker.bootstrap)
     _join(wire, group, "m1", topic)
+    return group, _topic_id(broker.bootstrap, topic), wire
+
+
+def test_max_records_rounds_up_to_the_end_of_a_log_batch_as_kafka_does(share_broker):
+    """ShareFetch v1 acquires as Kafka's batch_optimized mode: MaxRecords is a soft limit that
+    rounds up to the end of the batch holding the last record it counts, so a batch is sent once."""
+    group, topic_id, wire = _member_of_batches(share_broker, "soft", (7, 7, 6))   # batches 0..6, 7..13, 14..19
     rounds = []
     for epoch, max_records in enumerate((10, 1)):
         acks = [(rounds[-1][0], rounds[-1][-1], AcknowledgeType.ACCEPT.value)] if rounds else []
@@ -133,6 +139,30 @@ def test_max_records_rounds_up_to_the_end_of_a_log_batch_as_kafka_does(share_bro
         last = next(end for base, end in bounds if base <= first + max_records - 1 <= end)
         assert rounds[-1] == list(range(first, last + 1))
     assert rounds == [list(range(0, 14)), list(range(14, 20))]
+    wire.close()
+
+
+def test_the_in_flight_bound_rounds_up_to_the_end_of_a_log_batch_as_kafka_does(share_broker):
+    """Kafka caps the new records a fetch counts at the room left under the in-flight bound
+    (group.share.partition.max.record.locks, 2,000) and rounds that up to a batch end, as it does
+    MaxRecords: a batch is sent once, whatever its size, and a full window acquires nothing new."""
+    from headwater.broker.share.partition import MAX_IN_FLIGHT
+    size = MAX_IN_FLIGHT * 3 // 4                 # batches 0..1499, 1500..2999, 3000..4499
+    group, topic_id, wire = _member_of_batches(share_broker, "locks", (size, size, size))
+
+    def fetch(epoch: int, acks=()) -> tuple[list[int], list[tuple[int, int]]]:
+        response = _fetch(wire, group, "m1", epoch, topic_id, acks=acks, max_records=MAX_IN_FLIGHT, max_wait_ms=10)
+        partitions = [p for t in response.responses for p in t.partitions]       # none: nothing acquired
+        assert all(p.acknowledge_error_code == ErrorCode.NONE for p in partitions)
+        return ([o for p in partitions for o in _acquired(p)],
+                [(h.base_offset, h.last_offset) for p in partitions for _, h in iter_batches(p.records)])
+
+    # MaxRecords 2,000 reaches into the second batch: both whole, 3,000 records in flight
+    assert fetch(0) == (list(range(0, 2 * size)), [(0, size - 1), (size, 2 * size - 1)])
+    assert fetch(1) == ([], [])                   # the window is full
+    # 1,500 in flight once the first batch is done: room for 500, rounded up to the third batch's end
+    assert fetch(2, acks=[(0, size - 1, AcknowledgeType.ACCEPT.value)]) == (
+        list(range(2 * size, 3 * size)), [(2 * size, 3 * size - 1)])
     wire.close()
 
 

@@ -266,12 +266,18 @@ def test_acquire_stops_below_until_and_archives_aborted_records(sp, archived):
     assert (sp.end_offset, sp.first_acquirable()) == (6, 6)
 
 
-def test_the_in_flight_window_is_bounded(sp):
+def test_the_in_flight_window_is_bounded_as_kafka_bounds_it(sp):
+    """New records are counted only up to the bound (a fetch rounds that up to a batch end, which
+    ``until`` stands for here) and are acquired only while fewer are in flight; redeliveries are not held back."""
     from headwater.broker.share.partition import MAX_IN_FLIGHT
-    assert sp.acquire("a", MAX_IN_FLIGHT + 10, until=10**6) == [Acquired(0, MAX_IN_FLIGHT - 1, 1)]
-    assert sp.acquire("b", 10, until=10**6) == []
-    sp.acknowledge("a", [(0, 4, [Ack.ACCEPT])])
-    assert sp.acquire("b", 10, until=10**6) == [Acquired(MAX_IN_FLIGHT, MAX_IN_FLIGHT + 4, 1)]
+    assert sp.offset_after(MAX_IN_FLIGHT + 10) == MAX_IN_FLIGHT
+    assert sp.acquire("a", MAX_IN_FLIGHT + 10, until=MAX_IN_FLIGHT + 10) == [Acquired(0, MAX_IN_FLIGHT + 9, 1)]
+    assert sp.offset_after(10) == sp.end_offset and sp.acquire("b", 10, until=10**6) == []
+    sp.acknowledge("a", [(0, 9, [Ack.ACCEPT]), (10, 14, [Ack.RELEASE])])     # 2,000 in flight: still full
+    assert sp.offset_after(10) == 15 and sp.acquire("b", 10, until=10**6) == [Acquired(10, 14, 2)]
+    sp.acknowledge("b", [(10, 14, [Ack.ACCEPT])])        # 1,995 in flight: room for 5 new records
+    assert sp.offset_after(10) == MAX_IN_FLIGHT + 15
+    assert sp.acquire("b", 10, until=MAX_IN_FLIGHT + 15) == [Acquired(MAX_IN_FLIGHT + 10, MAX_IN_FLIGHT + 14, 1)]
 
 
 def test_topic_ids_are_stable_and_catalogs_without_them_get_them(tmp_path):

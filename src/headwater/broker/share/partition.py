@@ -104,8 +104,11 @@ class AcknowledgeError(Exception):
 OnArchived = Callable[[int, int, str], None]
 
 
-# At most this many offsets in flight (Kafka's group.share.partition.max.record.locks): a member
-# that acquires and never acknowledges cannot make the window, and its persisted state, grow without end.
+# The in-flight bound (Kafka's group.share.partition.max.record.locks), as Kafka applies it: new
+# records are acquired only while fewer offsets than this are in flight, no more than fit, and the
+# fetch rounds that up to the end of a log batch, so the window passes it by at most one batch. A
+# member that acquires and never acknowledges cannot make the window, and its persisted state,
+# grow without end; a batch larger than the bound is still sent once.
 MAX_IN_FLIGHT = 2000
 
 
@@ -179,23 +182,31 @@ class SharePartition:
         return next((run.first for run in self.runs if run.state == RecordState.AVAILABLE), self.end_offset)
 
     def offset_after(self, count: int) -> int:
-        """The offset past the first ``count`` records ``acquire`` would consider (redeliveries,
-        then new records): a log read for them need not reach further. (Not so under
-        read_committed: the aborted records ``acquire`` archives on the way do not count.)"""
+        """The offset past the first ``count`` records a fetch may take (redeliveries, then new
+        records, no more of those than the in-flight bound has room for): a log read for them need
+        not reach further, and the fetch rounds it up to a batch end. (Under read_committed the
+        aborted records ``acquire`` archives on the way do not count, so a read may need more.)"""
+        past = self.end_offset       # past the last redelivery, when no new record may follow
         for run in self.runs:
             if run.state == RecordState.AVAILABLE:
                 if count <= len(run):
                     return run.first + count
-                count -= len(run)
-        return self.end_offset + count
+                count, past = count - len(run), run.last + 1
+        fresh = min(count, self._room())
+        return self.end_offset + fresh if fresh else past
+
+    def _room(self) -> int:
+        """How many new records the in-flight bound still admits."""
+        return max(MAX_IN_FLIGHT - (self.end_offset - self.start_offset), 0)
 
     def acquire(self, member: str, max_records: int, until: int,
                 aborted: Sequence[tuple[int, int]] = ()) -> list[Acquired]:
         """Lock up to ``max_records`` records below ``until`` for ``member``: redeliveries first
-        (lowest offsets), then records past the end offset. ``until`` is the log end, or less: the
-        last stable offset, the end of what fits in the fetch's bytes. Offsets in an ``aborted``
-        range (first, last) are archived as they are reached, never delivered (read_committed).
-        Every acquired record counts a delivery."""
+        (lowest offsets), then records past the end offset, those only if the in-flight bound has
+        room (how many is the caller's: ``offset_after`` rounded up to a batch end). ``until`` is
+        the log end, or less: the last stable offset, the end of what fits in the fetch's bytes or
+        records. Offsets in an ``aborted`` range (first, last) are archived as they are reached,
+        never delivered (read_committed). Every acquired record counts a delivery."""
         taken: list[Run] = []
         left, i = max_records, 0
         while left > 0 and i < len(self.runs) and self.runs[i].first < until:
@@ -227,7 +238,7 @@ class SharePartition:
         """Grow the window past the end offset by up to ``left`` records to deliver (the aborted
         ones archived on the way): the new runs to acquire."""
         fresh: list[Run] = []
-        offset, window_end = self.end_offset, min(until, self.start_offset + MAX_IN_FLIGHT)
+        offset, window_end = self.end_offset, until if self._room() else self.end_offset
         skipped = False
         while left > 0 and offset < window_end:
             skip = next((last for first, last in aborted if first <= offset <= last), None)

@@ -217,7 +217,8 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
     progresses, as KIP-74 has it), and under read_committed only below the last stable offset.
     MaxRecords is a soft limit, as Kafka's (ShareFetch v1 acquires as its batch_optimized mode):
     it rounds up to the end of the log batch holding the last record it counts, so that a batch
-    is sent once rather than once per MaxRecords of its records."""
+    is sent once rather than once per MaxRecords of its records. So does the in-flight bound, as
+    Kafka's: it caps the new records counted, not the batch they end in."""
     committed = group.config.get("share.isolation.level") == "read_committed"
     records_left, bytes_left = max(request.max_records, 1), request.max_bytes
     fetched: dict[TopicIdPartition, Fetched] = {}
@@ -227,18 +228,18 @@ def _acquire_now(broker, group: ShareGroup, request, live: list[tuple[str, int]]
         plog = broker.log_manager.get_log(topic, partition)
         share_partition = broker.share.share_partition(group, topic, partition)
         first = share_partition.first_acquirable()
+        reach = share_partition.offset_after(records_left)     # first == reach: the in-flight bound is full
         stable = (broker.txn_partitions.last_stable_offset(topic, partition, plog) if committed
                   else plog.log_end_offset)
-        if first >= stable:
+        if first >= min(stable, reach):
             continue
         # read only what records_left can use (under read_committed, aborted runs it cannot count may lie between)
-        enough = None if committed else share_partition.offset_after(records_left)
         chunk, batches, until = plog.read_batches(first, min(max(bytes_left, 0), PARTITION_MAX_BYTES),
-                                                  min_one=not fetched, upto=stable, enough=enough)
+                                                  min_one=not fetched, upto=stable, enough=None if committed else reach)
         if until == first:   # nothing read: no bytes left
             continue
         end_before = share_partition.end_offset
-        limit = min(until, _batch_end(batches, share_partition.offset_after(records_left) - 1, until))
+        limit = min(until, _batch_end(batches, reach - 1, until))
         runs = share_partition.acquire(request.member_id, limit - first, limit,
                                        _aborted(plog, batches, first, until) if committed else ())
         if runs or share_partition.end_offset != end_before:
