@@ -175,13 +175,12 @@ async def produce(broker: Broker, topic: Topic, entries: list, client_id: str, s
     sticky: int | None = None
     by_partition: dict[int, tuple[list[int], list[Record]]] = {}  # indexes in entries, records at their offset delta
     for i, partition, key, value, headers in parsed:
-        if partition is None:
-            if key is not None:
-                partition = next(hashed)
-            else:
-                if sticky is None:
-                    sticky = partition_for(None, count)
-                partition = sticky
+        if partition is None and key is None:
+            if sticky is None:   # taken on the first keyless record: the turn moves once a request
+                sticky = partition_for(None, count)
+            partition = sticky
+        elif partition is None:
+            partition = next(hashed)
         placed = by_partition.get(partition)
         if placed is None:
             placed = by_partition[partition] = ([], [])
@@ -233,10 +232,14 @@ async def _make_durable(broker: Broker, topic: Topic, appended: Appended) -> App
     failed = await broker.appender.fsync_rounds.durable(logs.values())
     if not failed:
         return appended
-    return [(partition, indexes, answer) if answer.error != ErrorCode.NONE or logs.get(partition) not in failed
-            else (partition, indexes, ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot fsync "
-                                                    f"{logs[partition].directory}: {failed[logs[partition]]}"))
-            for partition, indexes, answer in appended]
+    answered = []
+    for partition, indexes, answer in appended:
+        plog = logs.get(partition)
+        if answer.error == ErrorCode.NONE and plog in failed:   # a refused append keeps its own error
+            answer = ProduceResult(ErrorCode.KAFKA_STORAGE_ERROR,
+                                   message=f"cannot fsync {plog.directory}: {failed[plog]}")
+        answered.append((partition, indexes, answer))
+    return answered
 
 
 def _record(entry, partitions: int) -> tuple[int | None, bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
