@@ -2,7 +2,6 @@
 encode_batch, mutated, and re-sealed with a valid CRC, so only the validator can refuse it."""
 import collections
 import random
-import threading
 
 import numpy as np
 import pytest
@@ -199,12 +198,6 @@ def one_record_body(payload: bytes) -> bytes:
     return varint(len(payload)) + payload
 
 
-@pytest.fixture(autouse=True, scope="module")
-def loaded_walk():
-    """As the broker's appender has it loaded: else the validator takes the Python walk alone."""
-    compiled_walk.load()
-
-
 def compiled(body: bytes, count: int = 1, keys_required: bool = False) -> tuple[int, int]:
     return compiled_walk.records_max_delta(np.frombuffer(body, np.uint8), count, keys_required)
 
@@ -258,14 +251,6 @@ def test_validate_produce_takes_the_compiled_walk_for_what_clients_send(monkeypa
     monkeypatch.setattr(validator, "_walk_records", no_walk)
     for codec in Compression:
         assert validate(b"".join(encode_batch(batch, compression=codec) for batch in CLIENT_RECORDS.values()))
-
-
-def test_until_the_compiled_walk_is_loaded_the_validator_walks_in_python(monkeypatch):
-    def not_loaded(*args):
-        raise AssertionError("called before it was loaded")
-    monkeypatch.setattr(compiled_walk, "records_max_delta", not_loaded)
-    monkeypatch.setattr(compiled_walk, "_loaded", threading.Event())
-    assert validate(encode_batch(CLIENT_RECORDS["headers"]))
 
 
 @pytest.mark.parametrize("payload, problem", [

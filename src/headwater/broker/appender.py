@@ -98,7 +98,7 @@ class Appender:
         # One thread, not asyncio's pool: each thread that decompresses keeps a malloc arena of its
         # own sized by the largest batch it opened, so a pool of them multiplies resident memory.
         self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
-        compiled_walk.load_in_background()   # the records' walk, compiled: the validator's until then Python's
+        compiled_walk.load()   # the validator's compiled walk, now rather than on the first produce request
         self.fsync_rounds = GroupCommit(Log.flush)  # fsyncs before acks=all answers, off the event loop
 
     def topic_for_produce(self, name: str):

@@ -6,13 +6,12 @@ the validator's per-record cost was most of the broker's CPU under a saturating 
 only judges; the Python walk still words every refusal, so a batch it calls INVALID is walked
 again. It runs without the GIL (``nogil``), so the validator thread does not hold up the loop.
 
-Loading its machine code takes a process 0.4 s (numba's cache; 2.5 s to compile it afresh), so
-the broker loads it on a thread of its own as it starts (``load_in_background``) and the
-validator takes the Python walk, whose answers are the same, until it is ``ready``.
+Loading its machine code takes a process about 0.3 s (numba's cache; 2.5 s to compile it
+afresh): the broker ``load``s it as it starts, so that no produce request waits for it. Loaded
+on a thread while the broker served, it cost a saturating producer more than it saved in the
+broker's first second (docs/performance.md, ninth session).
 """
 from __future__ import annotations
-
-import threading
 
 import numba
 import numpy as np
@@ -106,24 +105,11 @@ def records_max_delta(body, count, keys_required):
     return VALID, max_delta
 
 
-_loaded = threading.Event()
-
-
-def ready() -> bool:
-    """Whether the machine code is loaded: a call now does not wait for it."""
-    return _loaded.is_set()
-
-
 def load() -> None:
     """Load (or compile) the machine code: for records in a client's buffer (writable) and for
     decompressed ones (bytes, read-only)."""
     for body in (bytearray(_ONE_RECORD), _ONE_RECORD):
         records_max_delta(np.frombuffer(body, np.uint8), 1, False)
-    _loaded.set()
-
-
-def load_in_background() -> None:
-    threading.Thread(target=load, name="compiled-walk-load", daemon=True).start()
 
 
 _ONE_RECORD = b"\x10\x00\x00\x00\x02k\x02v\x00"   # key "k", value "v"

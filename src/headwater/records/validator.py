@@ -204,13 +204,10 @@ def _keyless_error(index: int) -> str:
 
 
 def _check_records(body, count: int, keys_required: bool) -> int:
-    """Check ``count`` records; return the largest timestamp delta. The compiled walk judges once
-    loaded; what it does not call valid, the Python walk decides, and words the error."""
-    if compiled_walk.ready():
-        verdict, max_delta = compiled_walk.records_max_delta(np.frombuffer(body, np.uint8), count, keys_required)
-        if verdict == compiled_walk.VALID:
-            return max_delta
-    return _walk_records(body, count, keys_required)
+    """Check ``count`` records; return the largest timestamp delta. The compiled walk judges; what
+    it does not call valid, the Python walk decides, and words the error."""
+    verdict, max_delta = compiled_walk.records_max_delta(np.frombuffer(body, np.uint8), count, keys_required)
+    return max_delta if verdict == compiled_walk.VALID else _walk_records(body, count, keys_required)
 
 
 def _walk_records(body, count: int, keys_required: bool) -> int:
