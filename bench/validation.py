@@ -21,9 +21,9 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from headwater.records import Compression, Record, compiled_walk, encode_batch, iter_batches
+from headwater.records import Compression, Record, encode_batch, iter_batches
 from headwater.records.layout import DECOMPRESSION_RATIO, MESSAGE_MAX_BYTES
-from headwater.records.validator import validate_produce
+from headwater.records.validator import load_compiled_walk, validate_produce
 from headwater.testing import bench_arguments, zstd_bomb
 
 LIMIT = DECOMPRESSION_RATIO * MESSAGE_MAX_BYTES  # what the broker allows a batch to decompress to by default
@@ -81,7 +81,7 @@ def main() -> int:
     for column in ("codec", "records", "batch bytes", "header+CRC us", "validator us", "validator records/s"):
         table.add_column(column, justify="right")
     cases = [(codec.name.lower(), batch(codec, n)) for codec in Compression for n in (1, 100, 8000)]
-    compiled_walk.load()   # as the broker does when it starts
+    load_compiled_walk()   # as the broker does when it starts
     for name, buf in cases:
         n = sum(header.records_count for _, header in iter_batches(buf))
         header_only = per_batch(buf, args.repeat, lambda b: list(iter_batches(b)))

@@ -2,6 +2,8 @@
 encode_batch, mutated, and re-sealed with a valid CRC, so only the validator can refuse it."""
 import collections
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from headwater.testing import rebuilt_batch as rebuilt
 
 T0 = 1_700_000_000_000
 LIMIT = 1 << 20
+validator.load_compiled_walk()   # as the broker does as it starts: validate() below judges with it
 
 
 def one_record(**kw) -> bytes:
@@ -332,6 +335,14 @@ def mutations(seed: int, n: int):
 def test_the_compiled_walk_agrees_with_the_walk_on_thousands_of_mutations():
     verdicts = collections.Counter(agree(*mutation)[0] for mutation in mutations(10, 6000))
     assert verdicts[compiled_walk.VALID] > 300 and verdicts[compiled_walk.INVALID] > 3000, verdicts
+
+
+def test_the_compiled_walk_is_not_loaded_with_the_validator():
+    """numba is the broker's to load: a program that only reads a log's configs (the CLI) does not."""
+    imported = subprocess.run([sys.executable, "-c", "import sys, headwater.cli.main, headwater.records.validator; "
+                               "print(sorted(m for m in ('numba', 'headwater.records.compiled_walk') if m in sys.modules))"],
+                              capture_output=True, text=True, check=True)
+    assert imported.stdout.strip() == "[]"
 
 
 def test_validate_answers_as_the_python_walk_alone_does(monkeypatch):

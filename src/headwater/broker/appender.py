@@ -24,9 +24,9 @@ from headwater.broker.stats import BrokerStats
 from headwater.broker.txn.partitions import TxnPartitions
 from headwater.log import InvalidTopicError, Log, LogManager, PartitionLimitError, Topic, TopicExistsError
 from headwater.protocol.errors import ErrorCode
-from headwater.records import BatchHeader, compiled_walk
+from headwater.records import BatchHeader
 from headwater.records.layout import NO_PRODUCER_ID, is_compressed
-from headwater.records.validator import Refusal, validate, validate_own
+from headwater.records.validator import Refusal, load_compiled_walk, validate, validate_own
 
 logger = logging.getLogger("headwater.broker")
 
@@ -98,7 +98,7 @@ class Appender:
         # One thread, not asyncio's pool: each thread that decompresses keeps a malloc arena of its
         # own sized by the largest batch it opened, so a pool of them multiplies resident memory.
         self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
-        compiled_walk.load()   # the validator's compiled walk, now rather than on the first produce request
+        load_compiled_walk()   # now, rather than on the first produce request
         self.fsync_rounds = GroupCommit(Log.flush)  # fsyncs before acks=all answers, off the event loop
 
     def topic_for_produce(self, name: str):

@@ -10,7 +10,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import compiled_walk
 from .codecs import Compression
 from .decoding import decode_records
 from .encoding import recompressed
@@ -203,11 +202,29 @@ def _keyless_error(index: int) -> str:
     return f"record {index} is without a key, which a compacted topic (cleanup.policy=compact) refuses"
 
 
+# The compiled walk, once a process has loaded it (load_compiled_walk: the broker does as it
+# starts). Not imported with this module: numba costs ~0.2 s and ~60 MB to import, which every
+# program that reads a log's configs (the CLI's commands among them) would pay for nothing.
+_compiled_walk = None
+
+
+def load_compiled_walk() -> None:
+    """Judge records with the compiled walk from now on, its machine code loaded now."""
+    global _compiled_walk
+    from . import compiled_walk
+    compiled_walk.load()
+    _compiled_walk = compiled_walk
+
+
 def _check_records(body, count: int, keys_required: bool) -> int:
-    """Check ``count`` records; return the largest timestamp delta. The compiled walk judges; what
-    it does not call valid, the Python walk decides, and words the error."""
-    verdict, max_delta = compiled_walk.records_max_delta(np.frombuffer(body, np.uint8), count, keys_required)
-    return max_delta if verdict == compiled_walk.VALID else _walk_records(body, count, keys_required)
+    """Check ``count`` records; return the largest timestamp delta. The compiled walk, if loaded,
+    judges; what it does not call valid, the Python walk decides, and words the error."""
+    walk = _compiled_walk
+    if walk is not None:
+        verdict, max_delta = walk.records_max_delta(np.frombuffer(body, np.uint8), count, keys_required)
+        if verdict == walk.VALID:
+            return max_delta
+    return _walk_records(body, count, keys_required)
 
 
 def _walk_records(body, count: int, keys_required: bool) -> int:
