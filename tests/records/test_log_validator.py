@@ -1,20 +1,24 @@
 """The log validator (records.validator), in-process: every kind of bad batch is built from
 encode_batch, mutated, and re-sealed with a valid CRC, so only the validator can refuse it."""
+import collections
 import random
+import subprocess
+import sys
 
+import numpy as np
 import pytest
-from aiokafka.record._crecords import DefaultRecordBatch
 
 from headwater.log import LogConfig
 from headwater.protocol.errors import ErrorCode
-from headwater.records import (Compression, CorruptRecordError, InvalidRecordError, Record, codecs, decode_records,
-                               encode_batch, layout, validator)
+from headwater.records import (Compression, CorruptRecordError, InvalidRecordError, Record, codecs, compiled_walk,
+                               decode_records, encode_batch, layout, validator)
 from headwater.records.validator import Appendable, AppendRules, Refusal, Refused
 from headwater.records.varint import write_varint
 from headwater.testing import rebuilt_batch as rebuilt
 
 T0 = 1_700_000_000_000
 LIMIT = 1 << 20
+validator.load_compiled_walk()   # as the broker does as it starts: validate() below judges with it
 
 
 def one_record(**kw) -> bytes:
@@ -184,7 +188,7 @@ def test_named_field_setters_match_the_header():
     assert (header.partition_leader_epoch, header.last_offset_delta, header.max_timestamp) == (9, 4, T0 + 99)
 
 
-# --- the compiled reader (aiokafka's) and the walk: the reader vouches only for what the walk accepts
+# --- the compiled walk (numba) and the Python walk: the same verdict on the same bytes
 
 def varint(value: int) -> bytes:
     out = bytearray()
@@ -197,38 +201,54 @@ def one_record_body(payload: bytes) -> bytes:
     return varint(len(payload)) + payload
 
 
-def reader_parse(body: bytes, count: int = 1) -> list[tuple]:
-    """What aiokafka's reader alone makes of ``body``: (offset delta, timestamp delta, key, value)."""
-    header = layout.HEADER.pack(0, layout.MIN_BATCH_LENGTH + len(body), -1, layout.MAGIC, 0, 0, count - 1, 0, 0,
-                                 -1, -1, -1, count)
-    return [(r.offset, r.timestamp, r.key, r.value) for r in DefaultRecordBatch(header + body)]
+def compiled(body: bytes, count: int = 1, keys_required: bool = False) -> tuple[int, int]:
+    return compiled_walk.records_max_delta(np.frombuffer(body, np.uint8), count, keys_required)
+
+
+def walked(body: bytes, count: int = 1, keys_required: bool = False) -> int | str:
+    """The Python walk's answer: the largest timestamp delta, or the refusal's words."""
+    try:
+        return validator._walk_records(body, count, keys_required)
+    except InvalidRecordError as exc:
+        return str(exc)
+
+
+def agree(body: bytes, count: int = 1, keys_required: bool = False) -> tuple[int, int]:
+    """Both walks' verdict on ``body``, asserting that they are the same one."""
+    verdict, delta = compiled(body, count, keys_required)
+    walk = walked(body, count, keys_required)
+    if isinstance(walk, str):
+        assert verdict == compiled_walk.INVALID, (body.hex(), walk)
+    else:
+        assert (verdict, delta) == (compiled_walk.VALID, walk), body.hex()
+    return verdict, delta
 
 
 CLIENT_RECORDS = {
     "keyed": [Record(i, T0 + i, b"key-%d" % i, b"x" * 100) for i in range(300)],
     "no keys": [Record(i, T0, None, b"v") for i in range(100)],
     "tombstones": [Record(i, T0, b"k%d" % i, None) for i in range(70)],
-    "headers": [Record(i, T0, b"k", b"v", [("trace", b"t" * i), ("é", b"")]) for i in range(80)],
+    "headers": [Record(i, T0, b"k", b"v", [("trace", b"t" * i), ("é", b""), ("null", None)]) for i in range(80)],
     "10,000 records": [Record(i, T0 + i * 1000, b"k", b"") for i in range(10_000)],
     "a 100 KiB value": [Record(0, T0, b"k", b"v" * (100 << 10))],
 }
 
 
 @pytest.mark.parametrize("name", list(CLIENT_RECORDS))
-def test_the_compiled_reader_vouches_for_what_clients_send(name):
+def test_the_compiled_walk_vouches_for_what_clients_send(name):
     body = encode_batch(CLIENT_RECORDS[name])[layout.HEADER_SIZE:]
-    count = len(CLIENT_RECORDS[name])
-    assert validator._read_compiled(body, count, False) == validator._walk_records(body, count, False) is not None
+    assert agree(body, len(CLIENT_RECORDS[name]))[0] == compiled_walk.VALID
 
 
-def test_the_compiled_reader_vouches_for_negative_timestamp_deltas():
+def test_the_compiled_walk_takes_negative_timestamp_deltas():
     # Java producers base a batch on its first record's timestamp: later records may be earlier
     body = b"".join(one_record_body(b"\x00" + varint(delta) + varint(offset) + b"\x02k\x02v\x00")
                     for offset, delta in enumerate((0, -5, -100_000, 3)))
-    assert validator._read_compiled(body, 4, False) == validator._walk_records(body, 4, False) == 3
+    assert agree(body, 4) == (compiled_walk.VALID, 3)
+    assert agree(body[:-len(one_record_body(b"\x00\x06\x06\x02k\x02v\x00"))], 3) == (compiled_walk.VALID, 0)
 
 
-def test_validate_produce_takes_the_compiled_reader_for_what_clients_send(monkeypatch):
+def test_validate_produce_takes_the_compiled_walk_for_what_clients_send(monkeypatch):
     def no_walk(*args):
         raise AssertionError("walked")
     monkeypatch.setattr(validator, "_walk_records", no_walk)
@@ -237,60 +257,67 @@ def test_validate_produce_takes_the_compiled_reader_for_what_clients_send(monkey
 
 
 @pytest.mark.parametrize("payload, problem", [
-    # attributes 0x80: the reader takes two bytes for them (a varint) and parses on one byte later
-    (b"\x80\x00\x00\x00\x01\x01\x00", "-1 headers"),
-    (b"\x00\x00\x00\x03\x02v\x00", "key of length -2"),                      # the reader makes -2 a null key
+    (b"\x80\x00\x00\x00\x01\x01\x00", "-1 headers"),        # attributes 0x80 are one byte, not a varint
+    (b"\x00\x00\x00\x03\x02v\x00", "key of length -2"),
     (b"\x00\x00\x00\x02k\x03\x00", "value of length -2"),
     (b"\x00\x00" + b"\x80" * 5 + b"\x00\x02k\x02v\x00", "longer than 5 bytes"),  # offset delta 0 in 6 bytes
+    (b"\x00\x00\x02\x02k\x02v\x00", "offset delta 1"),
+    (b"\x00\x00\x00\x01\x02v\x00", "without a key"),
+    (b"\x00\x00\x00\x02k\x02v\x02\x01\x02v", "header with a null key"),
+    (b"\x00\x00\x00\x02k\x02v\x02\x01", "header with a null key"),  # read on as if it were a length
+    (b"\x00\x00\x00\x02k\x02v\x02\x02h\x05", "header value of length -3"),
+    (b"\x00\x00\x00\x02k\x02v\x00\x00", "does not match its fields"),
+    (b"\x00\x00\x00\x02k\x04v", "runs past the end"),
 ])
-def test_what_the_compiled_reader_misreads_is_left_to_the_walk(payload, problem):
+def test_the_compiled_walk_refuses_what_the_walk_refuses(payload, problem):
     body = one_record_body(payload)
-    assert reader_parse(body)  # aiokafka alone would let it in
-    assert validator._read_compiled(body, 1, False) is None
+    assert agree(body, 1, keys_required=True)[0] == compiled_walk.INVALID
     with pytest.raises(InvalidRecordError, match=problem):
-        validate(rebuilt(one_record(), body))
+        validate(rebuilt(one_record(), body), keys_required=True)
 
 
-def test_a_timestamp_delta_past_64_bits_is_not_wrapped_around():
-    # 10 varint bytes carry 70 bits: the reader drops those past 64 and reads -2**63, which
-    # this header's max timestamp would match; the walk keeps them and refuses the timestamp
-    body = one_record_body(b"\x00" + b"\xff" * 9 + b"\x03" + b"\x00\x02k\x02v\x00")
-    assert reader_parse(body)[0][1] == -1 << 63
+@pytest.mark.parametrize("payload", [
+    b"\x81\x00\x00\x02k\x02v\x00",               # attributes 0x81: Kafka ignores them
+    b"\x00\x00\x00\x02k\x02v\x02\x02\xff\x02x",  # a header key that is not UTF-8: bytes to the broker
+    b"\x00\x00\x80\x00\x02k\x02v\x00",           # offset delta 0 in two bytes: longer than needed, within 5
+])
+def test_what_the_walk_accepts_the_compiled_walk_accepts(payload):
+    body = one_record_body(payload)
+    assert agree(body)[0] == compiled_walk.VALID
+    assert validate(rebuilt(one_record(), body))
+
+
+def test_a_timestamp_delta_of_ten_varint_bytes_is_left_to_the_walk():
+    # 10 varint bytes carry up to 70 bits: int64 cannot hold what the walk reads, so the compiled
+    # walk is unsure and the walk decides: it refuses one past 64 bits as the batch's latest...
+    past_64_bits = one_record_body(b"\x00" + b"\xff" * 9 + b"\x03" + b"\x00\x02k\x02v\x00")
+    assert compiled(past_64_bits)[0] == compiled_walk.UNSURE
     with pytest.raises(InvalidRecordError, match="does not fit 64 bits"):
-        validate(rebuilt(one_record(), body, base_timestamp=0, max_timestamp=-1 << 63))
+        validate(rebuilt(one_record(), past_64_bits, base_timestamp=0, max_timestamp=-1 << 63))
+    # ... and takes one within 64 bits: -2**62 - 1 needs 10 bytes, the batch's latest is another's
+    wide = (one_record_body(b"\x00" + varint(-(1 << 62) - 1) + b"\x00\x02k\x02v\x00")
+            + one_record_body(b"\x00\x00\x02\x02k\x02v\x00"))
+    assert compiled(wide, 2)[0] == compiled_walk.UNSURE
+    assert validate(rebuilt(one_record(), wide, records_count=2, last_offset_delta=1, max_timestamp=T0))
 
 
 @pytest.mark.parametrize("key_length", [(1 << 63) - 40, (1 << 63) - 10])
 def test_a_length_near_2_63_is_refused_not_raised(key_length):
-    # aiokafka's bounds check overflows on these and it tries to allocate them (MemoryError,
-    # OverflowError); the walk refuses the varint
     body = one_record_body(b"\x00\x00\x00" + varint(key_length) + b"\x02v\x00")
+    assert compiled(body)[0] == compiled_walk.INVALID
     with pytest.raises(InvalidRecordError, match="longer than 5 bytes"):
         validate(rebuilt(one_record(), body))
 
 
-@pytest.mark.parametrize("payload", [
-    b"\x81\x00\x00\x02k\x02v\x00",               # attributes 0x81: Kafka ignores them, the reader misreads
-    b"\x00\x00\x00\x02k\x02v\x02\x02\xff\x02x",  # a header key that is not UTF-8: the reader raises
-    b"\x00\x00\x80\x00\x02k\x02v\x00",           # offset delta 0 in two bytes: longer than needed, within 5
-])
-def test_what_only_the_compiled_reader_refuses_is_still_accepted(payload):
-    body = one_record_body(payload)
-    assert validator._read_compiled(body, 1, False) is None
-    assert validate(rebuilt(one_record(), body))
-
-
-def test_the_compiled_reader_never_vouches_for_what_the_walk_refuses():
-    """Ground truth is the walk: on thousands of mutations of small valid batches the compiled
-    path either leaves the batch to the walk or agrees with it."""
-    rng = random.Random(10)
+def mutations(seed: int, n: int):
+    """(records section, count, keys_required): ``n`` mutations of small valid batches."""
+    rng = random.Random(seed)
     seeds = [(encode_batch(batch)[layout.HEADER_SIZE:], len(batch)) for batch in (
         [Record(0, T0, b"k", b"v")],
         [Record(0, T0, None, b"value"), Record(1, T0 + 70, b"key", None)],
-        [Record(i, T0 - i, b"k%d" % i, b"v" * i, [("h", b"x")]) for i in range(4)],
+        [Record(i, T0 - i, b"k%d" % i, b"v" * i, [("h", b"x"), ("n", None)]) for i in range(4)],
     )]
-    vouched = 0
-    for _ in range(6000):
+    for _ in range(n):
         seed, count = rng.choice(seeds)
         body = bytearray(seed)
         for _ in range(rng.randint(1, 2)):
@@ -302,13 +329,40 @@ def test_the_compiled_reader_never_vouches_for_what_the_walk_refuses():
                 body.insert(at, rng.choice((0x00, 0x01, 0x80, 0xFF, rng.randrange(256))))
             else:
                 del body[at]
-        count = count if rng.random() < 0.8 else rng.randint(1, 5)
-        keys_required = rng.random() < 0.3
-        compiled = validator._read_compiled(bytes(body), count, keys_required)
-        if compiled is not None:
-            vouched += 1
-            assert validator._walk_records(bytes(body), count, keys_required) == compiled, body.hex()
-    assert vouched > 300, vouched  # the mutations also reach bodies the reader does vouch for
+        yield bytes(body), (count if rng.random() < 0.8 else rng.randint(0, 5)), rng.random() < 0.3
+
+
+def test_the_compiled_walk_agrees_with_the_walk_on_thousands_of_mutations():
+    verdicts = collections.Counter(agree(*mutation)[0] for mutation in mutations(10, 6000))
+    assert verdicts[compiled_walk.VALID] > 300 and verdicts[compiled_walk.INVALID] > 3000, verdicts
+
+
+def test_the_compiled_walk_is_not_loaded_with_the_validator():
+    """numba is the broker's to load: a program that only reads a log's configs (the CLI) does not."""
+    imported = subprocess.run([sys.executable, "-c", "import sys, headwater.cli.main, headwater.records.validator; "
+                               "print(sorted(m for m in ('numba', 'headwater.records.compiled_walk') if m in sys.modules))"],
+                              capture_output=True, text=True, check=True)
+    assert imported.stdout.strip() == "[]"
+
+
+def test_validate_answers_as_the_python_walk_alone_does(monkeypatch):
+    """The whole validator, with and without the compiled walk, on the same mutated batches
+    (a fifth of them with a bad CRC): the same batches appended, or the same refusal."""
+    rng = random.Random(11)
+    batches = []
+    for body, count, _ in mutations(12, 1500):
+        batch = bytearray(rebuilt(one_record(), body, records_count=count, last_offset_delta=count - 1))
+        if rng.random() < 0.2:
+            batch[-1] ^= 0x01
+        batches.append(bytes(batch))
+    rules = [RULES, AppendRules(max_request_bytes=LIMIT, max_batch_bytes=LIMIT, keys_required=True)]
+    fast = [validator.validate(batch, rule, T0) for batch in batches for rule in rules]
+    monkeypatch.setattr(compiled_walk, "records_max_delta", lambda *args: (compiled_walk.UNSURE, 0))
+    general = [validator.validate(batch, rule, T0) for batch in batches for rule in rules]
+    assert fast == general
+    assert sum(isinstance(answer, Appendable) for answer in fast) > 100
+    assert {answer.error for answer in fast if isinstance(answer, Refusal)} == {Refused.CORRUPT_MESSAGE,
+                                                                                Refused.INVALID_RECORD}
 
 
 # --- validate: the one entry, with a topic's rules ---------------------------------------------

@@ -26,12 +26,14 @@ from headwater.log import InvalidTopicError, Log, LogManager, PartitionLimitErro
 from headwater.protocol.errors import ErrorCode
 from headwater.records import BatchHeader
 from headwater.records.layout import NO_PRODUCER_ID, is_compressed
-from headwater.records.validator import Refusal, validate, validate_own
+from headwater.records.validator import Refusal, load_compiled_walk, validate, validate_own
 
 logger = logging.getLogger("headwater.broker")
 
-# Uncompressed records at least this large are validated off the event loop too (measured:
-# about 1.3 us per record, so this is a few milliseconds of work).
+# Uncompressed records at least this large are validated off the event loop too. Measured when
+# the records' walk was Python (1.3 us a record: milliseconds of work); compiled, it is about 25 ns
+# a 100-byte record with the CRC, yet validating up to 8 MiB on the loop saved no CPU beyond the
+# noise (docs/performance.md, ninth session), so the bound stayed.
 OFF_LOOP_BYTES = 256 << 10
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
@@ -96,6 +98,7 @@ class Appender:
         # One thread, not asyncio's pool: each thread that decompresses keeps a malloc arena of its
         # own sized by the largest batch it opened, so a pool of them multiplies resident memory.
         self._validator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="produce-validator")
+        load_compiled_walk()   # now, rather than on the first produce request
         self.fsync_rounds = GroupCommit(Log.flush)  # fsyncs before acks=all answers, off the event loop
 
     def topic_for_produce(self, name: str):

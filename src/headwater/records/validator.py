@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 from enum import Enum, auto
 from typing import NamedTuple
 
-from aiokafka.errors import CorruptRecordException
-from aiokafka.record._crecords import DefaultRecordBatch
+import numpy as np
 
 from .codecs import Compression
-from .decoding import decode_records, reader_buffer
+from .decoding import decode_records
 from .encoding import recompressed
 from .errors import CorruptRecordError, InvalidRecordError
 from .layout import (ATTR_LOG_APPEND_TIME, DECOMPRESSION_RATIO, BatchHeader, iter_batches, read_header, records_section,
@@ -203,82 +202,29 @@ def _keyless_error(index: int) -> str:
     return f"record {index} is without a key, which a compacted topic (cleanup.policy=compact) refuses"
 
 
+# The compiled walk, once a process has loaded it (load_compiled_walk: the broker does as it
+# starts). Not imported with this module: numba costs ~0.2 s and ~60 MB to import, which every
+# program that reads a log's configs (the CLI's commands among them) would pay for nothing.
+_compiled_walk = None
+
+
+def load_compiled_walk() -> None:
+    """Judge records with the compiled walk from now on, its machine code loaded now."""
+    global _compiled_walk
+    from . import compiled_walk
+    compiled_walk.load()
+    _compiled_walk = compiled_walk
+
+
 def _check_records(body, count: int, keys_required: bool) -> int:
-    """Check ``count`` records; return the largest timestamp delta. The compiled reader vouches
-    for the records a client normally sends; whatever it cannot vouch for, valid or not, the
-    walk decides, and words the error."""
-    max_delta = _read_compiled(body, count, keys_required)
-    return _walk_records(body, count, keys_required) if max_delta is None else max_delta
-
-
-class _Unsure(Exception):
-    """The compiled reader's parse cannot vouch for a batch: the walk must decide."""
-
-
-_BELOW_ANY_DELTA = -1 << 64  # timestamp deltas are int64
-
-
-def _read_compiled(body, count: int, keys_required: bool) -> int | None:
-    """The largest timestamp delta if aiokafka's compiled reader parses all ``count`` records,
-    with offset deltas 0..count-1, keys when required, and every record written the one
-    shortest way; otherwise None.
-
-    Why the shortest way: the reader checks record and field lengths against the bytes, the
-    header count and that no bytes follow the last record, but it takes up to 10 bytes for any
-    varint (Kafka: 5 for an int32), any negative length for null (we refuse below -1), and the
-    record attributes byte as a varint (Kafka: one byte). Each of those takes more bytes than the
-    shortest writing of what the reader made of it, and nothing takes fewer, so when the shortest
-    sizes of the records add up to the body's length, Kafka's parse and the walk's are the
-    reader's. Left to check is a null's length byte (-2 .. -64 are one byte, like -1). Null
-    header values are rare: the walk takes those batches."""
-    size, max_delta, sizes = 0, _BELOW_ANY_DELTA, _VARINT_SIZES
-    try:
-        for index, record in enumerate(DefaultRecordBatch(reader_buffer(body, count, count - 1, 0))):
-            delta, key, value, headers = record.timestamp, record.key, record.value, record.headers
-            if record.offset != index or (key is None and keys_required):
-                return None
-            # where the key and the value lengths start: past attributes, timestamp and offset deltas
-            key_at = 1 + (sizes[delta] if 0 <= delta < _TABLED else _shortest_varint(delta)) + sizes[index]
-            value_at = key_at + (1 if key is None else sizes[len(key)] + len(key))
-            length = (value_at + (1 if value is None else sizes[len(value)] + len(value))
-                      + (_headers_size(headers) if headers else 1))
-            start = size + sizes[length]
-            if key is None and body[start + key_at] != 1 or value is None and body[start + value_at] != 1:
-                return None  # a null written other than as -1
-            size = start + length
-            if delta > max_delta:
-                max_delta = delta
-    except (IndexError, CorruptRecordException, UnicodeDecodeError, OverflowError, MemoryError, _Unsure):
-        # IndexError: a value past the size table. OverflowError, MemoryError: a length near 2**63,
-        # on which aiokafka's bounds check overflows.
-        return None
-    return max_delta if size == len(body) else None
-
-
-def _headers_size(headers: list[tuple[str, bytes | None]]) -> int:
-    sizes = _VARINT_SIZES
-    size = sizes[len(headers)]
-    for key, value in headers:
-        if value is None:
-            raise _Unsure
-        key_length = len(key.encode())  # the reader decoded it strictly: the same bytes again
-        size += sizes[key_length] + key_length + sizes[len(value)] + len(value)
-    return size
-
-
-def _shortest_varint(value: int) -> int:
-    """Bytes of the shortest zigzag varint of ``value``, an int64."""
-    zigzag = (value << 1) ^ (value >> 63)
-    if zigzag >> 63:
-        raise _Unsure  # 10 bytes: the reader drops bits past the 64th, which the walk keeps
-    return max(1, (zigzag.bit_length() + 6) // 7)
-
-
-# The bytes of the shortest varint of each value below 2**20 (zigzag doubles it: 6, 13, 20 bits).
-# A longer field or a batch of more records is for the walk, whose cost per record a record
-# that large hardly notices; timestamp deltas past it are worked out.
-_TABLED = 1 << 20
-_VARINT_SIZES = b"\x01" * (1 << 6) + b"\x02" * ((1 << 13) - (1 << 6)) + b"\x03" * (_TABLED - (1 << 13))
+    """Check ``count`` records; return the largest timestamp delta. The compiled walk, if loaded,
+    judges; what it does not call valid, the Python walk decides, and words the error."""
+    walk = _compiled_walk
+    if walk is not None:
+        verdict, max_delta = walk.records_max_delta(np.frombuffer(body, np.uint8), count, keys_required)
+        if verdict == walk.VALID:
+            return max_delta
+    return _walk_records(body, count, keys_required)
 
 
 def _walk_records(body, count: int, keys_required: bool) -> int:
