@@ -16,8 +16,9 @@ and per message delivered (each group reads every message), and the produce → 
 latency p50/p99 seen by the first group; for Headwater also the Produce and Fetch requests it
 served in the measured window (its /metrics), since its CPU per message follows the fetch
 count. One dimension moves at a time from the base point (1 partition, 1 idle connection, 1
-group): partitions 1, 100, 1,000, 5,000, 10,000; connections 1, 100, 1,000; groups 1, 10, 100. Before its base point each broker runs it once unmeasured, so
-the JVM's first compilations are not charged to one point. The curves are drawn to --plot
+group): partitions 1, 100, 1,000, 5,000, 10,000; connections 1, 100, 1,000; groups 1, 10, 100.
+Before its base point each broker runs it once unmeasured, so the JVM's first compilations are
+not charged to one point. The curves are drawn to --plot
 (docs/cost_growth.png); each row's CPU and p99 are also given as a ratio to Kafka's and to the
 mock's at the same point, and every row carries the load average (1 minute) at its end. A point
 that cannot be set up in CREATE_S (Kafka's thousands of partitions on one node: the topic
