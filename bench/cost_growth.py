@@ -13,10 +13,12 @@ linger.ms=1) sending N 100-byte messages at R msg/s round-robin over the partiti
 the broker process's CPU time (user + system, from /proc; Kafka's: its JVM's, compiler and
 collector threads included) over the run per message produced
 and per message delivered (each group reads every message), and the produce → consume
-latency p50/p99 seen by the first group. One dimension moves at a time from the base point
-(1 partition, 1 idle connection, 1 group): partitions 1, 100, 1,000, 5,000, 10,000; connections
-1, 100, 1,000; groups 1, 10, 100. Before its base point each broker runs it once unmeasured, so
-the JVM's first compilations are not charged to one point. The curves are drawn to --plot
+latency p50/p99 seen by the first group; for Headwater also the Produce and Fetch requests it
+served in the measured window (its /metrics), since its CPU per message follows the fetch
+count. One dimension moves at a time from the base point (1 partition, 1 idle connection, 1
+group): partitions 1, 100, 1,000, 5,000, 10,000; connections 1, 100, 1,000; groups 1, 10, 100.
+Before its base point each broker runs it once unmeasured, so the JVM's first compilations are
+not charged to one point. The curves are drawn to --plot
 (docs/cost_growth.png); each row's CPU and p99 are also given as a ratio to Kafka's and to the
 mock's at the same point, and every row carries the load average (1 minute) at its end. A point
 that cannot be set up in CREATE_S (Kafka's thousands of partitions on one node: the topic
@@ -41,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +55,7 @@ from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
 from headwater.testing import (KAFKA_PRODUCTION_OPTIONS, BrokerProcess, KafkaCluster, bench_arguments, cpu_seconds,
                                mock_cluster_process, proc_stat, wait_until)
 
+from served_requests import served_requests  # bench/served_requests.py
 from tables import table  # bench/tables.py
 
 console = Console(stderr=True)
@@ -64,6 +68,7 @@ CREATE_STEP = 5_000
 WARM_UP = ("warm-up", 1)   # the base point's shape, run once unmeasured
 KAFKA = "Apache Kafka 4.4, 1 node"
 MOCK = "librdkafka mock (C)"
+COUNTED = ("Produce", "Fetch")   # the requests each Headwater point counts over its measured window
 
 
 @dataclass
@@ -76,6 +81,7 @@ class Point:
     p50_ms: float
     p99_ms: float
     load: float   # the load average (1 minute) when the point ended
+    requests: dict[str, float] = dataclasses.field(default_factory=dict)   # COUNTED, served in the window (Headwater)
     failed: str = ""   # why the point has no figures (it could not be run: a topic not created in time)
 
 
@@ -146,9 +152,10 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
                timeout=CREATE_S, what=f"{partitions:,} partitions of {name} in the metadata")   # the producer's too
 
 
-def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, rate: int,
-              mock: bool) -> tuple[float, float, list[float]]:
-    """(broker CPU s, deliveries, sorted latencies in s) of one point of the curve."""
+def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, rate: int, mock: bool,
+              served: Callable[[], dict[str, float]] | None) -> tuple[float, float, list[float], dict[str, float]]:
+    """(broker CPU s, deliveries, sorted latencies in s, the COUNTED requests served) of one point
+    of the curve; the requests are counted by ``served`` (a broker's /metrics; none for the peers)."""
     topic, partitions, connections, groups = f"cost-{name}", shape["partitions"], shape["connections"], shape["groups"]
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1})
     if not mock:   # the mock broker answers no CreateTopics: its topics are made with it (mock_topics)
@@ -179,6 +186,7 @@ def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, r
     try:
         with IdleConsumers(bootstrap, connections):
             wait_until(lambda: all(received), timeout=CREATE_S, what=f"{groups} groups to read the first message")
+            served_before = served() if served else {}   # scraped outside the CPU's window: /metrics costs CPU too
             cpu_before = cpu_seconds(pid)
             start = time.perf_counter()
             for i in range(messages):
@@ -191,13 +199,15 @@ def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, r
             wait_until(lambda: all(n >= messages + 1 for n in received), timeout=300,
                        what="every group to read every message")
             cpu = cpu_seconds(pid) - cpu_before
+            served_after = served() if served else {}
     finally:
         done.set()
         for poller in pollers:
             poller.join()
         for consumer in consumers:
             consumer.close()
-    return cpu, messages * groups, sorted(latencies)
+    requests = {api: served_after.get(api, 0.0) - served_before.get(api, 0.0) for api in COUNTED} if served else {}
+    return cpu, messages * groups, sorted(latencies), requests
 
 
 def mock_topics(only: list[tuple[str, int]]) -> dict[str, int]:
@@ -208,8 +218,10 @@ def mock_topics(only: list[tuple[str, int]]) -> dict[str, int]:
                               for axis, value in [WARM_UP, *points]}}
 
 
-def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> list[Point]:
-    """The base point, then each axis grown from it (or only the --point ones)."""
+def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False,
+            served: Callable[[], dict[str, float]] | None = None) -> list[Point]:
+    """The base point, then each axis grown from it (or only the --point ones); ``served`` counts
+    the requests the broker has served (Headwater's /metrics)."""
     if not mock:
         create_topic(bootstrap, IDLE_TOPIC, 1)
 
@@ -219,15 +231,15 @@ def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False) -> 
         try:
             if not alive(pid):
                 raise RuntimeError("the broker process has exited")
-            cpu, deliveries, latencies = run_point(bootstrap, pid, f"{axis}-{value}", shape, args.messages,
-                                                   args.rate, mock)
+            cpu, deliveries, latencies, requests = run_point(bootstrap, pid, f"{axis}-{value}", shape, args.messages,
+                                                             args.rate, mock, served)
         except (TimeoutError, KafkaException, RuntimeError) as exc:   # said in the table, not left out of it
             console.print(f"[yellow]{broker} {shape}: not run: {exc}[/]")
             nan = float("nan")
-            return Point(broker, axis, value, nan, nan, nan, nan, os.getloadavg()[0], f"not run: {exc}")
+            return Point(broker, axis, value, nan, nan, nan, nan, os.getloadavg()[0], failed=f"not run: {exc}")
         measured = Point(broker, axis, value, cpu / args.messages * 1e6, cpu / deliveries * 1e6,
                          statistics.median(latencies) * 1000,
-                         latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000, os.getloadavg()[0])
+                         latencies[max(int(len(latencies) * 0.99) - 1, 0)] * 1000, os.getloadavg()[0], requests)
         console.print(f"  {measured}")   # a long run cut short still leaves its points
         return measured
 
@@ -267,7 +279,8 @@ def headwater_broker(workdir: Path, profile: Path | None, max_partitions: int) -
     wrapper = [] if profile is None else [str(py_spy), "record", "--format", "raw",
                                           "--rate", "100", "-o", str(profile.with_suffix(".raw")), "--"]
     broker = BrokerProcess(workdir / "data", "--flush", "never", "--max-partitions-per-request", str(max_partitions),
-                           "--max-partitions", str(2 * max_partitions), wrapper=wrapper).start()
+                           "--max-partitions", str(2 * max_partitions), "--http-listener", "127.0.0.1:0",
+                           wrapper=wrapper).start()   # its /metrics counts the requests served
     if profile is None:
         return broker, broker.proc.pid
     spy = broker.proc.pid
@@ -343,7 +356,8 @@ def main() -> int:
     points = []
     broker, pid = headwater_broker(workdir, profile, max(AXES["partitions"] + [v for _, v in args.point]))
     try:
-        points += measure("Headwater", broker.bootstrap, pid, args)
+        points += measure("Headwater", broker.bootstrap, pid, args,
+                          served=lambda: served_requests(broker.console_url))
     finally:
         if profile is not None:   # py-spy writes its samples once its child is gone
             os.kill(pid, signal.SIGKILL)
@@ -364,6 +378,7 @@ def main() -> int:
         "broker": p.broker, "grows": p.axis, "to": f"{p.value:,}", "CPU µs/msg": figure(p.cpu_us_per_message),
         "CPU µs/delivery": figure(p.cpu_us_per_delivery), "p50 ms": figure(p.p50_ms, 2), "p99 ms": figure(p.p99_ms, 2),
         **ratios(p, peers.get((KAFKA, p.axis, p.value)), "Kafka"), **ratios(p, peers.get((MOCK, p.axis, p.value)), "mock"),
+        **{f"{api} reqs": figure(p.requests.get(api, math.nan), 0) for api in COUNTED},
         "load avg": f"{p.load:.1f}"} for p in points]))
     for p in points:
         if p.failed:

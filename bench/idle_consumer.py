@@ -22,15 +22,14 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition as KafkaTopicPartition
-from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
+from served_requests import served_requests
 from tables import table
 
 from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, mock_cluster_process
@@ -63,13 +62,7 @@ def kafka_python_idle(bootstrap: str, partitions: int, stop: threading.Event) ->
 
 def fetches(console_url: str | None) -> float:
     """Fetch requests the broker has answered so far (from its /metrics), or NaN for the mock."""
-    if console_url is None:
-        return math.nan
-    with urllib.request.urlopen(console_url + "metrics", timeout=30) as response:
-        text = response.read().decode()
-    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
-               if sample.name == "kafka_network_requestmetrics_request_seconds_count"
-               and sample.labels.get("request") == "Fetch")
+    return math.nan if console_url is None else served_requests(console_url).get("Fetch", 0.0)
 
 
 def broker_load(pid: int, console_url: str | None, client: Callable | None, bootstrap: str, partitions: int,

@@ -127,7 +127,8 @@ def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tup
     if columns.logs is not logs:
         return None   # partitions being added this moment: their columns are not attached yet
     wanted = partitions.array()
-    index = wanted["partition"]
+    # native integers: the request's column is big-endian and strided, and each gather by it would convert it again
+    index = wanted["partition"].astype(np.intp)
     if index.min() < 0 or index.max() >= len(logs):
         return None   # an unknown partition: answered with its error as usual
     ends = columns.end[index]   # copies: another thread's retention may move a log start meanwhile
@@ -145,7 +146,7 @@ def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tup
     if request.isolation_level == READ_COMMITTED:
         entries["aborted_count"] = 0   # an empty list, not null
     busy = np.flatnonzero(wanted["fetch_offset"] != ends).tolist()
-    targets = [((name, int(index[i])), partitions[i]) for i in busy]
+    targets = [((name, p), partitions[i]) for i, p in zip(busy, index[busy].tolist())]
     reads, size, errors = _read_partitions(broker, targets, request, spent)
     return SplicedTopic(name, entries, {i: reads[key] for i, (key, _) in zip(busy, targets)}), size, errors
 

@@ -311,7 +311,6 @@ class Segment:
         ``max_bytes`` but at least one batch if ``min_one`` (else b"" when the first does not
         fit); None if no batch here reaches ``offset``. With ``enough``, none past the first that
         starts at or after it (a share fetch that wants 500 records need not read 1 MB of them)."""
-        start, from_position = None, self.offset_index.position_for(offset)
         end_offset, end_position = self._read_end
         stop, stop_offset = (self.size, self.next_offset) if enough is None else self._batch_from(enough)
         if offset == end_offset and end_position < stop <= end_position + max_bytes:
@@ -320,6 +319,7 @@ class Segment:
             if len(data) == stop - end_position:   # else the file lost bytes: the walk below says how
                 self._read_end = (stop_offset, stop)
                 return data
+        start, from_position = None, self.offset_index.position_for(offset)
         if end_offset <= offset and end_position > from_position:
             from_position = end_position
         for position, header in self.iter_headers(from_position):

@@ -11,6 +11,7 @@ tests/unit/test_fetch_response.py holds the bytes equal to the generated encoder
 """
 from __future__ import annotations
 
+import functools
 import struct
 from typing import NamedTuple
 
@@ -133,7 +134,8 @@ class SplicedTopic:
         if entries.dtype != _QUIET_ENTRY[version]:   # the server answers at the request's version
             raise ValueError(f"a topic's entries made for another version cannot be encoded at v{version}")
         out.append(_COUNT.pack(len(entries)))
-        rows, size, done = entries.tobytes(), entries.itemsize, 0
+        # a byte view, sliced without copying: b"".join copies the 44 KB of 1,000 entries once, not twice
+        rows, size, done = memoryview(entries.view(np.uint8)), entries.itemsize, 0
         for i in sorted(self.read):
             out.append(rows[done * size:i * size])
             _encode_partition(out, self.read[i], version)
@@ -145,10 +147,18 @@ def quiet_entries(version: int, count: int) -> np.ndarray:
     """``count`` partition entries of a Fetch response at ``version`` (no records: size 0, no
     aborted transactions' list: count -1, no preferred replica), to be filled in by field."""
     entries = np.empty(count, _QUIET_ENTRY[version])
-    entries["error_code"], entries["aborted_count"], entries["records_size"] = 0, -1, 0
+    # the template's bytes in one copy: setting the fields one by one (or a structured copy) is 2-10x that
+    entries.view(np.uint8)[:] = _quiet_template(version, count)
+    return entries
+
+
+@functools.lru_cache(maxsize=8)   # a consumer names the same partitions fetch after fetch
+def _quiet_template(version: int, count: int) -> np.ndarray:
+    entries = np.zeros(count, _QUIET_ENTRY[version])
+    entries["aborted_count"] = -1
     if version >= 11:
         entries["preferred_read_replica"] = -1
-    return entries
+    return entries.view(np.uint8)
 
 
 # Per version: a partition up to its aborted transactions' count, and that plus what follows
