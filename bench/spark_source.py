@@ -201,7 +201,10 @@ def latency(spark, bootstrap, topic, rate, seconds, workdir, cpu) -> tuple[list[
     the warm-up's latencies, the durationMs of every micro-batch after it, and the CPU
     seconds per micro-batch of each process `cpu()` measures after it."""
     sunk: dict[int, tuple[float, float, list[float]]] = {}   # batch id: called, collected, newest events
-    collectors = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    # A Python list, read once: iterating the Java list in every batch ended in a Java
+    # NoSuchElementException that PySpark's error handler converts by ~14 class lookups through
+    # py4j's imports, each searching every jar: ~9 ms of the stream thread's a batch.
+    collectors = list(spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans())
     gc_ms: dict[int, int] = {}   # batch id: the JVM's collection time so far, when its sink was called
 
     def record(batch, batch_id):

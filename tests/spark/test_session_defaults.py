@@ -1,5 +1,6 @@
 """The local session's speed settings take effect in Spark itself, not only in its conf."""
 
+import threading
 import time
 from pathlib import Path
 
@@ -67,6 +68,35 @@ def test_the_driver_jit_stops_at_the_quick_compiler(spark):
     """C2's compilations cost a local driver of small micro-batches more CPU than the faster
     code they make saves: the JVM is to run with C1 only."""
     assert vm_option(spark, "TieredStopAtLevel") == "1"
+
+
+def test_a_query_stopped_inside_its_foreach_batch_job_stops_cleanly(spark, tmp_path: Path):
+    """Stopping a query interrupts the job its foreachBatch function is running, and the function
+    fails with a traceback of several KB. Spark tells that stop from a failure by a regex that
+    recurses once per character of it: on the JVM's default 1 MB stack the stream thread died of a
+    StackOverflowError instead, the query never reaching "Stopped"."""
+    started = threading.Event()
+
+    @F.udf("long")
+    def slow(value):  # pickled by value: workers cannot import tests
+        import time
+
+        time.sleep(30)
+        return value
+
+    def sink(batch, batch_id):
+        started.set()
+        batch.sparkSession.range(1).select(slow("id")).collect()
+
+    query = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 1).load()
+             .writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path)).start())
+    try:
+        assert started.wait(120)
+        time.sleep(1)  # the sink's job has started
+    finally:
+        query.stop()
+    assert query.exception() is None
+    assert query.status["message"] == "Stopped", query.status
 
 
 def vm_option(spark, name: str) -> str:

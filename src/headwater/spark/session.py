@@ -56,7 +56,13 @@ LOCAL_CONF = {
     # its threads took 40% of the JVM's CPU in a 40-s window count (issue #27). With C1's
     # quick compilations only, the JVM's CPU a batch was 31-53% lower in 8 alternating pairs,
     # and the throughput bench's JVM CPU a row lower too.
-    "spark.driver.extraJavaOptions": "-XX:G1HeapRegionSize=16m -XX:TieredStopAtLevel=1",
+    # A query stopped while its foreachBatch function runs a job gets the Python traceback
+    # back as the error, and Spark tells a stop from a failure by a regex that recurses once
+    # per character of it (StreamExecution.PROXY_ERROR, `(.|\r\n|\r|\n)*`): ~600 bytes of
+    # stack a character, so the default 1 MB stack overflowed on a 9 KB traceback and the
+    # stream thread died of a StackOverflowError. 16 MB holds ~24 KB; pages are committed
+    # only as a thread uses them.
+    "spark.driver.extraJavaOptions": "-XX:G1HeapRegionSize=16m -XX:TieredStopAtLevel=1 -Xss16m",
 }
 
 
