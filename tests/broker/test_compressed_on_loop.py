@@ -92,3 +92,14 @@ def test_a_batch_the_thread_accepts_past_the_budget_is_appended_whole(appender):
     valid = asyncio.run(appender.validate("t", 0, records))
     assert isinstance(valid, Validated) and bytes(valid.buf) == records
     assert appender.append_valid(valid).base_offset == 0
+
+
+def test_the_budget_never_raises_kafkas_bound(appender):  # noqa: F811
+    # message.max.bytes 4 KiB: Kafka's bound (32 times it) is under the loop's budget
+    appender.config.message_max_bytes = 4096
+    appender.log_manager.create_topic("t", 1)
+    topic, records = appender.log_manager.topics["t"], encode_batch([Record(0, T0, None, bytes(200_000))],
+                                                                   compression=Compression.ZSTD)
+    result, general = asyncio.run(appender.validate("t", 0, records)), appender._validate(topic, records)
+    assert isinstance(general, ProduceResult) and general.error.name == "INVALID_RECORD"
+    assert answer(result) == answer(general)
