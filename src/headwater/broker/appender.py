@@ -1,12 +1,11 @@
 """The append path, validation to log, for every writer: clients' Produce, the coordinators'
 internal topics, dead letters, UDP ingest and the REST API (Kafka's ``ReplicaManager.appendRecords``).
 
-A client's batches are validated as Kafka's log validator does (large ones, and compressed
-ones that decompress to much, on the validator thread, so the event loop keeps serving
-meanwhile); the idempotent producer's
-sequence is checked; ``log.Log.append`` stamps the offsets; transactional batches open their
-transaction in the partition (``txn.partitions``); fetches waiting on the partition are woken
-and the broker's counters told. Durability for acks=all is the group commit's (``fsync_rounds``).
+A client's batches are validated as Kafka's log validator does (large ones, and compressed ones
+that decompress past 256 KiB, on the validator thread, so the event loop keeps serving meanwhile);
+the idempotent producer's sequence is checked; ``log.Log.append`` stamps the offsets;
+transactional batches open their transaction in the partition (``txn.partitions``); fetches
+waiting on the partition are woken and the broker's counters told. Durability for acks=all is the group commit's (``fsync_rounds``).
 """
 from __future__ import annotations
 
@@ -112,11 +111,11 @@ class Appender:
 
     async def validate(self, topic_name: str, partition: int, records: bytes | None) -> Validated | ProduceResult:
         """A client's batches for one partition: never to an internal topic, validated as Kafka's
-        log validator does. Large batches, and compressed ones that decompress to much, are
+        log validator does. Large batches, and compressed ones that decompress past 256 KiB, are
         validated on the validator thread (cramjam decompresses without the GIL), so the event
-        loop keeps serving meanwhile (``_validate_on_loop``). The
-        caller appends them with ``append_valid``, with no await in between (its checks on the
-        batch headers then see the state the append will)."""
+        loop keeps serving meanwhile (``_validate_on_loop``). The caller appends them with
+        ``append_valid``, with no await in between (its checks on the batch headers then see the
+        state the append will)."""
         if is_internal_topic(topic_name):
             return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  message=f"cannot append to internal topic {topic_name!r}")
