@@ -5,7 +5,8 @@ A client's batches are validated as Kafka's log validator does (large ones, and 
 that decompress past 256 KiB, on the validator thread, so the event loop keeps serving meanwhile);
 the idempotent producer's sequence is checked; ``log.Log.append`` stamps the offsets;
 transactional batches open their transaction in the partition (``txn.partitions``); fetches
-waiting on the partition are woken and the broker's counters told. Durability for acks=all is the group commit's (``fsync_rounds``).
+waiting on the partition are woken and the broker's counters told. Durability for acks=all is
+the group commit's (``fsync_rounds``).
 """
 from __future__ import annotations
 
