@@ -4,12 +4,13 @@ to Apache Kafka 4.4 (one KRaft node, default configs, the JVM options of kafka-s
 of its own.
 
     .venv/bin/python bench/cost_growth.py [--messages N] [--rate R] [--plot PNG] [--point AXIS=N ...]
-                                          [--profile DIR] [--headwater-only] [--smoke]
+                                          [--compression CODEC] [--profile DIR] [--headwater-only] [--smoke]
 
 One point of the curve: a fresh topic of P partitions; C idle consumers (raw connections, each
 long-polling an empty topic every 500 ms, as an idle librdkafka consumer does); G consumer
 groups of one confluent-kafka consumer each, subscribed to the topic; one producer (acks=all,
-linger.ms=1) sending N 100-byte messages at R msg/s round-robin over the partitions. Figures:
+linger.ms=1, compression.type none unless --compression says) sending N 100-byte messages at R
+msg/s round-robin over the partitions. Figures:
 the broker process's CPU time (user + system, from /proc; Kafka's: its JVM's, compiler and
 collector threads included) over the run per message produced
 and per message delivered (each group reads every message), and the produce → consume
@@ -153,11 +154,13 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 def run_point(bootstrap: str, pid: int, name: str, shape: dict, messages: int, rate: int, mock: bool,
-              served: Callable[[], dict[str, float]] | None) -> tuple[float, float, list[float], dict[str, float]]:
+              served: Callable[[], dict[str, float]] | None,
+              compression: str = "none") -> tuple[float, float, list[float], dict[str, float]]:
     """(broker CPU s, deliveries, sorted latencies in s, the COUNTED requests served) of one point
     of the curve; the requests are counted by ``served`` (a broker's /metrics; none for the peers)."""
     topic, partitions, connections, groups = f"cost-{name}", shape["partitions"], shape["connections"], shape["groups"]
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1,
+                         "compression.type": compression})
     if not mock:   # the mock broker answers no CreateTopics: its topics are made with it (mock_topics)
         create_topic(bootstrap, topic, partitions)
     producer.produce(topic, b"warm", partition=0)   # the consumers read it before the clock starts
@@ -232,7 +235,7 @@ def measure(broker: str, bootstrap: str, pid: int, args, mock: bool = False,
             if not alive(pid):
                 raise RuntimeError("the broker process has exited")
             cpu, deliveries, latencies, requests = run_point(bootstrap, pid, f"{axis}-{value}", shape, args.messages,
-                                                             args.rate, mock, served)
+                                                             args.rate, mock, served, args.compression)
         except (TimeoutError, KafkaException, RuntimeError) as exc:   # said in the table, not left out of it
             console.print(f"[yellow]{broker} {shape}: not run: {exc}[/]")
             nan = float("nan")
@@ -341,6 +344,8 @@ def main() -> int:
     parser.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "cost_growth.png")
     parser.add_argument("--point", type=parse_point, action="append", default=[],
                         help="measure only this point, e.g. partitions=1000 (repeatable; no plot)")
+    parser.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                        help="the producer's compression.type (its one-record batches compressed)")
     parser.add_argument("--profile", type=Path, help="a directory: record the Headwater broker with py-spy there")
     parser.add_argument("--headwater-only", action="store_true",
                         help="measure Headwater alone, without Apache Kafka and the mock (rows without ratios)")

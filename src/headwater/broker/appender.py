@@ -1,11 +1,12 @@
 """The append path, validation to log, for every writer: clients' Produce, the coordinators'
 internal topics, dead letters, UDP ingest and the REST API (Kafka's ``ReplicaManager.appendRecords``).
 
-A client's batches are validated as Kafka's log validator does (compressed or large ones on
-the validator thread, so the event loop keeps serving meanwhile); the idempotent producer's
-sequence is checked; ``log.Log.append`` stamps the offsets; transactional batches open their
-transaction in the partition (``txn.partitions``); fetches waiting on the partition are woken
-and the broker's counters told. Durability for acks=all is the group commit's (``fsync_rounds``).
+A client's batches are validated as Kafka's log validator does (large ones, and compressed ones
+that decompress past 256 KiB, on the validator thread, so the event loop keeps serving meanwhile);
+the idempotent producer's sequence is checked; ``log.Log.append`` stamps the offsets;
+transactional batches open their transaction in the partition (``txn.partitions``); fetches
+waiting on the partition are woken and the broker's counters told. Durability for acks=all is
+the group commit's (``fsync_rounds``).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from headwater.broker.txn.partitions import TxnPartitions
 from headwater.log import InvalidTopicError, Log, LogManager, PartitionLimitError, Topic, TopicExistsError
 from headwater.protocol.errors import ErrorCode
 from headwater.records import BatchHeader
-from headwater.records.layout import NO_PRODUCER_ID, is_compressed
+from headwater.records.layout import NO_PRODUCER_ID, is_compressed, is_one_batch
 from headwater.records.validator import Refusal, load_compiled_walk, validate, validate_own
 
 logger = logging.getLogger("headwater.broker")
@@ -111,24 +112,39 @@ class Appender:
 
     async def validate(self, topic_name: str, partition: int, records: bytes | None) -> Validated | ProduceResult:
         """A client's batches for one partition: never to an internal topic, validated as Kafka's
-        log validator does. Compressed or large batches are validated on the validator thread
-        (cramjam decompresses without the GIL), so the event loop keeps serving meanwhile. The
-        caller appends them with ``append_valid``, with no await in between (its checks on the
-        batch headers then see the state the append will)."""
+        log validator does. Large batches, and compressed ones that decompress past 256 KiB, are
+        validated on the validator thread (cramjam decompresses without the GIL), so the event
+        loop keeps serving meanwhile (``_validate_on_loop``). The caller appends them with
+        ``append_valid``, with no await in between (its checks on the batch headers then see the
+        state the append will)."""
         if is_internal_topic(topic_name):
             return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  message=f"cannot append to internal topic {topic_name!r}")
         target = self._target(topic_name, partition)
         if isinstance(target, ProduceResult):
             return target
-        if _worth_a_thread(records):
+        validated = self._validate_on_loop(target, records)
+        if validated is None:
             validated = await asyncio.get_running_loop().run_in_executor(self._validator, self._validate, target,
                                                                          records)
             if self.log_manager.topics.get(topic_name) is not target:  # deleted while we validated
                 return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        else:
-            validated = self._validate(target, records)
         return validated if isinstance(validated, ProduceResult) else Validated(target, partition, *validated)
+
+    def _validate_on_loop(self, topic: Topic, records: bytes | None) -> tuple[bytearray, list] | ProduceResult | None:
+        """``_validate`` on the event loop, or None where it belongs on the validator thread. Small
+        uncompressed records are validated here. So is a request's one small compressed batch whose
+        records decompress within OFF_LOOP_BYTES, the size uncompressed records are validated here
+        up to: the thread's hand-off costs a lone one-record request 50-120 us of broker CPU, the
+        decompression a few. One refused within that budget (over it, or invalid) goes to the thread,
+        whose answer with Kafka's bound stands."""
+        if not _worth_a_thread(records):
+            return self._validate(topic, records)
+        if len(records) < OFF_LOOP_BYTES and is_one_batch(records):
+            validated = self._validate(topic, records, decompression_budget=OFF_LOOP_BYTES)
+            if not isinstance(validated, ProduceResult):
+                return validated
+        return None
 
     @property
     def fsyncs_each_write(self) -> bool:
@@ -163,12 +179,14 @@ class Appender:
             return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return topic
 
-    def _validate(self, topic: Topic, records: bytes | None,
-                  keyless: list[int] | None = None) -> tuple[bytearray, list] | ProduceResult:
+    def _validate(self, topic: Topic, records: bytes | None, keyless: list[int] | None = None,
+                  decompression_budget: int | None = None) -> tuple[bytearray, list] | ProduceResult:
         """The log validator's answer for an append of ``records`` to ``topic``: the batches as
-        (buffer, [(position, header)]), or the ProduceResult refusing them. ``keyless``: see ``append``."""
+        (buffer, [(position, header)]), or the ProduceResult refusing them. ``keyless``: see ``append``;
+        ``decompression_budget``: see ``validate``."""
         rules, now_ms = topic.config.append_rules(self.config.message_max_bytes), int(time.time() * 1000)
-        checked = validate(records, rules, now_ms) if keyless is None else validate_own(records, keyless, rules, now_ms)
+        checked = (validate(records, rules, now_ms, decompression_budget) if keyless is None
+                   else validate_own(records, keyless, rules, now_ms))
         if isinstance(checked, Refusal):
             return ProduceResult(ErrorCode[checked.error.name], message=checked.message,
                                  record_errors=checked.record_errors)

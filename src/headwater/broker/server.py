@@ -194,8 +194,8 @@ class Server:
     def _answered_at_once(self, header, request) -> bool:
         """Whether a request's handler returns without a wait worth sending the answers before it
         first: a Produce, unless it waits for an fsync round (acks=all under --flush always). Any
-        other API may long-poll. (A large or compressed batch's validator thread, or a topic's
-        flush.messages / flush.ms coming due, may still hold them a few milliseconds.)"""
+        other API may long-poll. (The validator thread of a large or much-compressed batch, or a
+        topic's flush.messages / flush.ms coming due, may still hold them a few milliseconds.)"""
         return header.api_key == ApiKey.PRODUCE and not (request.acks == ACKS_ALL
                                                           and self.broker.appender.fsyncs_each_write)
 

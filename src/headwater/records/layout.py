@@ -110,6 +110,11 @@ def validate_batch(buf, pos: int = 0) -> BatchHeader:
     return header
 
 
+def is_one_batch(buf) -> bool:
+    """Whether ``buf`` is framed as exactly one batch (its header's batchLength covers it all)."""
+    return len(buf) >= HEADER_SIZE and LOG_OVERHEAD + _BATCH_LENGTH.unpack_from(buf, BATCH_LENGTH_AT)[0] == len(buf)
+
+
 def is_compressed(buf) -> bool:
     """Whether any batch in ``buf`` has a codec; reads two fields of each header (asked of every
     produce request) and stops at bad framing."""

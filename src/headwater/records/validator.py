@@ -53,18 +53,22 @@ class Appendable(NamedTuple):
     batches: list[tuple[int, BatchHeader]]
 
 
-def validate(records: bytes | None, rules: AppendRules, now_ms: int) -> Appendable | Refusal:
+def validate(records: bytes | None, rules: AppendRules, now_ms: int,
+             decompression_budget: int | None = None) -> Appendable | Refusal:
     """Kafka's log validator for what a client appends to one partition: the batches' own checks
     (``validate_produce``), the records' timestamps against the topic's bounds at ``now_ms``,
-    the topic's codec (batches are recompressed to it), and the sizes both before and after."""
+    the topic's codec (batches are recompressed to it), and the sizes both before and after.
+    A ``decompression_budget`` lowers the bound a batch may decompress to (never raises it): what
+    passes within it passes Kafka's bound too, what is refused may not be refused by Kafka's."""
     if not records:
         return Refusal(Refused.INVALID_RECORD, "no record batch in the request")
     if len(records) > rules.max_request_bytes:
         return _over_request_limit(records, rules)
     buf = bytearray(records)
+    bound = rules.max_request_bytes * DECOMPRESSION_RATIO
     try:
-        batches = validate_produce(buf, max_uncompressed_bytes=rules.max_request_bytes * DECOMPRESSION_RATIO,
-                                   keys_required=rules.keys_required)
+        batches = validate_produce(buf, max_uncompressed_bytes=bound if decompression_budget is None
+                                   else min(bound, decompression_budget), keys_required=rules.keys_required)
     except InvalidRecordError as exc:
         return Refusal(Refused.INVALID_RECORD, str(exc), exc.record_errors)
     except CorruptRecordError as exc:
