@@ -6,6 +6,8 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
+from headwater.spark.session import DRIVER_STACK, LOCAL_CONF, cluster_conf
+
 
 def test_task_workers_fork_from_the_daemon_that_preloads_the_reader(spark):
     def daemon_name(batches):  # defined here to be pickled by value: workers cannot import tests
@@ -97,6 +99,13 @@ def test_a_query_stopped_inside_its_foreach_batch_job_stops_cleanly(spark, tmp_p
         query.stop()
     assert query.exception() is None
     assert query.status["message"] == "Stopped", query.status
+
+
+def test_a_cluster_session_gives_its_driver_the_same_stack():
+    """The stream thread that stops a query is the driver's, which runs in the user's process
+    on a cluster too (client mode): its stack is set there as well as locally."""
+    assert DRIVER_STACK in cluster_conf()["spark.driver.extraJavaOptions"].split()
+    assert DRIVER_STACK in LOCAL_CONF["spark.driver.extraJavaOptions"].split()
 
 
 def vm_option(spark, name: str) -> str:

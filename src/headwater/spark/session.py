@@ -22,6 +22,13 @@ PIPELINE_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "false",
 }
+# A query stopped while its foreachBatch function runs a job gets the Python traceback back
+# as the error, and Spark tells a stop from a failure by a regex that recurses once per
+# character of it (StreamExecution.PROXY_ERROR, `(.|\r\n|\r|\n)*`): ~600 bytes of stack a
+# character, so the default 1 MB stack overflowed on a 9 KB traceback and the stream thread
+# died of a StackOverflowError. 16 MB holds ~24 KB; pages are committed only as a thread uses
+# them. The stream thread is the driver's, which runs in this process locally and on a cluster.
+DRIVER_STACK = "-Xss16m"
 # Local defaults on top.
 LOCAL_CONF = {
     **PIPELINE_CONF,
@@ -56,26 +63,20 @@ LOCAL_CONF = {
     # its threads took 40% of the JVM's CPU in a 40-s window count (issue #27). With C1's
     # quick compilations only, the JVM's CPU a batch was 31-53% lower in 8 alternating pairs,
     # and the throughput bench's JVM CPU a row lower too.
-    # A query stopped while its foreachBatch function runs a job gets the Python traceback
-    # back as the error, and Spark tells a stop from a failure by a regex that recurses once
-    # per character of it (StreamExecution.PROXY_ERROR, `(.|\r\n|\r|\n)*`): ~600 bytes of
-    # stack a character, so the default 1 MB stack overflowed on a 9 KB traceback and the
-    # stream thread died of a StackOverflowError. 16 MB holds ~24 KB; pages are committed
-    # only as a thread uses them.
-    "spark.driver.extraJavaOptions": "-XX:G1HeapRegionSize=16m -XX:TieredStopAtLevel=1 -Xss16m",
+    "spark.driver.extraJavaOptions": f"-XX:G1HeapRegionSize=16m -XX:TieredStopAtLevel=1 {DRIVER_STACK}",
 }
 
 
 def cluster_conf() -> dict[str, str]:
-    """Settings for a cluster's executors: the pipelines' own, the interpreter for their
-    Python workers, and the directory Headwater was imported from on their PYTHONPATH,
+    """Settings for a cluster's executors: the pipelines' own, the driver's stack (the driver
+    runs here, in client mode), the interpreter for their Python workers, and the directory Headwater was imported from on their PYTHONPATH,
     which serves a source checkout as well as an installed package (executors on other
     machines need Headwater installed at the same path, or shipped with --py-files)."""
     import headwater
 
     package_root = str(Path(headwater.__file__).resolve().parent.parent)
     path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-    return {**PIPELINE_CONF, "spark.executorEnv.PYTHONPATH": path,
+    return {**PIPELINE_CONF, "spark.driver.extraJavaOptions": DRIVER_STACK, "spark.executorEnv.PYTHONPATH": path,
             "spark.pyspark.python": os.environ["PYSPARK_PYTHON"]}
 
 
