@@ -4,48 +4,31 @@ trickles in, split anywhere, is read as the same request."""
 import asyncio
 import struct
 
-from headwater.broker.broker import Broker
-from headwater.broker.config import BrokerConfig
-from headwater.broker.server import Server
 from headwater.fuzzing.corpus import encode_request
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
 from headwater.records import Record, encode_batch, iter_batches
+from tests.broker.test_server_turns import answer, correlation_id, serve
 
 Produce, ProduceResponse = MESSAGE_CLASSES[ApiKey.PRODUCE]
 
 
-def framed(values: list[bytes], correlation_id: int) -> bytes:
+def framed(values: list[bytes], cid: int) -> bytes:
     batch = encode_batch([Record(i, 1_700_000_000_000, None, v) for i, v in enumerate(values)])
     request = Produce(transactional_id=None, acks=1, timeout_ms=30_000, topic_data=[Produce.TopicProduceData(
-        name="t", partition_data=[Produce.TopicProduceData.PartitionProduceData(index=0, records=batch)])])
-    frame = encode_request(request, 7, correlation_id)
+        name="quiet", partition_data=[Produce.TopicProduceData.PartitionProduceData(index=0, records=batch)])])
+    frame = encode_request(request, 7, cid)
     return struct.pack(">i", len(frame)) + frame
 
 
-async def answer(reader) -> tuple[int, int]:
+async def answered(reader) -> tuple[int, int]:
     """(correlation id, the partition's error code) of a produce response."""
-    (size,) = struct.unpack(">i", await reader.readexactly(4))
-    frame = await reader.readexactly(size)
-    response = ProduceResponse.decode(frame[4:], version=7)
-    return struct.unpack_from(">i", frame)[0], response.responses[0].partition_responses[0].error_code
-
-
-def serve(tmp_path, scenario):
-    async def run():
-        broker = Broker(BrokerConfig(data_dir=tmp_path, port=0, flush="never"))
-        broker.log_manager.create_topic("t", 1)
-        server = Server(broker)
-        port = await server.start()
-        try:
-            await scenario(broker, *await asyncio.open_connection("127.0.0.1", port))
-        finally:
-            await server.stop()
-    asyncio.run(run())
+    frame = bytes(await answer(reader))
+    return correlation_id(frame), ProduceResponse.decode(frame[4:], version=7).responses[0].partition_responses[0].error_code
 
 
 def stored(broker) -> list[int]:
     """The records of each batch in the partition."""
-    log = broker.log_manager.get_log("t", 0)
+    log = broker.log_manager.get_log("quiet", 0)
     return [header.last_offset_delta + 1 for _, header in iter_batches(bytes(log.read(0, 1 << 24)))]
 
 
@@ -62,7 +45,7 @@ def test_a_large_request_is_read_whole_without_pausing_the_socket(tmp_path, monk
         values = [b"%06d" % i + b"x" * 94 for i in range(7_000)]   # ~850 KB, as librdkafka's largest
         writer.write(framed(values, 7))
         await writer.drain()
-        assert await answer(reader) == (7, 0)
+        assert await answered(reader) == (7, 0)
         assert stored(broker) == [7_000]
         assert [t for t in pauses if t is not writer.transport] == []   # the server's side never paused
         writer.close()
@@ -77,7 +60,7 @@ def test_a_request_split_at_every_byte_is_read_right(tmp_path):
                 writer.write(part)
                 await writer.drain()
                 await asyncio.sleep(0)   # the server reads the first part alone
-            assert await answer(reader) == (cut, 0)
+            assert await answered(reader) == (cut, 0)
         assert stored(broker) == [1] * (len(whole) - 1)
         writer.close()
     serve(tmp_path, scenario)
