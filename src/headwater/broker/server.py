@@ -41,6 +41,11 @@ _SIZE = struct.Struct(">i")
 PRE_AUTHENTICATION_MAX_BYTES = 512 * 1024
 # A connection with requests already buffered is served for up to this long before it gives way.
 TURN_S = 0.02
+# The StreamReader's limit: a connection stops reading once twice this is buffered. asyncio's 64 KiB
+# paused and resumed the socket (two epoll_ctl calls, a loop turn) every 256 KiB recv of a large
+# produce request; at 1 MiB librdkafka's largest request (message.max.bytes, 1,000,000) is read
+# without a pause, and a client sending faster than it is served holds at most ~2.25 MiB here.
+READ_LIMIT = 1024 * 1024
 
 
 class Service(Protocol):
@@ -72,7 +77,7 @@ class Server:
         for listener in cfg.listeners:
             tls = cfg.tls.server_context(listener.protocol) if listener.protocol.tls else None
             server = await asyncio.start_server(lambda r, w, listener=listener: self._serve(r, w, listener),
-                                                listener.host, listener.port, ssl=tls)
+                                                listener.host, listener.port, ssl=tls, limit=READ_LIMIT)
             listener.port = server.sockets[0].getsockname()[1]  # an ephemeral port (0) becomes the real one
             self._servers.append(server)
         port = cfg.port = cfg.listeners[0].port

@@ -23,7 +23,7 @@ _PARTITION = struct.Struct(">ii")  # index, the records' size (-1: null)
 class PartitionProduceData:
     __slots__ = ("index", "records")
 
-    def __init__(self, index: int, records: bytes | None) -> None:
+    def __init__(self, index: int, records: bytes | memoryview | None) -> None:
         self.index, self.records = index, records
 
 
@@ -55,6 +55,8 @@ def decode_produce_request(body, version: int) -> ProduceRequest:
         partition_data = []
         for _ in range(read.count("topic_data.partition_data")):
             index, size = read.unpack(_PARTITION)
-            partition_data.append(PartitionProduceData(index, None if size < 0 else bytes(read.take(size))))
+            # a view of the request's bytes, not a copy: validate copies them once, into the buffer the log
+            # stamps (a frame is bytes, so nothing can change under the view)
+            partition_data.append(PartitionProduceData(index, None if size < 0 else read.take(size)))
         topic_data.append(TopicProduceData(name, partition_data))
     return ProduceRequest(transactional_id, acks, timeout_ms, topic_data)
