@@ -59,6 +59,9 @@ class SqliteShop:
         self.db.close()
 
 
+SLOT_RELEASE_S = 30   # how long close() waits for the server to release the demo's slot
+
+
 class PostgresShop:
     schema = "headwater_shop"
 
@@ -100,6 +103,11 @@ class PostgresShop:
                          "WHERE slot_name = 'headwater_demo' AND NOT active")
 
     def close(self):
+        # The server's walsender lets go of the slot a moment after the connector's connection
+        # closes (longer on a busy machine): a slot still active then is not dropped, so wait.
+        deadline = time.monotonic() + SLOT_RELEASE_S
+        while self.streaming() and time.monotonic() < deadline:
+            time.sleep(0.05)
         self._drop_slot()
         self.cur.execute("DROP PUBLICATION IF EXISTS headwater_demo")
         self.db.close()
