@@ -11,13 +11,18 @@ would, goes through ``generate_latest`` itself; tests/http/test_exposition.py co
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
-from prometheus_client.validation import _is_valid_legacy_labelname, _is_valid_legacy_metric_name
+
+# The Prometheus data model's plain names, which the text format writes unquoted; a name outside
+# them (or a label name starting "__", reserved) is left to generate_latest.
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME = re.compile(r"(?!__)[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 class _Families(Collector):
@@ -50,10 +55,10 @@ def _gauge_lines(family: Metric) -> list[str] | None:
     """generate_latest's sample lines of a labelled gauge family, or None where it must write them itself
     (another type, a sample with a timestamp or an exemplar, label names it would have to escape)."""
     samples = family.samples
-    if family.type != "gauge" or not samples or not _is_valid_legacy_metric_name(family.name):
+    if family.type != "gauge" or not samples or not _METRIC_NAME.fullmatch(family.name):
         return None
     names = sorted(samples[0].labels)
-    if not names or not all(_is_valid_legacy_labelname(name) for name in names):
+    if not names or not all(_LABEL_NAME.fullmatch(name) for name in names):
         return None
     name, count = family.name, len(names)
     escaped: list[dict[str, str]] = [{} for _ in names]   # per label name: value -> 'name="value"'
