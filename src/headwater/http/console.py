@@ -13,6 +13,7 @@ a stack trace; the broker's Kafka side is untouched either way.
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 import json
@@ -23,7 +24,7 @@ from urllib.parse import urlencode, urlsplit
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -36,6 +37,7 @@ from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.broker import Broker
 from headwater.broker.groups.reset import MODES, ResetTo
 from headwater.http.admin import Admin, Refused
+from headwater.http.exposition import collect, exposition
 from headwater.http.history import RATE_WINDOW_S, History
 from headwater.http.login import ConsoleLogin, peer
 from headwater.http.metrics import BrokerMetrics
@@ -438,7 +440,11 @@ class Console:
                          completed=self.broker.transactions.completed)
 
     async def scrape(self, request: Request) -> Response:
-        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        # The broker's state is read here, on the event loop that alone changes it; the families read are
+        # the collectors' own new objects, so their text (half a 10,000-partition scrape's CPU) is
+        # written in a worker thread while the loop serves Kafka clients.
+        families = collect(self.metrics.registry)
+        return Response(await asyncio.to_thread(exposition, families), media_type=CONTENT_TYPE_LATEST)
 
     async def error(self, request: Request, exc: HTTPException) -> Response:
         return self.page("error.html", status=exc.status_code, status_code=exc.status_code, message=exc.detail)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from itertools import islice
+from typing import NamedTuple
 
 from headwater.broker.broker import Broker
 from headwater.broker.groups import assignment
@@ -20,8 +21,7 @@ from headwater.records import Record
 CDC_POSITIONS_TOPIC = "headwater-cdc-positions"
 
 
-@dataclass(frozen=True)
-class PartitionOffsets:
+class PartitionOffsets(NamedTuple):   # not a frozen dataclass: one is made per partition per scrape (3x dearer)
     topic: str
     partition: int
     committed: int | None   # None: the group never committed this partition
