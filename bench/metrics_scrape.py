@@ -1,18 +1,18 @@
 """What one /metrics scrape costs the broker at many partitions.
 
-    .venv/bin/python bench/metrics_scrape.py [--partitions N] [--scrapes S] [--pairs P] [--before SRC]
+    .venv/bin/python bench/metrics_scrape.py [--partitions N ...] [--scrapes S] [--pairs P] [--before SRC] [--smoke]
 
 A broker with --http-listener, one topic of N partitions (one record in each), a group with
 an offset committed on every partition and an idle group with one; then S scrapes, one after
 another. Printed: the broker process's CPU per scrape (user + system, from /proc: steadier than
-wall time on a shared machine), the scrape's wall time and size, and the load average. With
---before (another tree's src/, e.g. /work/main/src) that tree's broker and this one's are
-measured in turn, P pairs.
+wall time on a shared machine) and per partition, the scrape's wall time and size, and the load
+average, as a table. With --before (another tree's src/, e.g. a checkout of an older commit) that
+tree's broker and this one's are measured in turn, P pairs. No peer runs beside it: Apache Kafka
+serves no /metrics of its own (its JMX needs Prometheus' exporter agent, not resolved here).
 """
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 import urllib.request
@@ -21,14 +21,13 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
-from headwater.testing import BrokerProcess
+from rich.console import Console
+
+from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds
+
+from tables import table  # bench/tables.py
 
 PER_REQUEST = 1_000   # max.partitions.per.request
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def commit(bootstrap: str, group: str, offsets: list[TopicPartition]) -> None:
@@ -38,7 +37,7 @@ def commit(bootstrap: str, group: str, offsets: list[TopicPartition]) -> None:
     consumer.close()
 
 
-def measure(partitions: int, scrapes: int, source: Path | None) -> str:
+def measure(partitions: int, scrapes: int, source: Path | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp, \
             BrokerProcess(Path(tmp) / "data", "--http-listener", "127.0.0.1:0", source=source) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -54,26 +53,31 @@ def measure(partitions: int, scrapes: int, source: Path | None) -> str:
         commit(broker.bootstrap, "idle", [TopicPartition("other", 0, 0)])
         url = broker.console_url + "metrics"
         urllib.request.urlopen(url, timeout=120).read()   # a first scrape, not counted
-        cpu, wall = cpu_s(broker.proc.pid), time.perf_counter()
+        cpu, wall = cpu_seconds(broker.proc.pid), time.perf_counter()
         for _ in range(scrapes):
             size = len(urllib.request.urlopen(url, timeout=120).read())
-        cpu, wall = cpu_s(broker.proc.pid) - cpu, time.perf_counter() - wall
-        load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-        return (f"broker CPU {cpu / scrapes * 1e3:.0f} ms/scrape, wall {wall / scrapes * 1e3:.0f} ms/scrape, "
-                f"{size:,} bytes; load {load}")
+        cpu, wall = cpu_seconds(broker.proc.pid) - cpu, time.perf_counter() - wall
+        return {"broker": "before" if source else "this tree", "partitions": f"{partitions:,}",
+                "CPU ms/scrape": f"{cpu / scrapes * 1e3:.1f}", "CPU µs/partition": f"{cpu / scrapes / partitions * 1e6:.1f}",
+                "wall ms/scrape": f"{wall / scrapes * 1e3:.1f}", "bytes": f"{size:,}",
+                "load": Path("/proc/loadavg").read_text().split()[0]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--partitions", type=int, default=1_000)
+    parser.add_argument("--partitions", type=int, nargs="+", default=[1_000, 9_000],
+                        help="topic sizes (a broker holds 10,000 partitions, __consumer_offsets' included)")
     parser.add_argument("--scrapes", type=int, default=10)
     parser.add_argument("--pairs", type=int, default=1)
     parser.add_argument("--before", type=Path, help="another tree's src/, measured in turn with this one")
-    args = parser.parse_args()
-    for _ in range(args.pairs):
-        if args.before is not None:
-            print(f"before {args.partitions} partitions: {measure(args.partitions, args.scrapes, args.before)}", flush=True)
-        print(f"this   {args.partitions} partitions: {measure(args.partitions, args.scrapes, None)}", flush=True)
+    args = bench_arguments(parser, smoke={"partitions": [10], "scrapes": 2})
+    rows = []
+    for partitions in args.partitions:
+        for _ in range(args.pairs):
+            for source in ([args.before] if args.before else []) + [None]:
+                rows.append(measure(partitions, args.scrapes, source))
+                Console(stderr=True).print(rows[-1])   # a long run cut short still leaves its rows
+    Console().print(table("/metrics: the broker's CPU per scrape", rows))
 
 
 if __name__ == "__main__":
