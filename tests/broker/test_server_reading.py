@@ -56,7 +56,8 @@ def test_a_request_split_at_every_byte_is_read_right(tmp_path):
     async def scenario(broker, reader, writer):
         whole = framed([b"value"], 0)
         for cut in range(1, len(whole)):
-            for part in (framed([b"value"], cut)[:cut], framed([b"value"], cut)[cut:]):
+            frame = framed([b"value"], cut)
+            for part in (frame[:cut], frame[cut:]):
                 writer.write(part)
                 await writer.drain()
                 await asyncio.sleep(0)   # the server reads the first part alone

@@ -10,7 +10,7 @@ from prometheus_client.registry import Collector
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.groups.group import CommittedOffset
-from headwater.http.exposition import _gauge_lines, collect, exposition
+from headwater.http.exposition import _gauge_lines, exposition
 from headwater.http.metrics import BrokerMetrics
 from headwater.records import Record, encode_batch
 
@@ -66,7 +66,7 @@ def test_a_brokers_scrape_is_generate_latests_and_its_state(tmp_path):
     broker.groups.commit("readers", -1, "", None, {("hundred", p): CommittedOffset(p % 3) for p in range(0, 100, 2)})
     broker.groups.commit("idle", -1, "", None, {("one", 0): CommittedOffset(1)})
     registry = BrokerMetrics(broker, lambda: 2).registry
-    text = exposition(collect(registry)).decode()
+    text = exposition(registry.collect()).decode()
     assert text == generate_latest(registry).decode()
     samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                for family in text_string_to_metric_families(text) for s in family.samples}

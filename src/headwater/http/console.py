@@ -37,7 +37,7 @@ from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.broker import Broker
 from headwater.broker.groups.reset import MODES, ResetTo
 from headwater.http.admin import Admin, Refused
-from headwater.http.exposition import collect, exposition
+from headwater.http.exposition import exposition
 from headwater.http.history import RATE_WINDOW_S, History
 from headwater.http.login import ConsoleLogin, peer
 from headwater.http.metrics import BrokerMetrics
@@ -443,7 +443,7 @@ class Console:
         # The broker's state is read here, on the event loop that alone changes it; the families read are
         # the collectors' own new objects, so their text (half a 10,000-partition scrape's CPU) is
         # written in a worker thread while the loop serves Kafka clients.
-        families = collect(self.metrics.registry)
+        families = list(self.metrics.registry.collect())
         return Response(await asyncio.to_thread(exposition, families), media_type=CONTENT_TYPE_LATEST)
 
     async def error(self, request: Request, exc: HTTPException) -> Response:

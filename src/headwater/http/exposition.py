@@ -33,11 +33,6 @@ class _Families(Collector):
         return self._families
 
 
-def collect(registry: Collector) -> list[Metric]:
-    """Every family of ``registry``: the broker's state read once (on the event loop)."""
-    return list(registry.collect())
-
-
 def exposition(families: Iterable[Metric]) -> bytes:
     """What ``generate_latest`` writes for ``families`` (a pure function of them: safe off the loop)."""
     return b"".join(_text(family) for family in families)

@@ -69,9 +69,10 @@ LOCAL_CONF = {
 
 def cluster_conf() -> dict[str, str]:
     """Settings for a cluster's executors: the pipelines' own, the driver's stack (the driver
-    runs here, in client mode), the interpreter for their Python workers, and the directory Headwater was imported from on their PYTHONPATH,
-    which serves a source checkout as well as an installed package (executors on other
-    machines need Headwater installed at the same path, or shipped with --py-files)."""
+    runs here, in client mode), the interpreter for their Python workers, and the directory
+    Headwater was imported from on their PYTHONPATH, which serves a source checkout as well as
+    an installed package (executors on other machines need Headwater installed at the same
+    path, or shipped with --py-files)."""
     import headwater
 
     package_root = str(Path(headwater.__file__).resolve().parent.parent)
