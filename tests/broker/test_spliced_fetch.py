@@ -10,7 +10,6 @@ from kafka.protocol.consumer import FetchRequest
 
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
-from headwater.broker import fetch_apis
 from headwater.broker.fetch_apis import fetch
 from headwater.broker.log_admin_apis import delete_records
 from headwater.protocol.fetch_request import decode_fetch_request
@@ -161,6 +160,7 @@ def caught_up_request(broker, isolation: int, max_wait_ms: int):
 
 
 async def _waits(task, wakeups) -> None:
+    """Until the fetch waits on its growth signals."""
     for _ in range(1000):
         if len(wakeups) and not task.done():
             return
@@ -168,43 +168,9 @@ async def _waits(task, wakeups) -> None:
     raise AssertionError("the fetch did not wait")
 
 
-@pytest.mark.parametrize("isolation", [0, 1])
-def test_a_caught_up_fetch_builds_its_answer_once_woken_and_it_is_the_per_partition_paths(tmp_path, monkeypatch,
-                                                                                          isolation):
-    """A fetch with nothing to read waits without an answer built; woken by something that moves no
-    end (a log start) it waits on; the append wakes it and its answer is built once, byte for byte
-    the per-partition path's."""
-    built, read_topics = [], fetch_apis._read_topics
-    monkeypatch.setattr(fetch_apis, "_read_topics", lambda *args: built.append(args) or read_topics(*args))
-    broker = waiting_broker(tmp_path)
-
-    async def scenario():
-        request, general = caught_up_request(broker, isolation, 30_000)
-        waiting = asyncio.create_task(fetch(broker, RequestHeader(ApiKey.FETCH, 11, 1, "test"), request))
-        await _waits(waiting, broker.wakeups)
-        deleted = DeleteRecords(topics=[DeleteRecords.DeleteRecordsTopic(name="t", partitions=[
-            DeleteRecords.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=60, offset=1)])], timeout_ms=0)
-        await delete_records(broker, RequestHeader(21, 2, 2, "test"), deleted)
-        await asyncio.sleep(0.01)
-        assert not waiting.done() and built == []   # woken, nothing to read: waits on, nothing built
-        append(broker, 42, 1)
-        append(broker, 5, 1)   # the same turn: in the one answer
-        ours = await asyncio.wait_for(waiting, 30)
-        assert len(built) == 1
-        general.max_wait_ms = 0
-        theirs = await fetch(broker, RequestHeader(ApiKey.FETCH, 11, 1, "test"), general)
-        return ours, theirs
-
-    ours, theirs = asyncio.run(scenario())
-    broker.close()
-    assert type(ours.responses[0]) is SplicedTopic and ours.encode(11) == theirs.encode(11)
-    assert [p.partition_index for p in ours.responses[0].partitions if p.records] == [5, 42]
-    assert ours.responses[0].partitions[60].log_start_offset == 1
-
-
 def test_a_caught_up_fetch_whose_time_runs_out_answers_the_logs_as_they_stand(tmp_path):
-    """Nothing to read until max_wait_ms: the answer is built then, with the log start that moved
-    while it waited, byte for byte the per-partition path's."""
+    """Nothing to read until max_wait_ms: the answer carries the log start that moved while it waited
+    (DeleteRecords wakes it; it reads, finds nothing and waits on), byte for byte the per-partition path's."""
     broker = waiting_broker(tmp_path)
 
     async def scenario():

@@ -16,7 +16,7 @@ import numpy as np
 
 from headwater.broker.fetch_sessions import FINAL_EPOCH, NO_SESSION, FetchContext, FetchPosition, Partition
 from headwater.broker.wakeups import GrowthSignals, Watch
-from headwater.log import OffsetOutOfRangeError, Topic
+from headwater.log import OffsetOutOfRangeError
 from headwater.log.offset_columns import NO_UNSTABLE
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.fetch_request import FetchPartitions
@@ -115,53 +115,22 @@ def _read_topics(broker, request, version: int) -> tuple[list, int, bool]:
     return responses, total, errors
 
 
-def _wide(broker, fetch_topic) -> tuple[Topic, np.ndarray, np.ndarray] | None:
-    """A topic of which the fetch names most partitions, TOPIC_WIDE_WATCH at least, read by column:
-    (the topic, the request's partitions as an array, their numbers as native integers). None where
-    that does not apply (few partitions, an unknown topic or partition, partitions being added)."""
+def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tuple[SplicedTopic, int, bool] | None:
+    """A topic of which the fetch names most partitions, TOPIC_WIDE_WATCH at least: every partition
+    is compared with its log's end in one array operation (the topic's ``OffsetColumns``), and only
+    those whose fetch offset is not the end are read (``_read_partitions``); the others' entries are
+    filled in by column. None where that does not apply (few partitions, an unknown topic or partition)."""
     topic, partitions = broker.log_manager.topics.get(fetch_topic.topic), fetch_topic.partitions
     if topic is None or type(partitions) is not FetchPartitions or len(partitions) < TOPIC_WIDE_WATCH:
         return None   # (a request not decoded by fetch_request: the tests' kafka-python objects)
-    if topic.offsets.logs is not topic.partitions:
+    logs, name, columns = topic.partitions, fetch_topic.topic, topic.offsets
+    if columns.logs is not logs:
         return None   # partitions being added this moment: their columns are not attached yet
     wanted = partitions.array()
     # native integers: the request's column is big-endian and strided, and each gather by it would convert it again
     index = wanted["partition"].astype(np.intp)
-    if index.min() < 0 or index.max() >= len(topic.partitions):
+    if index.min() < 0 or index.max() >= len(logs):
         return None   # an unknown partition: answered with its error as usual
-    return topic, wanted, index
-
-
-def _caught_up(broker, request) -> bool:
-    """Whether a fetch without a session has nothing to read: each partition it names exists and
-    its fetch offset is its log's end (a wide topic's compared by column). A fetch that will wait
-    asks this instead of building its answer, which the append that wakes it would make stale."""
-    topics = broker.log_manager.topics
-    for fetch_topic in request.topics:
-        wide = _wide(broker, fetch_topic)
-        if wide is not None:
-            topic, wanted, index = wide
-            if not np.array_equal(wanted["fetch_offset"], topic.offsets.end[index]):
-                return False
-            continue
-        topic = topics.get(fetch_topic.topic)
-        logs = topic.partitions if topic is not None else []
-        if not all(0 <= p.partition < len(logs) and p.fetch_offset == logs[p.partition].log_end_offset
-                   for p in fetch_topic.partitions):
-            return False
-    return True
-
-
-def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tuple[SplicedTopic, int, bool] | None:
-    """A wide topic (``_wide``): every partition is compared with its log's end in one array
-    operation (the topic's ``OffsetColumns``), and only those whose fetch offset is not the end are
-    read (``_read_partitions``); the others' entries are filled in by column. None where the topic
-    is not wide."""
-    wide = _wide(broker, fetch_topic)
-    if wide is None:
-        return None
-    topic, wanted, index = wide
-    logs, name, columns, partitions = topic.partitions, fetch_topic.topic, topic.offsets, fetch_topic.partitions
     ends = columns.end[index]   # copies: another thread's retention may move a log start meanwhile
     stable = ends.copy()
     stable_offset = broker.txn_partitions.last_stable_offset
@@ -231,22 +200,16 @@ async def fetch(broker, header, request):
     with _watch(broker.wakeups, context, request) as watch:
         while True:
             watch.arm()   # before reading: an append between the read and the wait still wakes it
+            if sessionless:
+                responses, total, errors = _read_topics(broker, request, header.api_version)
+            else:
+                reads, total, errors = _read_partitions(broker, context.targets, request)
             remaining = deadline - loop.time()
-            # caught up, it waits with no answer built: the append that wakes it would make that one stale
-            read = not (sessionless and named and remaining > 0 and request.min_bytes > 0
-                        and _caught_up(broker, request))
-            if read:
-                if sessionless:
-                    responses, total, errors = _read_topics(broker, request, header.api_version)
-                else:
-                    reads, total, errors = _read_partitions(broker, context.targets, request)
-                if total >= request.min_bytes or errors or remaining <= 0 or not named:
-                    break
+            if total >= request.min_bytes or errors or remaining <= 0 or not named:
+                break
             if not await watch.wait(remaining):
                 break   # time is up and nothing changed: the reads above still stand
             sessions.changed(context)
-    if not read:   # time is up, caught up: the answer is built now, as the logs stand
-        responses, total, errors = _read_topics(broker, request, header.api_version)
     if sessionless:
         sizes = {t.topic: _record_bytes(t) for t in responses}
     else:
