@@ -135,3 +135,87 @@ def test_an_open_transaction_holds_back_the_last_stable_offset_as_on_the_per_par
         plog.first_unstable_offset = None
     assert type(ours.responses[0]) is SplicedTopic and ours_bytes == theirs_bytes
     assert {p.partition_index: p.last_stable_offset for p in ours.responses[0].partitions}[99] == ends[99] - 1
+
+
+def waiting_broker(tmp_path) -> Broker:
+    """A topic of 100 partitions, 5 and 60 holding records, and a topic of 2 (fetched narrow)."""
+    broker = Broker(BrokerConfig(data_dir=tmp_path))
+    broker.log_manager.create_topic("t", PARTITIONS)
+    broker.log_manager.create_topic("narrow", 2)
+    for partition in (5, 60):
+        append(broker, partition, 2)
+    return broker
+
+
+def caught_up_request(broker, isolation: int, max_wait_ms: int):
+    """librdkafka's fetch of both topics at their ends, and kafka-python's object of the same request."""
+    F = FetchRequest[11]
+    general = F(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=isolation,
+                session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[F.FetchTopic(
+                    topic=name, partitions=[F.FetchTopic.FetchPartition(
+                        partition=p, current_leader_epoch=-1, fetch_offset=log.log_end_offset, log_start_offset=-1,
+                        partition_max_bytes=1 << 20) for p, log in enumerate(broker.log_manager.topics[name].partitions)])
+                    for name in ("t", "narrow")])
+    return decode_fetch_request(general.encode(version=11), 11), general
+
+
+async def _waits(task, wakeups) -> None:
+    """Until the fetch waits on its growth signals."""
+    for _ in range(1000):
+        if len(wakeups) and not task.done():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("the fetch did not wait")
+
+
+def test_a_caught_up_fetch_whose_time_runs_out_answers_the_logs_as_they_stand(tmp_path):
+    """Nothing to read until max_wait_ms: the answer carries the log start that moved while it waited
+    (DeleteRecords wakes it; it reads, finds nothing and waits on), byte for byte the per-partition path's."""
+    broker = waiting_broker(tmp_path)
+
+    async def scenario():
+        request, general = caught_up_request(broker, 1, 200)
+        waiting = asyncio.create_task(fetch(broker, RequestHeader(ApiKey.FETCH, 11, 1, "test"), request))
+        await _waits(waiting, broker.wakeups)
+        deleted = DeleteRecords(topics=[DeleteRecords.DeleteRecordsTopic(name="t", partitions=[
+            DeleteRecords.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=5, offset=2)])], timeout_ms=0)
+        await delete_records(broker, RequestHeader(21, 2, 2, "test"), deleted)
+        ours = await asyncio.wait_for(waiting, 30)
+        general.max_wait_ms = 0
+        return ours, await fetch(broker, RequestHeader(ApiKey.FETCH, 11, 1, "test"), general)
+
+    ours, theirs = asyncio.run(scenario())
+    broker.close()
+    assert type(ours.responses[0]) is SplicedTopic and ours.encode(11) == theirs.encode(11)
+    assert not any(p.records for t in ours.responses for p in t.partitions)
+    assert ours.responses[0].partitions[5].log_start_offset == 2
+
+
+@pytest.mark.parametrize("where", ["wide out of range", "narrow out of range", "unknown partition"])
+def test_a_fetch_with_something_to_answer_does_not_wait(tmp_path, where):
+    """Caught up but for one partition: an offset past a wide or a narrow topic's end, or a partition
+    that does not exist, is answered at once (its error), however long the fetch may wait."""
+    broker = waiting_broker(tmp_path)
+
+    async def scenario():
+        request, _ = caught_up_request(broker, 0, 30_000)
+        wide, narrow = request.topics
+        F = FetchRequest[11].FetchTopic
+        if where == "wide out of range":
+            offsets = [log.log_end_offset for log in broker.log_manager.topics["t"].partitions]
+            offsets[70] += 1
+            wide.partitions = decode_fetch_request(generated_request(11, offsets, 0).encode(version=11), 11).topics[0].partitions
+        else:
+            partition = 1 if where == "narrow out of range" else 2
+            narrow.partitions = [F.FetchPartition(partition=partition, current_leader_epoch=-1, fetch_offset=1,
+                                                  log_start_offset=-1, partition_max_bytes=1 << 20)]
+        answering = asyncio.create_task(fetch(broker, RequestHeader(ApiKey.FETCH, 11, 1, "test"), request))
+        await asyncio.sleep(0)
+        assert answering.done()   # in its first step: no wait
+        return answering.result()
+
+    response = asyncio.run(scenario())
+    broker.close()
+    errors = {(t.topic, p.partition_index): p.error_code for t in response.responses for p in t.partitions if p.error_code}
+    assert errors == {"wide out of range": {("t", 70): 1}, "narrow out of range": {("narrow", 1): 1},
+                      "unknown partition": {("narrow", 2): 3}}[where]   # OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION
