@@ -1,6 +1,10 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
+# Some machines set PYTHONDONTWRITEBYTECODE (this development machine does): every process the tests start
+# (a broker, a CLI command, a Spark driver and its Python workers) would then compile Headwater's
+# modules afresh, and pytest rewrite every test module in each worker. Written once, they are read.
+export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: demo test system-deps quix-venv jvm bench clean
 
