@@ -194,10 +194,6 @@ def run(args) -> int:
         return consoles[-1]
 
     def ready(listeners: list[Listener]) -> None:
-        # What start-up built (modules, numba's compiled walk, the logs and groups loaded) lives as
-        # long as the broker: frozen out of the collector, no collection walks it again, and the
-        # interpreter's collections at exit skip it (they took 0.2-0.6 s of each clean stop).
-        gc.freeze()
         print(f"headwater broker listening on {listeners[0].host}:{listeners[0].port}", flush=True)
         for listener in listeners if args.listener else ():
             print(f"{LISTENER_READY}{listener}", flush=True)
