@@ -76,3 +76,12 @@ def test_a_corrupt_file_in_the_data_dir_refuses_the_start_in_one_line_and_change
         assert confluent_consume(proc.bootstrap, "t", [0], 20) == sent
     finally:
         proc.stop()
+
+
+def test_the_console_is_imported_only_by_a_broker_that_serves_it():
+    """`headwater broker` without --http-listener does not import the web console (aiohttp, the
+    pages, the metrics' exposition): every start would pay for it."""
+    imported = subprocess.run([sys.executable, "-c", "import sys, headwater.cli.broker; "
+                               "print(sorted(m for m in sys.modules if m.startswith('headwater.http')))"],
+                              capture_output=True, text=True, check=True)
+    assert imported.stdout.strip() == "[]"

@@ -9,7 +9,7 @@ import ssl
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.broker.broker import DataDirInUse
 from headwater.broker.config import BrokerConfig
@@ -18,10 +18,12 @@ from headwater.broker.security.sasl import ALL_MECHANISMS
 from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
 from headwater.broker.server import Server, serve
 from headwater.cli.common import CommandError, data_dir, name_value, non_negative_int, positive_float, positive_int
-from headwater.http.listener import HttpListener
 from headwater.log import LogConfig
 from headwater.log.layout import CorruptFile
 from headwater.records.layout import MESSAGE_MAX_BYTES
+
+if TYPE_CHECKING:   # imported by the broker that serves the console only: ~0.2 s of each start
+    from headwater.http.listener import HttpListener
 
 CONSOLE_READY = "headwater console on "  # the last line a broker with --http-listener prints when ready
 LISTENER_READY = "headwater listener "   # one line per --listener, after the first line
@@ -190,6 +192,7 @@ def run(args) -> int:
     consoles: list[HttpListener] = []  # the one --http-listener asks for, once the server has built it
 
     def console(server: Server) -> HttpListener:
+        from headwater.http.listener import HttpListener
         consoles.append(HttpListener(server, *config.http_listener, allow_writes=config.console_allow_writes))
         return consoles[-1]
 
