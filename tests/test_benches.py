@@ -57,7 +57,10 @@ def test_the_readme_lists_every_bench():
     assert [bench.name for bench in BENCHES if f"bench/{bench.name}" not in readme] == []
 
 
-@pytest.mark.parametrize("bench", BENCHES, ids=lambda bench: bench.stem)
+# Each smoke is its own xdist group (tests/conftest.py would put the module in one): they share no
+# fixture, each starts its own servers on free ports, so `make test`'s two workers split them.
+@pytest.mark.parametrize("bench", [pytest.param(bench, marks=pytest.mark.xdist_group(f"bench {bench.stem}"))
+                                   for bench in BENCHES], ids=lambda bench: bench.stem)
 def test_bench_smoke_prints_its_table(bench):
     result = run(bench, "--smoke", timeout=400)
     assert result.returncode == 0, f"{bench.name} --smoke failed:\n{result.stderr[-3000:]}"
