@@ -93,7 +93,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="how long each idle consumer is measured")
     parser.add_argument("--warm-up", type=float, default=3.0,
                         help="seconds before the count starts (assignment, metadata and the first, full fetch)")
-    args = bench_arguments(parser, {"partitions": 50, "seconds": 1.0, "warm_up": 0.5})
+    args = bench_arguments(parser, {"partitions": 50, "seconds": 0.5, "warm_up": 0.25})
 
     workdir = Path(tempfile.mkdtemp(prefix="headwater-bench-idle-"))
     flags = ("--flush", "never", "--max-partitions-per-request", str(args.partitions), "--http-listener", "127.0.0.1:0")

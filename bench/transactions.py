@@ -102,7 +102,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds of producing per mode and round")
     parser.add_argument("--rounds", type=int, default=5, help="times each mode runs (the median is reported)")
-    args = bench_arguments(parser, {"seconds": 1.0, "rounds": 1})
+    args = bench_arguments(parser, {"seconds": 0.5, "rounds": 1})
     with tempfile.TemporaryDirectory(prefix="headwater-bench-") as workdir:
         with BrokerProcess(Path(workdir) / "data", "--flush", "never", "--num-partitions", str(PARTITIONS)) as broker:
             rows = measure("Headwater", broker.bootstrap, args.seconds, args.rounds)

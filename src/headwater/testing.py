@@ -33,7 +33,6 @@ import psycopg2
 
 from headwater import records
 from headwater.records import layout
-from headwater.cli.broker import CONSOLE_READY, LISTENER_READY
 
 READY = "headwater broker listening on "
 
@@ -77,6 +76,9 @@ class BrokerProcess:
             self.proc.kill()
             raise RuntimeError(f"broker did not start: {line!r}; see {self.log_file}:\n{self.log_file.read_text()[-2000:]}")
         self.port = int(line.rsplit(":", 1)[1])  # keep the port across restarts
+        # imported here, not at the top: the broker's modules take a second to import, and a bench's
+        # --help (or a helper that starts no broker) need not load them
+        from headwater.cli.broker import CONSOLE_READY, LISTENER_READY
         for _ in range(self.extra_args.count("--listener")):
             protocol, _, address = self.proc.stdout.readline().removeprefix(LISTENER_READY).partition("://")
             self.listeners[protocol] = int(address.rsplit(":", 1)[1])

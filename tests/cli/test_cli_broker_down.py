@@ -65,6 +65,7 @@ def insert(path: str, row_id: int, name: str) -> None:
 
 
 def long_running(tmp_path: Path, bootstrap: str) -> dict[str, list[str]]:
+    tmp_path.mkdir()
     store = tmp_path / "events.db"
     return {"cdc sqlite": ["cdc", "sqlite", "--db", shop_db(tmp_path / "shop.db"), "--tables", "items",
                            "--bootstrap-server", bootstrap],
@@ -74,23 +75,25 @@ def long_running(tmp_path: Path, bootstrap: str) -> dict[str, list[str]]:
                               "--bootstrap-server", bootstrap]}
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_long_running_commands_wait_quietly_and_stop_on_the_first_signal(tmp_path, sig):
+def test_long_running_commands_wait_quietly_and_stop_on_the_first_signal(tmp_path):
+    """Each command runs twice side by side, one of the pair stopped by SIGINT and one by SIGTERM:
+    both sit out the old deadline in the same wait."""
     bootstrap = f"127.0.0.1:{closed_port()}"
-    procs = {name: (start(tmp_path / f"{name}.log", *argv), tmp_path / f"{name}.log")
-             for name, argv in long_running(tmp_path, bootstrap).items()}
+    procs = {(sig, name): (start(tmp_path / f"{name} {sig.name}.log", *argv), tmp_path / f"{name} {sig.name}.log")
+             for sig in EXIT_STATUS for name, argv in long_running(tmp_path / sig.name, bootstrap).items()}
     try:
         for name, (proc, log) in procs.items():
             wait_until(lambda: f"waiting for the broker at {bootstrap}" in log.read_text(), what=f"{name} to wait")
-        first = threads(procs["cdc sqlite"][0].pid)
+        first = {sig: threads(procs[sig, "cdc sqlite"][0].pid) for sig in EXIT_STATUS}
         time.sleep(PAST_THE_OLD_DEADLINE)  # many retries later
         assert all(proc.poll() is None for proc, _ in procs.values()), {n: l.read_text() for n, (_, l) in procs.items()}
-        later = threads(procs["cdc sqlite"][0].pid)
-        assert later <= first + 2 and later < 20, (first, later)  # one set of clients, reused
-        for proc, _ in procs.values():
+        for sig in EXIT_STATUS:
+            later = threads(procs[sig, "cdc sqlite"][0].pid)
+            assert later <= first[sig] + 2 and later < 20, (first[sig], later)  # one set of clients, reused
+        for (sig, _), (proc, _) in procs.items():
             proc.send_signal(sig)
-        for name, (proc, log) in procs.items():
-            assert proc.wait(60) == EXIT_STATUS[sig], (name, log.read_text())
+        for (sig, name), (proc, log) in procs.items():
+            assert proc.wait(60) == EXIT_STATUS[sig], (sig, name, log.read_text())
             output = log.read_text()
             assert "Traceback" not in output, (name, output)
             assert len(output.splitlines()) < 20, (name, output)  # one waiting line, each client line once

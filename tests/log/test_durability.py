@@ -24,8 +24,10 @@ def test_restart_keeps_everything(broker):
 
 
 def _produce_until_killed(bootstrap, topic, acked, stop, name="p", idempotent=False):
+    # message.timeout.ms is what the flush after a kill waits out (the records in flight to the
+    # dead broker), once per kill: short, as the records acknowledged before the kill are what counts
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2,
-                         "message.timeout.ms": 5000, "enable.idempotence": idempotent,
+                         "message.timeout.ms": 2000, "enable.idempotence": idempotent,
                          **({} if idempotent else {"retries": 0})})
     i = 0
     def report(err, msg):
