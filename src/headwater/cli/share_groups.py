@@ -162,17 +162,24 @@ def redrive(args) -> int:
     if topic is None:
         raise CommandError(f"topic {args.topic!r} does not exist")
     consumer = Consumer(client_config(args, **{"group.id": f"headwater-redrive-{args.topic}",
-                                               "enable.auto.commit": False, "log_level": QUIET}))
+                                               "enable.auto.commit": False, "enable.partition.eof": True,
+                                               "log_level": QUIET}))
     positions = consumer.committed([TopicPartition(args.topic, p) for p in sorted(topic.partitions)], timeout=30)
     consumer.assign([TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
                      for tp in positions])
     producer = Producer(client_config(args, log_level=QUIET))
     redriven: dict[str, int] = {}
+    # Done once every partition has been read to its end (or nothing came for POLL_IDLE_S, should
+    # a partition's end never be reported): the dead letters there when the command ran.
+    at_end: set[int] = set()
     idle_since = time.monotonic()
-    while time.monotonic() - idle_since < POLL_IDLE_S:
+    while len(at_end) < len(positions) and time.monotonic() - idle_since < POLL_IDLE_S:
         msg = consumer.poll(0.2)
         if msg is None or msg.error():
+            if msg is not None and msg.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(msg.partition())
             continue
+        at_end.discard(msg.partition())
         idle_since = time.monotonic()
         headers = [(k, v) for k, v in (msg.headers() or [])]
         origin = {k[len(DLQ_HEADER):]: v.decode() for k, v in headers if k.startswith(DLQ_HEADER) and v is not None}
