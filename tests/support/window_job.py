@@ -1,8 +1,8 @@
 """A streaming job for the fault-tolerance tests: per-user tumbling window counts from
 a topic, written exactly-once to SQLite, Parquet and a topic.
 
-Run as a script it is a Spark driver of its own, so a test can SIGKILL it:
-    python window_job.py BOOTSTRAP INPUT_TOPIC OUTPUT_TOPIC WORKDIR (processing|available-now)
+Run as a script it is a Spark driver of its own (a one-second trigger), so a test can SIGKILL it:
+    python window_job.py BOOTSTRAP INPUT_TOPIC OUTPUT_TOPIC WORKDIR
 """
 
 import sys
@@ -52,8 +52,7 @@ def start(spark, bootstrap, input_topic, output_topic, workdir: Path, trigger: d
 if __name__ == "__main__":
     import headwater.spark
 
-    bootstrap, input_topic, output_topic, workdir, mode = sys.argv[1:]
+    bootstrap, input_topic, output_topic, workdir = sys.argv[1:]
     spark = headwater.spark.session(app_name="window-job")
-    trigger = {"processingTime": "1 second"} if mode == "processing" else {"availableNow": True}
-    query = start(spark, bootstrap, input_topic, output_topic, Path(workdir), trigger)
+    query = start(spark, bootstrap, input_topic, output_topic, Path(workdir), {"processingTime": "1 second"})
     query.awaitTermination()
