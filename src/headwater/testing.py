@@ -827,12 +827,13 @@ class KafkaCluster:
             self.start_node(node)
 
     def close(self) -> None:
-        """Every node stopped cleanly (all asked at once: the last ones need a quorum to leave in order)."""
+        """Every node stopped cleanly (all asked at once: the last ones need a quorum to leave in order).
+        A node that lost the quorum meanwhile waits for an election that never comes: killed after 15 s."""
         for proc in self.procs:
             if proc is not None and proc.poll() is None:
                 proc.terminate()
         for node in range(self.nodes):
-            self.stop_node(node, kill=False)
+            self.stop_node(node, kill=False, timeout=15)
         if self._temporary:
             shutil.rmtree(self.directory, ignore_errors=True)
 
