@@ -32,9 +32,8 @@ import cramjam
 import psycopg2
 
 from headwater import records
+from headwater.cli.ready_lines import BROKER_READY, CONSOLE_READY, LISTENER_READY
 from headwater.records import layout
-
-READY = "headwater broker listening on "
 
 
 class BrokerProcess:
@@ -70,15 +69,12 @@ class BrokerProcess:
         log.close()
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else ""
-        while self.wrapper and line and not line.startswith(READY):   # the wrapper's own words
+        while self.wrapper and line and not line.startswith(BROKER_READY):   # the wrapper's own words
             line = self.proc.stdout.readline()
-        if not line.startswith(READY):
+        if not line.startswith(BROKER_READY):
             self.proc.kill()
             raise RuntimeError(f"broker did not start: {line!r}; see {self.log_file}:\n{self.log_file.read_text()[-2000:]}")
         self.port = int(line.rsplit(":", 1)[1])  # keep the port across restarts
-        # imported here, not at the top: the broker's modules take a second to import, and a bench's
-        # --help (or a helper that starts no broker) need not load them
-        from headwater.cli.broker import CONSOLE_READY, LISTENER_READY
         for _ in range(self.extra_args.count("--listener")):
             protocol, _, address = self.proc.stdout.readline().removeprefix(LISTENER_READY).partition("://")
             self.listeners[protocol] = int(address.rsplit(":", 1)[1])

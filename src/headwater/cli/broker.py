@@ -18,6 +18,7 @@ from headwater.broker.security.sasl import ALL_MECHANISMS
 from headwater.broker.ingest.udp import NoSuchTopic, UdpListenerConfig
 from headwater.broker.server import Server, serve
 from headwater.cli.common import CommandError, data_dir, name_value, non_negative_int, positive_float, positive_int
+from headwater.cli.ready_lines import BROKER_READY, CONSOLE_READY, LISTENER_READY
 from headwater.log import LogConfig
 from headwater.log.layout import CorruptFile
 from headwater.records.layout import MESSAGE_MAX_BYTES
@@ -25,8 +26,6 @@ from headwater.records.layout import MESSAGE_MAX_BYTES
 if TYPE_CHECKING:   # imported by the broker that serves the console only: ~0.2 s of each start
     from headwater.http.listener import HttpListener
 
-CONSOLE_READY = "headwater console on "  # the last line a broker with --http-listener prints when ready
-LISTENER_READY = "headwater listener "   # one line per --listener, after the first line
 
 
 def _port(text: str) -> int:
@@ -197,7 +196,7 @@ def run(args) -> int:
         return consoles[-1]
 
     def ready(listeners: list[Listener]) -> None:
-        print(f"headwater broker listening on {listeners[0].host}:{listeners[0].port}", flush=True)
+        print(f"{BROKER_READY}{listeners[0].host}:{listeners[0].port}", flush=True)
         for listener in listeners if args.listener else ():
             print(f"{LISTENER_READY}{listener}", flush=True)
         for http in consoles:
