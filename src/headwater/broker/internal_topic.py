@@ -17,12 +17,17 @@ from headwater.broker.fsync_rounds import settled
 from headwater.log import Log, UnknownTopicError
 from headwater.protocol.errors import ErrorCode
 from headwater.records import CorruptRecordError, Record, encode_batch
+from headwater.records.layout import HEADER_SIZE
 
 logger = logging.getLogger("headwater.broker")
 # Segments small enough that the cleaner gets closed ones to work on.
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 << 20)}
 # Applies one replayed record: (key, value or None for a tombstone), parsed JSON; may raise on bad content.
 Apply = Callable[[Any, Any], None]
+# A record's most framing beyond its key and value (its length, offset delta, key and value
+# lengths and header count as 5-byte varints, attributes, a 10-byte timestamp delta): a batch's
+# size estimated from its records' keys and values is never below the real one.
+RECORD_OVERHEAD = 5 * 5 + 1 + 10
 
 
 def replay(plog: Log, topic: str, start: int = 0) -> Iterator[Record]:
@@ -89,16 +94,31 @@ class InternalTopic:
         return ErrorCode.NONE
 
     def _append(self, pairs: list[tuple[bytes, bytes | None]]) -> ErrorCode:
-        if not pairs:
-            return ErrorCode.NONE
         now = self._clock.now_ms()
-        batch = encode_batch([Record(i, now, key, value) for i, (key, value) in enumerate(pairs)])
-        # encoded here, every record keyed: the own-batch path, which does not walk the records again
-        result = self._appender.append(self.name, 0, batch, keyless=[])
-        if result.error:
-            logger.error("cannot write to %s: %s %s", self.name, result.error.name, result.message or "")
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its state log refuses a write
+        for batch in self._batches(pairs, now):
+            # encoded here, every record keyed: the own-batch path, which does not walk the records again
+            result = self._appender.append(self.name, 0, batch, keyless=[])
+            if result.error:
+                logger.error("cannot write to %s: %s %s", self.name, result.error.name, result.message or "")
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE  # what Kafka answers when its state log refuses a write
         return ErrorCode.NONE
+
+    def _batches(self, pairs: list[tuple[bytes, bytes | None]], now: int) -> list[bytes]:
+        """The records in as few batches as the topic's max.message.bytes allows: a commit of
+        thousands of offsets is larger in JSON than Kafka's binary records, and must not be refused
+        for it. Each batch is whole; a crash between two leaves a prefix, which replays as a commit
+        of fewer partitions (the client, never answered, commits again)."""
+        limit = self.logs.get_log(self.name, 0).config.max_message_bytes
+        chunks: list[list[Record]] = [[]]
+        size = HEADER_SIZE
+        for key, value in pairs:
+            record_size = RECORD_OVERHEAD + len(key) + len(value or b"")
+            if chunks[-1] and size + record_size > limit:
+                chunks.append([])
+                size = HEADER_SIZE
+            chunks[-1].append(Record(len(chunks[-1]), now, key, value))
+            size += record_size
+        return [encode_batch(chunk) for chunk in chunks if chunk]
 
     def replay(self, apply: Apply) -> None:
         """Feed every record, oldest first, to ``apply`` as parsed JSON (key, value)."""

@@ -14,7 +14,9 @@ from kafka.protocol.consumer import ConsumerProtocolAssignment, ConsumerProtocol
 
 from headwater.broker.groups.coordinator import JoinRequest, JoinResult
 from headwater.broker.groups.group import TRANSITIONS, CommittedOffset, Group, GroupState, IllegalTransition
+from headwater.broker.groups.store import OFFSETS_TOPIC
 from headwater.protocol.errors import ErrorCode
+from headwater.records.layout import iter_batches
 
 from tests.support.clock import ManualClock
 from tests.support.parts import close_appender, open_appender, open_groups
@@ -439,3 +441,27 @@ def test_client_supplied_ids_are_logged_escaped(coordinator, caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert any(repr(forged) in m for m in messages), messages
     assert not any("\n" in m for m in messages), messages
+
+
+def test_a_commit_larger_than_one_batch_of_the_offsets_topic_is_stored_whole_and_comes_back(tmp_path):
+    # Kafka's binary offset records put ~10,000 partitions in one 1 MB batch; ours are JSON, ~150 bytes
+    # each, so a commit of thousands of partitions is written as several batches of the topic's size
+    clock = ManualClock()
+    offsets = {("wide", p): CommittedOffset(p * 7, -1, "m" * (p % 50)) for p in range(20_000)}
+    appender = open_appender(tmp_path / "data")
+    try:
+        assert open_groups(appender, clock).commit("g", -1, "", None, offsets) is E.NONE
+        limit = appender.log_manager.get_log(OFFSETS_TOPIC, 0).config.max_message_bytes
+    finally:
+        close_appender(appender)
+    stored = b"".join(f.read_bytes() for f in sorted((tmp_path / "data" / f"{OFFSETS_TOPIC}-0").glob("*.log")))
+    sizes = [header.size for _, header in iter_batches(stored)]
+    assert len(sizes) > 1 and max(sizes) <= limit
+    appender = open_appender(tmp_path / "data")
+    try:
+        committed = open_groups(appender, clock).committed("g")
+        assert {tp: (c.offset, c.metadata) for tp, c in committed.items()} == {
+            tp: (c.offset, c.metadata) for tp, c in offsets.items()}
+    finally:
+        close_appender(appender)
+        clock.close()
