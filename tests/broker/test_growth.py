@@ -132,24 +132,45 @@ def test_an_idle_session_hears_of_appends_and_of_a_log_start_deletes_records_mov
     with_broker(tmp_path, "t", 3, scenario)
 
 
-def test_a_repeated_fetch_is_decoded_once_and_each_request_gets_its_own_copy():
-    """librdkafka sends the same 2,000-partition body every 500 ms; authorization replaces a request's topics."""
+def test_a_repeated_fetch_is_decoded_once_seen_twice_and_each_request_gets_its_own_copy():
+    """kafka-python sends the same body every fetch.wait.max.ms; authorization replaces a request's topics."""
     body = fetch_request([("t", p) for p in range(50)]).encode(version=11)
     frame = struct.pack(">hhih", ApiKey.FETCH, 11, 7, 4) + b"test" + body
-    (_, first), (_, second) = parse_request(frame, ADVERTISED), parse_request(frame, ADVERTISED)
-    assert first is not second and first.topics[0].partitions[49].partition == 49
-    assert first.topics[0] is second.topics[0]   # decoded once: the copies share what no one changes
-    first.topics = []
-    assert len(second.topics) == 1 and len(parse_request(frame, ADVERTISED)[1].topics) == 1
+    _, first = parse_request(frame, ADVERTISED)
+    (_, second), (_, third) = parse_request(frame, ADVERTISED), parse_request(frame, ADVERTISED)
+    assert first.topics[0] is not second.topics[0]   # seen once: decoded, nothing kept
+    assert second is not third and second.topics[0] is third.topics[0]   # copies of the one kept
+    assert third.topics[0].partitions[49].partition == 49
+    second.topics = []
+    assert len(third.topics) == 1 and len(parse_request(frame, ADVERTISED)[1].topics) == 1
     other = struct.pack(">hhih", ApiKey.FETCH, 11, 8, 4) + b"test" + fetch_request([("t", 0)], 5).encode(version=11)
     assert parse_request(other, ADVERTISED)[1].max_wait_ms == 5   # another body: decoded anew
 
 
+def _counted(recent, body: bytes, decodings: list[bytes]):
+    return recent.decode(11, body, lambda: decodings.append(body) or [body])
+
+
 def test_repeated_fetches_kept_within_their_byte_budget():
     from headwater.protocol.messages import _RecentFetches
-    recent = _RecentFetches(100)
+    recent, decodings = _RecentFetches(100), []
     for name in "abc":
-        recent.put((11, name.encode() * 40), name)
-    recent.put((11, b"x" * 101), "too big")
-    assert [recent.get((11, n.encode() * 40)) for n in "abc"] == [None, "b", "c"] and recent.kept_bytes == 80
-    assert recent.get((11, b"x" * 101)) is None and recent.get((12, b"c" * 40)) is None
+        _counted(recent, name.encode() * 40, decodings)
+    _counted(recent, b"x" * 101, decodings)
+    assert recent.kept_bytes == 80   # "a" went for "c"; "x", over the budget, is not kept
+    for body in (b"c" * 40, b"c" * 40, b"x" * 101):   # "c" kept decoded at its second sight
+        _counted(recent, body, decodings)
+    assert decodings == [n.encode() * 40 for n in "abc"] + [b"x" * 101, b"c" * 40, b"x" * 101]
+    assert recent.kept_bytes == 80
+
+
+def test_a_body_is_decoded_at_its_first_two_sights_only_and_told_from_one_with_the_same_fingerprint():
+    """Bodies are looked up by their length and ends, then compared whole: one differing only in
+    the middle is another body, decoded anew, and the one it replaces is no longer counted."""
+    from headwater.protocol.messages import _RecentFetches
+    recent, decodings = _RecentFetches(1000), []
+    first, second = b"a" * 100 + b"1" + b"z" * 100, b"a" * 100 + b"2" + b"z" * 100
+    seen = [_counted(recent, first, decodings) for _ in range(4)]
+    assert decodings == [first, first] and seen[2] == seen[3] == [first] and seen[2] is not seen[3]
+    assert _counted(recent, second, decodings) == [second] and recent.kept_bytes == 201
+    assert _counted(recent, first, decodings) == [first] and decodings == [first, first, second, first]
