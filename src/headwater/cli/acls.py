@@ -10,8 +10,8 @@ from confluent_kafka.admin import AdminClient
 from headwater.broker.security.acl_operations import AclOperation
 from headwater.broker.security.acls import (CLUSTER_NAME, OPERATION_ALL, OPERATION_ANY, AclBinding, AclFilter,
                                            AclStore, PatternType, Permission, ResourceType)
-from headwater.cli.common import (CommandError, add_client_args, add_offline_args, admin_result, client_config, confirm,
-                                  emit, offline_dir)
+from headwater.cli.common import CommandError, add_client_args, admin_result, client_config, confirm, emit
+from headwater.cli.offline import add_offline_args, edits, offline_dir
 
 OPERATIONS = {"ALL": OPERATION_ALL, **{op.name: int(op) for op in AclOperation}}
 # kafka-acls' CLUSTER resource is librdkafka's BROKER (resource type 4 on the wire)
@@ -38,9 +38,9 @@ def add_parser(subparsers) -> None:
         resource.add_argument("--cluster", action="store_true")
         add_client_args(action)
         add_offline_args(action, "ACLs")
-    add.set_defaults(func=_add)
-    listing.set_defaults(func=_list)
-    remove.set_defaults(func=_remove)
+    add.set_defaults(func=edits(_add))
+    listing.set_defaults(func=edits(_list))
+    remove.set_defaults(func=edits(_remove))
 
 
 def _resource(args) -> tuple[str, str | None]:

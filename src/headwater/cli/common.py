@@ -26,21 +26,6 @@ def add_client_args(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
 
 
-def add_offline_args(parser, what: str) -> None:
-    parser.add_argument("--offline", action="store_true",
-                        help=f"edit the {what} in a broker's --data-dir instead of asking a running broker "
-                             "(e.g. the first admin user of a secured broker, before it starts)")
-    parser.add_argument("--data-dir", type=data_dir, help="the broker's data directory (with --offline)")
-
-
-def offline_dir(args) -> Path | None:
-    """The data directory an --offline command edits; None: ask the broker over the wire."""
-    if args.offline != (args.data_dir is not None):
-        raise CommandError("--offline and --data-dir go together: --offline --data-dir DIR edits a broker's "
-                           "files; without them the command asks the broker at --bootstrap-server")
-    return args.data_dir
-
-
 def add_connection_args(parser) -> None:
     """Where the broker is and how to log in to it."""
     parser.add_argument("--bootstrap-server", default=os.environ.get("HEADWATER_BOOTSTRAP", DEFAULT_BOOTSTRAP),

@@ -11,7 +11,6 @@ from confluent_kafka import KafkaException
 
 from headwater.cli.common import CommandError
 from headwater.cli.long_running import Terminated, terminate
-from headwater.log.layout import CorruptFile
 
 # command -> its module headwater.cli.<module>, whose add_parser(subparsers) sets func(args) -> exit status
 COMMANDS = {"acls": "acls", "broker": "broker", "cdc": "cdc", "certs": "certs", "events": "events",
@@ -69,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             from headwater.cli.reachability import require_broker
             require_broker(args.bootstrap_server, args.command_config)  # one-shot: one timeout, one message
         return args.func(args)
-    except (CommandError, KafkaException, CorruptFile) as exc:  # CorruptFile: an --offline edit of a data dir
+    except (CommandError, KafkaException) as exc:
         print(f"headwater: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -15,8 +15,8 @@ from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechan
                                    UserScramCredentialUpsertion)
 
 from headwater.broker.security.credentials import DEFAULT_ITERATIONS, MECHANISMS, CredentialStore, make_credential
-from headwater.cli.common import (CommandError, add_client_args, add_offline_args, admin_result, client_config, confirm,
-                                  emit, offline_dir)
+from headwater.cli.common import CommandError, add_client_args, admin_result, client_config, confirm, emit
+from headwater.cli.offline import add_offline_args, edits, offline_dir
 
 MIN_ITERATIONS = 4096  # RFC 7677's minimum, and Kafka's
 
@@ -29,12 +29,12 @@ def add_parser(subparsers) -> None:
     create.add_argument("--password", help="the password (default: $HEADWATER_PASSWORD, else asked for)")
     create.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS,
                         help=f"SCRAM iterations, at least {MIN_ITERATIONS} (default %(default)s)")
-    create.set_defaults(func=_create)
+    create.set_defaults(func=edits(_create))
     listing = actions.add_parser("list", help="list users and their mechanisms")
-    listing.set_defaults(func=_list)
+    listing.set_defaults(func=edits(_list))
     delete = actions.add_parser("delete", help="delete a user")
     delete.add_argument("name")
-    delete.set_defaults(func=_delete)
+    delete.set_defaults(func=edits(_delete))
     for action in (create, listing, delete):
         add_client_args(action)
         add_offline_args(action, "users")

@@ -723,6 +723,17 @@ def test_users_and_acls_offline_need_both_flags(secured, tmp_path):
         assert result.returncode == 1 and "--offline and --data-dir go together" in result.stderr
 
 
+def test_an_offline_edit_of_a_file_that_does_not_parse_is_one_line_and_changes_nothing(tmp_path):
+    for file_name, args in (("acls.json", ["acls", "add", "--principal", "User:a", "--topic", "t", "--operation", "READ"]),
+                            ("scram-credentials.json", ["users", "create", "a", "--password", "pw"])):
+        (tmp_path / file_name).write_text("{not json")
+        result = subprocess.run([sys.executable, "-m", "headwater", *args, "--offline", "--data-dir", str(tmp_path)],
+                                capture_output=True, text=True)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 1 and len(lines) == 1 and lines[0].startswith("headwater: error: "), result.stderr
+        assert file_name in lines[0] and (tmp_path / file_name).read_text() == "{not json"
+
+
 def test_cli_wrong_password_is_one_line(secured, tmp_path):
     refused = _cli(secured, _command_config(secured, tmp_path, password="wrong"), "topics", "list")
     assert refused.returncode == 1
