@@ -29,14 +29,14 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from headwater.testing import PostgresServer, bench_arguments, cpu_seconds, peer_command, start_broker, wait_until
+from headwater.testing import (PostgresServer, bench_arguments, bench_workdir, cpu_seconds, peer_command, start_broker,
+                               wait_until)
 
 # (table, approximate row size, payload expression, single-row transactions?)
 WORKLOADS = [
@@ -114,7 +114,7 @@ def main():
     args = bench_arguments(parser, {"rows": 500, "rate": 20, "seconds": 1})
 
     pg = PostgresServer()
-    tmp = Path(tempfile.mkdtemp(prefix="headwater-bench-"))
+    tmp = bench_workdir("headwater-bench-")
     broker = start_broker(tmp / "data", "--num-partitions", str(PARTITIONS))
     connector = debezium = None
     results = []

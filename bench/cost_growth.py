@@ -41,7 +41,6 @@ import os
 import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -53,8 +52,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from rich.console import Console
 
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
-from headwater.testing import (KAFKA_PRODUCTION_OPTIONS, BrokerProcess, KafkaCluster, bench_arguments, cpu_seconds,
-                               mock_cluster_process, proc_stat, wait_until)
+from headwater.testing import (KAFKA_PRODUCTION_OPTIONS, BrokerProcess, KafkaCluster, bench_arguments, bench_workdir,
+                               cpu_seconds, mock_cluster_process, proc_stat, wait_until)
 
 from served_requests import served_requests  # bench/served_requests.py
 from tables import table  # bench/tables.py
@@ -351,7 +350,7 @@ def main() -> int:
     parser.add_argument("--profile", type=Path, help="a directory: record the Headwater broker with py-spy there")
     parser.add_argument("--headwater-only", action="store_true",
                         help="measure Headwater alone, without Apache Kafka and the mock (rows without ratios)")
-    workdir = Path(tempfile.mkdtemp(prefix="headwater-cost-"))
+    workdir = bench_workdir("headwater-cost-")
     args = bench_arguments(parser, {"messages": 100, "rate": 500, "plot": workdir / "cost_growth.png"})
     if args.smoke:
         AXES.update(partitions=[1, 10], connections=[1, 10], groups=[1, 3])

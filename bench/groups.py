@@ -13,15 +13,13 @@ import argparse
 import itertools
 import multiprocessing as mp
 import statistics
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from headwater.testing import bench_arguments, produce_all, start_broker, wait_until
+from headwater.testing import bench_arguments, bench_workdir, produce_all, start_broker, wait_until
 
 SESSION_MS = 6000
 
@@ -135,7 +133,7 @@ def main():
     parser.add_argument("--records", type=int, default=200_000, help="records of 100 bytes for the consume run")
     parser.add_argument("--repeats", type=int, default=3, help="joins and leaves per heartbeat interval")
     args = bench_arguments(parser, {"records": 20_000, "repeats": 1})
-    tmp = Path(tempfile.mkdtemp(prefix="headwater-bench-"))
+    tmp = bench_workdir("headwater-bench-")
     broker = start_broker(tmp / "data", "--flush", "never")
     try:
         rows = []

@@ -19,11 +19,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -32,7 +30,7 @@ from rich.console import Console
 from served_requests import served_requests
 from tables import table
 
-from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds, mock_cluster_process
+from headwater.testing import BrokerProcess, bench_arguments, bench_workdir, cpu_seconds, mock_cluster_process
 
 TOPIC = "idle"
 
@@ -95,7 +93,7 @@ def main() -> int:
                         help="seconds before the count starts (assignment, metadata and the first, full fetch)")
     args = bench_arguments(parser, {"partitions": 50, "seconds": 0.5, "warm_up": 0.25})
 
-    workdir = Path(tempfile.mkdtemp(prefix="headwater-bench-idle-"))
+    workdir = bench_workdir("headwater-bench-idle-")
     flags = ("--flush", "never", "--max-partitions-per-request", str(args.partitions), "--http-listener", "127.0.0.1:0")
     clients = {"none": None, "confluent-kafka": confluent_idle, "kafka-python": kafka_python_idle}
     rows = []

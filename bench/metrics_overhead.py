@@ -19,18 +19,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 from confluent_kafka import Producer
 from rich.console import Console
 from tables import table
 from throughput import produce_throughput
 
-from headwater.testing import BrokerProcess, bench_arguments
+from headwater.testing import BrokerProcess, bench_arguments, bench_workdir
 
 VALUE = b"x" * 100
 
@@ -59,7 +57,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = bench_arguments(parser, {"messages": 2000, "requests": 100, "rounds": 1})
 
-    workdir = Path(tempfile.mkdtemp(prefix="headwater-bench-metrics-"))
+    workdir = bench_workdir("headwater-bench-metrics-")
     workloads = {"batched": (args.messages, produce_throughput),
                  "one request per record": (args.requests, one_request_per_record)}
     rates: dict[tuple[str, str], list[float]] = {}

@@ -12,7 +12,6 @@ import itertools
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -21,7 +20,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from rich.console import Console
 
-from headwater.testing import BrokerProcess, bench_arguments, produce_all
+from headwater.testing import BrokerProcess, bench_arguments, bench_workdir, produce_all
 from tables import table
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
@@ -84,7 +83,7 @@ def main():
     parser.add_argument("--connections", type=int, default=20, help="connections timed for setup")
     args = bench_arguments(parser, {"messages": 2000, "connections": 2})
 
-    tmp = Path(tempfile.mkdtemp(prefix="headwater-bench-"))
+    tmp = bench_workdir("headwater-bench-")
     certs, data = tmp / "certs", tmp / "data"
     headwater = [sys.executable, "-m", "headwater"]
     subprocess.run([*headwater, "certs", "--out", str(certs)], check=True, capture_output=True)

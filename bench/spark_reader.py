@@ -12,9 +12,7 @@ client before it fetched record batches itself).
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
-from pathlib import Path
 
 from confluent_kafka import TopicPartition
 from spark_source import fill
@@ -23,7 +21,7 @@ from headwater.spark.cluster import consumer
 from headwater.spark.fetcher import Fetcher
 from headwater.spark.partition_reader import OffsetRange, read_range
 from headwater.spark.record_columns import FetchedRecords
-from headwater.testing import BrokerProcess, bench_arguments, cpu_seconds
+from headwater.testing import BrokerProcess, bench_arguments, bench_workdir, cpu_seconds
 
 
 def fastest(stage, rows: int, broker_pid: int) -> tuple[float, float, float]:
@@ -67,7 +65,7 @@ def main() -> None:
     parser.add_argument("--range", type=int, default=50_000, help="rows a Spark task reads (one offset range)")
     args = bench_arguments(parser, {"rows": 20_000, "range": 5_000})
 
-    with BrokerProcess(Path(tempfile.mkdtemp(prefix="hw-reader-bench-")) / "data", "--flush", "never") as broker:
+    with BrokerProcess(bench_workdir("hw-reader-bench-") / "data", "--flush", "never") as broker:
         fill(broker.bootstrap, "bench", args.rows, partitions=1)
         client = {"bootstrap.servers": broker.bootstrap}
         pid = broker.proc.pid

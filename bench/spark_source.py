@@ -46,7 +46,6 @@ import functools
 import itertools
 import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -59,8 +58,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 import headwater.spark
 from headwater.spark.record_columns import arrow_schema
 from headwater.spark.source import SCHEMA
-from headwater.testing import (KAFKA_PRODUCTION_OPTIONS, BrokerProcess, KafkaCluster, bench_arguments, cpu_seconds,
-                               proc_stat, produce_all, spark_kafka_jars)
+from headwater.testing import (KAFKA_PRODUCTION_OPTIONS, BrokerProcess, KafkaCluster, bench_arguments, bench_workdir,
+                               cpu_seconds, proc_stat, produce_all, spark_kafka_jars)
 
 
 # The floor's Arrow batches are about the size of the headwater reader's: one 1 MiB fetch
@@ -282,7 +281,7 @@ def main() -> None:
                         help="a Spark setting for the session (repeatable)")
     args = bench_arguments(parser, {"rows": 40_000, "per_batch": 20_000, "rounds": 1, "rate": 20, "seconds": 3})
 
-    workdir = Path(tempfile.mkdtemp(prefix="hw-spark-bench-"))
+    workdir = bench_workdir("hw-spark-bench-")
     kafka_node = contextlib.nullcontext() if args.latency_only else \
         KafkaCluster(nodes=1, jvm_options=KAFKA_PRODUCTION_OPTIONS)
     with BrokerProcess(workdir / "data", "--num-partitions", "2", "--flush", "never") as broker, kafka_node as kafka:

@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -45,7 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 from headwater.testing import (KAFKA_PRODUCTION_OPTIONS, BrokerProcess, KafkaCluster, MockKafkaCluster, bench_arguments,
-                               produce_all)
+                               bench_workdir, produce_all)
 
 VALUE = b"x" * 100
 GROUP_COMMIT_SUBJECT = "Group commit for flush=always"  # the commit the "before" broker precedes
@@ -250,7 +248,7 @@ def main() -> int:
     args = bench_arguments(parser, {"messages": 2000, "rate": 200, "seconds": 1, "durable_seconds": 1})
 
     results = {}
-    workdir = Path(tempfile.mkdtemp(prefix="headwater-bench-"))
+    workdir = bench_workdir("headwater-bench-")
     with BrokerProcess(workdir / "data", "--flush", "never") as broker:
         results["Headwater"] = measure("Headwater", broker.bootstrap, args, workdir)
     mock = MockKafkaCluster(brokers=1)  # lives while `mock` does; clients reach it over loopback
@@ -259,7 +257,6 @@ def main() -> int:
         results["Apache Kafka 4.4, 1 node"] = measure("Apache Kafka", kafka.bootstrap, args, workdir)
         results["librdkafka mock broker (C)"] = measure("librdkafka mock", mock_bootstrap, args, workdir)
         durable = durable_table(args, workdir, kafka.bootstrap, mock_bootstrap)
-    shutil.rmtree(workdir)
 
     table = Table(title=f"Broker throughput: {args.messages:,} x 100-byte messages, acks=all, no fsync on any")
     table.add_column("metric")

@@ -1,6 +1,7 @@
 """Every benchmark in bench/ still runs: `--smoke` (tiny sizes, a few seconds) exits 0 and
 prints its table, and `--help` works. Figures are never asserted: this only keeps a bench
 from breaking unnoticed. New benches are picked up by their file name alone."""
+import os
 import re
 import subprocess
 import sys
@@ -13,9 +14,10 @@ BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
 BENCHES = sorted(path for path in BENCH_DIR.glob("*.py") if 'if __name__ == "__main__":' in path.read_text())
 
 
-def run(bench: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
+def run(bench: Path, *args: str, timeout: float, tmpdir: Path | None = None) -> subprocess.CompletedProcess:
+    env = None if tmpdir is None else {**os.environ, "TMPDIR": str(tmpdir)}
     return subprocess.run([sys.executable, str(bench), *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=BENCH_DIR.parent)
+                          cwd=BENCH_DIR.parent, env=env)
 
 
 def table_rows(text: str) -> list[list[str]]:
@@ -67,9 +69,11 @@ def group(bench: Path) -> str:
 
 @pytest.mark.parametrize("bench", [pytest.param(bench, marks=pytest.mark.xdist_group(group(bench)))
                                    for bench in BENCHES], ids=lambda bench: bench.stem)
-def test_bench_smoke_prints_its_table(bench):
-    result = run(bench, "--smoke", timeout=400)
+def test_bench_smoke_prints_its_table(bench, tmp_path):
+    result = run(bench, "--smoke", timeout=400, tmpdir=tmp_path)
     assert result.returncode == 0, f"{bench.name} --smoke failed:\n{result.stderr[-3000:]}"
+    # its brokers' data directories and checkpoints are gone: benches are run again and again
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(("headwater-", "hw-"))] == []
     assert prints_a_table(result.stdout), f"{bench.name} --smoke printed no table:\n{result.stdout}"
     for text in SMOKE_OUTPUT.get(bench.stem, []):
         assert text in result.stdout, f"{bench.name} --smoke did not print {text!r}:\n{result.stdout}"

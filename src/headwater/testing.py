@@ -3,6 +3,7 @@ to send them, and the options every benchmark shares: for tests, the demo and be
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
 import contextlib
 import ctypes
@@ -235,6 +236,15 @@ def bench_arguments(parser: argparse.ArgumentParser, smoke: dict) -> argparse.Na
         parser.set_defaults(**smoke)
         args = parser.parse_args()
     return args
+
+
+def bench_workdir(prefix: str) -> Path:
+    """A new temporary directory for a bench's brokers and checkpoints, removed when the bench's
+    process exits (also after an error or Ctrl-C): a run leaves from MBs to GBs, and benches are
+    run again and again."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    return workdir
 
 
 def produce_all(producer, topic: str, values: Iterable[bytes | None], *, keys: Iterable | None = None,
