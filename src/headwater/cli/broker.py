@@ -27,7 +27,6 @@ if TYPE_CHECKING:   # imported by the broker that serves the console only: ~0.2 
     from headwater.http.listener import HttpListener
 
 
-
 def _port(text: str) -> int:
     port = int(text)
     if not 0 <= port <= 65535:

@@ -1,6 +1,6 @@
 """--offline: commands that edit a stopped broker's files in its data directory (the ACLs, the
-SASL users) instead of asking a running broker. Only these commands read the data directory, so
-only they import the storage layer that names its errors."""
+SASL users) instead of asking a running broker. Besides the broker, only these commands read a
+data directory, so only they import the storage layer that names its errors."""
 from __future__ import annotations
 
 import functools
