@@ -15,6 +15,7 @@ from kafka.protocol.consumer import ConsumerProtocolAssignment, ConsumerProtocol
 from headwater.broker.groups.coordinator import JoinRequest, JoinResult
 from headwater.broker.groups.group import TRANSITIONS, CommittedOffset, Group, GroupState, IllegalTransition
 from headwater.broker.groups.store import OFFSETS_TOPIC
+from headwater.log import layout
 from headwater.protocol.errors import ErrorCode
 from headwater.records.layout import iter_batches
 
@@ -454,7 +455,9 @@ def test_a_commit_larger_than_one_batch_of_the_offsets_topic_is_stored_whole_and
         limit = appender.log_manager.get_log(OFFSETS_TOPIC, 0).config.max_message_bytes
     finally:
         close_appender(appender)
-    stored = b"".join(f.read_bytes() for f in sorted((tmp_path / "data" / f"{OFFSETS_TOPIC}-0").glob("*.log")))
+    directory = layout.partition_dir(tmp_path / "data", OFFSETS_TOPIC, 0)
+    stored = b"".join(layout.segment_file(directory, base, layout.LOG).read_bytes()
+                      for base in layout.segment_base_offsets(directory))
     sizes = [header.size for _, header in iter_batches(stored)]
     assert len(sizes) > 1 and max(sizes) <= limit
     appender = open_appender(tmp_path / "data")
