@@ -132,23 +132,32 @@ def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tup
     if index.min() < 0 or index.max() >= len(logs):
         return None   # an unknown partition: answered with its error as usual
     ends = columns.end[index]   # copies: another thread's retention may move a log start meanwhile
-    stable = ends.copy()
-    stable_offset = broker.txn_partitions.last_stable_offset
-    for i in np.flatnonzero(columns.unstable[index] != NO_UNSTABLE).tolist():   # an open transaction
-        p = int(index[i])
-        stable[i] = stable_offset(name, p, logs[p])
     entries = quiet_entries(version, len(index))
     entries["partition_index"] = index
     entries["high_watermark"] = ends
-    entries["last_stable_offset"] = stable
+    # Each numpy call costs ~1 µs with the memory cold after the request's decoding: with no transaction
+    # open anywhere in the topic (one reduction over its column), every last stable offset is the end.
+    entries["last_stable_offset"] = (ends if columns.unstable.max() == NO_UNSTABLE
+                                     else _stable_offsets(broker, name, logs, columns.unstable[index], index, ends))
     if version >= 5:
         entries["log_start_offset"] = columns.start[index]
     if request.isolation_level == READ_COMMITTED:
         entries["aborted_count"] = 0   # an empty list, not null
     busy = np.flatnonzero(wanted["fetch_offset"] != ends).tolist()
-    targets = [((name, p), partitions[i]) for i, p in zip(busy, index[busy].tolist())]
+    targets = [((name, position.partition), position) for position in map(partitions.__getitem__, busy)]
     reads, size, errors = _read_partitions(broker, targets, request, spent)
     return SplicedTopic(name, entries, {i: reads[key] for i, (key, _) in zip(busy, targets)}), size, errors
+
+
+def _stable_offsets(broker, name: str, logs: list, unstable: np.ndarray, index: np.ndarray,
+                    ends: np.ndarray) -> np.ndarray:
+    """Each named partition's last stable offset: its end, or ``TxnPartitions``' where a transaction is open."""
+    stable = ends.copy()
+    stable_offset = broker.txn_partitions.last_stable_offset
+    for i in np.flatnonzero(unstable != NO_UNSTABLE).tolist():
+        p = int(index[i])
+        stable[i] = stable_offset(name, p, logs[p])
+    return stable
 
 
 def _record_bytes(topic) -> int:
