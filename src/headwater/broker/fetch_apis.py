@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
@@ -179,18 +178,15 @@ def _topic_results(answered: list[Partition], reads: dict[Partition, FetchedPart
             {topic: sum(len(p.records) for p in partitions if p.records) for topic, partitions in by_topic.items()})
 
 
-@contextmanager
-def _watch(signals: GrowthSignals, context: FetchContext, request) -> Iterator[Watch]:
+def _watch(signals: GrowthSignals, context: FetchContext, request) -> AbstractContextManager[Watch]:
     """What the fetch waits on: its session's Watch, else one for this fetch only, on the partitions
     it names, or on a whole topic where it names many (a wake-up it did not ask for only has it
     read again)."""
     if context.session is not None:
-        yield context.session.watch
-        return
+        return nullcontext(context.session.watch)
     wide = {t.topic for t in request.topics if len(t.partitions) >= TOPIC_WIDE_WATCH}
     narrow = [(t.topic, p.partition) for t in request.topics if t.topic not in wide for p in t.partitions]
-    with signals.watch(narrow, wide) as watch:
-        yield watch
+    return signals.watch(narrow, wide)
 
 
 async def fetch(broker, header, request):
