@@ -202,24 +202,34 @@ async def fetch(broker, header, request):
     named = context.targets or context.session or any(len(t.partitions) for t in request.topics)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait_ms / 1000
-    with _watch(broker.wakeups, context, request) as watch:
-        while True:
-            watch.arm()   # before reading: an append between the read and the wait still wakes it
-            if sessionless:
-                responses, total, errors = _read_topics(broker, request, header.api_version)
-            else:
-                reads, total, errors = _read_partitions(broker, context.targets, request)
-            remaining = deadline - loop.time()
-            if total >= request.min_bytes or errors or remaining <= 0 or not named:
-                break
-            if not await watch.wait(remaining):
-                break   # time is up and nothing changed: the reads above still stand
-            sessions.changed(context)
+
+    def read() -> tuple:
+        if sessionless:
+            return _read_topics(broker, request, header.api_version)
+        return _read_partitions(broker, context.targets, request)
+
+    answer, total, errors = read()
+    remaining = deadline - loop.time()
+    if total < request.min_bytes and not errors and remaining > 0 and named:
+        # The watch is set up only now, for a fetch that must wait: most of librdkafka's are answered
+        # at once. No change falls between the read and the watch: nothing is awaited in between, and
+        # every notify runs on this loop's thread (appends; the maintenance thread's moves come
+        # through call_soon_threadsafe).
+        with _watch(broker.wakeups, context, request) as watch:
+            watch.arm()
+            while await watch.wait(remaining):   # else time is up and nothing changed: the reads stand
+                sessions.changed(context)
+                watch.arm()   # a fresh waiter for the next wait: the last one is done
+                answer, total, errors = read()
+                remaining = deadline - loop.time()
+                if total >= request.min_bytes or errors or remaining <= 0:
+                    break
     if sessionless:
+        responses = answer
         sizes = {t.topic: _record_bytes(t) for t in responses}
     else:
-        answered = sessions.answer(context, reads, request.isolation_level == READ_COMMITTED)
-        responses, sizes = _topic_results(answered, reads)
+        answered = sessions.answer(context, answer, request.isolation_level == READ_COMMITTED)
+        responses, sizes = _topic_results(answered, answer)
     for topic, size in sizes.items():
         broker.stats.fetched(topic, size)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses)
