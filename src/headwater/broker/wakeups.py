@@ -24,7 +24,8 @@ class Watch:
         return changed
 
     def arm(self) -> None:
-        """A fresh waiter, made before reading the logs: a change during the read still wakes it."""
+        """A fresh waiter, made before reading the logs, or after the read with nothing awaited in
+        between (every notify runs on the loop's thread): a change after the read still wakes it."""
         self.waiter = asyncio.get_running_loop().create_future()
 
     async def wait(self, timeout: float) -> bool:
