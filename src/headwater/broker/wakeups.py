@@ -111,8 +111,8 @@ class GrowthSignals:
 
 
 class _WatchBlock:
-    """``GrowthSignals.watch``'s block. A class, not a generator's context manager: every fetch
-    without a session takes one, and the generator's frames cost a few µs of it."""
+    """``GrowthSignals.watch``'s block. A class, not a generator's context manager: every waiting
+    fetch without a session takes one, and the generator's frames cost a few µs of it."""
     __slots__ = ("signals", "watch", "partitions", "topics")
 
     def __init__(self, signals: GrowthSignals, partitions: list[Partition], topics: list[str]) -> None:
