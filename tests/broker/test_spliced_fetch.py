@@ -219,3 +219,32 @@ def test_a_fetch_with_something_to_answer_does_not_wait(tmp_path, where):
     errors = {(t.topic, p.partition_index): p.error_code for t in response.responses for p in t.partitions if p.error_code}
     assert errors == {"wide out of range": {("t", 70): 1}, "narrow out of range": {("narrow", 1): 1},
                       "unknown partition": {("narrow", 2): 3}}[where]   # OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_fetch_answered_at_once_sets_up_no_watch_and_one_that_waits_is_woken_by_the_next_append(tmp_path):
+    """The watch is set up after the first read, only for a fetch that must wait (most of librdkafka's
+    are answered at once); the append that comes right after that read still wakes it."""
+    broker = waiting_broker(tmp_path)
+    watches = []
+    signals_watch = broker.wakeups.watch
+    broker.wakeups.watch = lambda *args: watches.append(args) or signals_watch(*args)
+
+    async def scenario():
+        request, _ = caught_up_request(broker, 0, 30_000)
+        waiting = asyncio.create_task(fetch(broker, RequestHeader(ApiKey.FETCH, 11, 1, "test"), request))
+        await asyncio.sleep(0)   # its first step: the read, and the wait
+        assert len(watches) == 1 and not waiting.done()
+        append(broker, 42, 1)
+        woken = await asyncio.wait_for(waiting, 30)
+        behind = generated_request(11, [0] * PARTITIONS, 0)
+        behind.max_wait_ms = 30_000
+        answered = await fetch(broker, RequestHeader(ApiKey.FETCH, 11, 1, "test"),
+                               decode_fetch_request(behind.encode(version=11), 11))
+        return woken, answered
+
+    woken, answered = asyncio.run(scenario())
+    broker.close()
+    assert len(watches) == 1   # the second fetch had records to answer: no watch
+    assert [p.partition_index for p in woken.responses[0].partitions if p.records] == [42]
+    assert [p.partition_index for p in answered.responses[0].partitions if p.records] == [5, 42, 60]
+    assert len(broker.wakeups) == 0

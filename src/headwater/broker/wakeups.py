@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 
 Partition = tuple[str, int]
 
@@ -25,7 +24,8 @@ class Watch:
         return changed
 
     def arm(self) -> None:
-        """A fresh waiter, made before reading the logs: a change during the read still wakes it."""
+        """A fresh waiter, made before reading the logs, or after the read with nothing awaited in
+        between (every notify runs on the loop's thread): a change after the read still wakes it."""
         self.waiter = asyncio.get_running_loop().create_future()
 
     async def wait(self, timeout: float) -> bool:
@@ -59,27 +59,23 @@ class GrowthSignals:
         """Partitions and whole topics watched now (none once nothing watches)."""
         return len(self._watches) + len(self._topic_watches)
 
-    @contextmanager
-    def watch(self, partitions: list[Partition], topics: Iterable[str] = ()) -> Iterator[Watch]:
+    def watch(self, partitions: list[Partition], topics: Iterable[str] = ()) -> _WatchBlock:
         """A Watch on ``partitions`` and on every partition of ``topics`` for the block, armed: read
         the logs, then ``wait`` on it (an append between the read and the wait still wakes it).
         A wait on thousands of partitions of one topic (librdkafka's fetch names them all) is one
         registration on the topic, not one per partition."""
-        watch = Watch()
-        topics = list(topics)
-        self.register(watch, partitions)
+        return _WatchBlock(self, partitions, list(topics))
+
+    def watch_topics(self, watch: Watch, topics: list[str]) -> None:
         for topic in topics:
             self._topic_watches.setdefault(topic, set()).add(watch)
-        watch.arm()
-        try:
-            yield watch
-        finally:
-            self.unregister(watch, partitions)
-            for topic in topics:
-                watchers = self._topic_watches[topic]
-                watchers.discard(watch)
-                if not watchers:
-                    del self._topic_watches[topic]
+
+    def unwatch_topics(self, watch: Watch, topics: list[str]) -> None:
+        for topic in topics:
+            watchers = self._topic_watches[topic]
+            watchers.discard(watch)
+            if not watchers:
+                del self._topic_watches[topic]
 
     def register(self, watch: Watch, partitions: Iterable[Partition]) -> None:
         watches = self._watches
@@ -112,3 +108,22 @@ class GrowthSignals:
             self.notify(*key)
         for watch in self._topic_watches.get(topic, ()):
             watch.wake((topic, -1))
+
+
+class _WatchBlock:
+    """``GrowthSignals.watch``'s block. A class, not a generator's context manager: every waiting
+    fetch without a session takes one, and the generator's frames cost a few µs of it."""
+    __slots__ = ("signals", "watch", "partitions", "topics")
+
+    def __init__(self, signals: GrowthSignals, partitions: list[Partition], topics: list[str]) -> None:
+        self.signals, self.watch, self.partitions, self.topics = signals, Watch(), partitions, topics
+
+    def __enter__(self) -> Watch:
+        self.signals.register(self.watch, self.partitions)
+        self.signals.watch_topics(self.watch, self.topics)
+        self.watch.arm()
+        return self.watch
+
+    def __exit__(self, *exc) -> None:
+        self.signals.unregister(self.watch, self.partitions)
+        self.signals.unwatch_topics(self.watch, self.topics)
