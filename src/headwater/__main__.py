@@ -2,4 +2,4 @@ import sys
 
 from headwater.cli.main import main
 
-sys.exit(main())
+sys.exit(main(exiting=True))

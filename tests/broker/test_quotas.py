@@ -5,10 +5,10 @@ from types import SimpleNamespace
 import pytest
 
 from headwater.broker.quota_apis import alter_client_quotas
-from headwater.broker.quotas import (CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotas,
-                                     QuotaError)
+from headwater.broker.quotas import ClientQuotas, QuotaError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
+from headwater.protocol.quota_names import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 
 AlterClientQuotasRequest = MESSAGE_CLASSES[ApiKey.ALTER_CLIENT_QUOTAS][0]
 

@@ -66,10 +66,9 @@ def test_a_data_dir_that_is_a_file_is_refused(capsys, tmp_path, command):
 
 def test_commands_that_never_read_a_data_directory_do_not_import_the_storage_layer():
     """The log package (numpy, the record validator, the cleaner) is ~0.17 s of a command's start;
-    the broker and the --offline edits (acls, users) read a data directory and need it. (groups and
-    quotas still import it through the broker's modules they share constants with.)"""
+    the broker and the --offline edits (acls, users) read a data directory and need it."""
     imported = subprocess.run([sys.executable, "-c", "import sys; from headwater.cli.main import build_parser; "
-                               "[build_parser([c]) for c in ('topics', 'schemas', 'transactions', 'events', 'push', 'cdc', 'pipelines', 'certs')]; "
+                               "[build_parser([c]) for c in ('topics', 'schemas', 'transactions', 'events', 'push', 'cdc', 'pipelines', 'certs', 'groups', 'quotas')]; "
                                "print(sorted(m for m in sys.modules if m.startswith('headwater.log')))"],
                               capture_output=True, text=True, check=True)
     assert imported.stdout.strip() == "[]"

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import logging
 
-from headwater.broker.quotas import CLIENT_ID, QuotaError
+from headwater.broker.quotas import QuotaError
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
+from headwater.protocol.quota_names import CLIENT_ID
 from headwater.broker.security.acl_operations import AclOperation as Op
 from headwater.broker.security.authorization import NOT_AUTHORIZED, cluster_check, per_resource
 

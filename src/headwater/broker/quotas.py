@@ -17,12 +17,8 @@ from pathlib import Path
 
 from headwater.log.layout import read_json, replace_atomically
 from headwater.protocol.messages import ApiKey
+from headwater.protocol.quota_names import CONSUMER_BYTE_RATE, KEYS, PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 
-PRODUCER_BYTE_RATE = "producer_byte_rate"
-CONSUMER_BYTE_RATE = "consumer_byte_rate"
-REQUEST_PERCENTAGE = "request_percentage"
-KEYS = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE)
-CLIENT_ID = "client-id"  # the one entity type a broker without authentication can tell apart
 BURST_SECONDS = 1.0       # a bucket holds this much of its rate: short bursts pass unthrottled
 
 Entity = str | None  # a client id, or None: the default for client ids without their own quota

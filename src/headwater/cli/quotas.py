@@ -9,8 +9,8 @@ import argparse
 
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
-from headwater.broker.quotas import CLIENT_ID, KEYS
 from headwater.cli.common import CommandError, add_client_args, confirm, emit, kafka_python_admin
+from headwater.protocol.quota_names import CLIENT_ID, KEYS
 
 
 MATCH_ANY = 2

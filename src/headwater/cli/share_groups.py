@@ -17,7 +17,7 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
 
-from headwater.broker.share.store import record_states
+from headwater.broker.share.state_records import STATE_TOPIC, record_states
 from headwater.cli.common import CommandError, client_config, emit, emit_document
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
@@ -25,7 +25,6 @@ from headwater.protocol.request import (AuthenticationFailed, NoCoordinator, Uns
                                         request)
 from headwater.protocol.share_messages import ShareGroupDescribeRequest
 
-STATE_TOPIC = "__share_group_state"
 ACQUIRED, ACKNOWLEDGED, ARCHIVED = 1, 2, 4          # share-partition record states as the broker stores them
 DLQ_HEADER = "__dlq.errors."
 QUIET = 3

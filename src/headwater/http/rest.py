@@ -38,7 +38,7 @@ from headwater.http.admin import Admin
 from headwater.http.login import peer
 from headwater.http.state import records_from, stable_offset
 from headwater.broker.partitioner import keyed_partitions, partition_for
-from headwater.broker.quotas import PRODUCER_BYTE_RATE
+from headwater.protocol.quota_names import PRODUCER_BYTE_RATE
 from headwater.broker.security.acls import ResourceType
 from headwater.log import Topic
 from headwater.protocol.errors import ErrorCode

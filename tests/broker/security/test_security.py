@@ -2,6 +2,7 @@
 kafka-python and kcat against one broker with a listener of each security protocol."""
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import random
@@ -22,6 +23,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from scramp import ScramClient
 
 from headwater.broker.apis import ADVERTISED
+from headwater.cli.main import main
 from headwater.fuzzing.corpus import valid_requests
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey
@@ -739,6 +741,22 @@ def test_cli_wrong_password_is_one_line(secured, tmp_path):
     assert refused.returncode == 1
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "Authentication failed: invalid credentials" in lines[0], refused.stderr
+
+
+def test_cli_refused_login_destroys_its_client_before_main_returns(secured, tmp_path, capsys):
+    """Left to a collection, the AdminClient outlived `python -m headwater`'s frozen objects into
+    the interpreter's finalization and crashed it now and then (tests/cli/test_cli_exit.py)."""
+    config = _command_config(secured, tmp_path, password="wrong")
+    gc.collect()
+    before = {id(o) for o in gc.get_objects() if isinstance(o, AdminClient)}
+    gc.disable()  # so that no collection happens to free the client meanwhile
+    try:
+        assert main(["topics", "list", "--bootstrap-server", f"127.0.0.1:{_port(secured, 'SASL_SSL')}",
+                     "--command-config", config]) == 1
+        assert [o for o in gc.get_objects() if isinstance(o, AdminClient) and id(o) not in before] == []
+    finally:
+        gc.enable()
+    assert "Authentication failed: invalid credentials" in capsys.readouterr().err
 
 
 def test_sqlite_connector_ships_changes_over_sasl_ssl(secured, tmp_path):

@@ -536,7 +536,7 @@ def test_a_share_fetch_is_not_answered_before_its_acknowledgements_are_on_disk(t
     from headwater.broker.config import BrokerConfig
     from headwater.broker.fsync_rounds import GroupCommit
     from headwater.broker.share.share_group_apis import share_fetch
-    from headwater.broker.share.store import STATE_TOPIC
+    from headwater.broker.share.state_records import STATE_TOPIC
     from headwater.protocol.share_fetch_response import ShareFetchResponse
     from headwater.protocol.share_messages import ShareFetchRequest
     from headwater.records import Record, encode_batch

@@ -13,7 +13,7 @@ from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.share.partition import AcknowledgeType as Ack, Acquired, InFlight, RecordState
 from headwater.broker.share.share_group_apis import share_acknowledge, share_fetch
-from headwater.broker.share.store import STATE_TOPIC
+from headwater.broker.share.state_records import STATE_TOPIC
 from headwater.log import Log
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.share_fetch_response import VERSION

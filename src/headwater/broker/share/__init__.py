@@ -9,6 +9,7 @@ expires; a record that keeps failing is archived and dead-lettered.
 - ``assignor.py``      which partitions each member fetches from (Kafka's ``simple`` rule), a pure function
 - ``configs.py``       the group configs, Kafka's names and defaults
 - ``store.py``         durable state in the compacted ``__share_group_state`` topic
+- ``state_records.py`` that topic's name and the records a persisted state lists, for its readers
 - ``dead_letters.py``  KIP-1191 dead letters, and their writer (through the broker's Appender)
 - ``apis.py``          the ShareGroupHeartbeat / ShareGroupDescribe / ShareFetch / ShareAcknowledge handlers
 """

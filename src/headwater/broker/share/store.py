@@ -20,7 +20,7 @@ available again (their locks died with the broker) keeping their delivery counts
 """
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from functools import lru_cache
 
 import orjson
@@ -32,8 +32,7 @@ from headwater.broker.internal_topic import InternalTopic, json_bytes
 from headwater.protocol.errors import ErrorCode
 
 from .partition import RecordState, SharePartition
-
-STATE_TOPIC = "__share_group_state"
+from .state_records import STATE_TOPIC
 
 
 class ShareStateStore:
@@ -122,10 +121,3 @@ def restore(sp: SharePartition, state: dict) -> None:
             [*state.get("ranges", ()), *((o, o, s, c) for o, s, c in state.get("records", ()))])
     sp.archived_total, sp.dead_lettered = int(state["archived"]), int(state["dead_lettered"])
 
-
-def record_states(state: dict) -> Iterator[tuple[int, int, int]]:
-    """(offset, state, delivery count) of each record a persisted state lists, in either form."""
-    for first, last, state_value, count in state.get("ranges", ()):
-        for offset in range(int(first), int(last) + 1):
-            yield offset, state_value, count
-    yield from state.get("records", ())
