@@ -77,7 +77,7 @@ def _add(args) -> int:
                     for op in args.operation]
         admin = AdminClient(client_config(args))
         for future in admin.create_acls(bindings).values():
-            admin_result(future)
+            admin_result(admin, future)
     confirm(args, f"added {len(args.operation)} ACL(s) for {args.principal}",
             [_row(kind, name, _pattern(args, name), args.principal, args.host, op, permission)
              for op in args.operation])
@@ -91,7 +91,7 @@ def _list(args) -> int:
     else:
         admin = AdminClient(client_config(args))
         found = [_wire_row(b) for f in _wire_filters(args)
-                 for b in admin_result(admin.describe_acls(f))]
+                 for b in admin_result(admin, admin.describe_acls(f))]
     emit(args, found, title="ACLs")
     return 0
 
@@ -104,7 +104,7 @@ def _remove(args) -> int:
     else:
         admin = AdminClient(client_config(args))
         removed = [_wire_row(b) for future in admin.delete_acls(_wire_filters(args)).values()
-                   for b in admin_result(future)]
+                   for b in admin_result(admin, future)]
     confirm(args, f"removed {len(removed)} ACL(s)", removed)
     return 0
 

@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
@@ -153,18 +154,31 @@ def _refused(error: KafkaError) -> None:
 
 
 ADMIN_TIMEOUT = 30  # seconds for an AdminClient call's answer
+_POLL_S = 0.05     # how often a wait for an answer serves the client's callbacks
 
 
-def admin_result(future, timeout: float = ADMIN_TIMEOUT):
-    """An AdminClient future's result; its failure, or no answer, as a one-line CommandError."""
+def answer(admin, future, timeout: float = ADMIN_TIMEOUT):
+    """An AdminClient future's result (its KafkaException as raised), serving the client's callbacks
+    while it waits: a refused login reaches ``error_cb`` only through ``poll``, and so ends the wait at
+    once instead of after ``timeout``. No answer in time is a one-line CommandError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return future.result(min(_POLL_S, max(deadline - time.monotonic(), 0)))
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise CommandError(f"no answer within {timeout:g}s: is the broker there, and does it accept "
+                                   "the --command-config login?") from None
+            admin.poll(0)
+
+
+def admin_result(admin, future, timeout: float = ADMIN_TIMEOUT):
+    """``answer``, with the call's failure as a one-line CommandError."""
     try:
-        return future.result(timeout)
+        return answer(admin, future, timeout)
     except KafkaException as exc:
         error = exc.args[0] if exc.args else None
         raise CommandError(error.str() if isinstance(error, KafkaError) else str(exc)) from None
-    except TimeoutError:
-        raise CommandError(f"no answer within {timeout:g}s: is the broker there, and does it accept "
-                           "the --command-config login?") from None
 
 
 # kafka-python's names for the librdkafka properties a secured connection needs

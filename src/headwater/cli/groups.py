@@ -17,8 +17,8 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from headwater.broker.groups.reset import ResetTo
 from headwater.cli import share_groups
-from headwater.cli.common import (CommandError, add_client_args, admin_result, client_config, emit, emit_document,
-                                  name_value)
+from headwater.cli.common import (CommandError, add_client_args, admin_result, answer, client_config, emit,
+                                  emit_document, name_value)
 
 TIMEOUT = 30  # seconds for each admin call
 PEEK_TIMEOUT = 5  # seconds to find the oldest unconsumed record of the lagging partitions
@@ -62,7 +62,7 @@ def add_parser(subparsers) -> None:
     alter.add_argument("--config", action="append", default=[], type=name_value, metavar="NAME=VALUE")
     alter.add_argument("--delete-config", action="append", default=[], metavar="NAME", help="back to the default")
     add_client_args(alter)
-    alter.set_defaults(func=lambda args: share_groups.alter(args, _admin(args), _result))
+    alter.set_defaults(func=lambda args: share_groups.alter(args, _admin(args)))
     redrive = sub.add_parser("redrive", help="produce a dead-letter topic's records back to the topics they came from")
     redrive.add_argument("topic", help="the dead-letter topic")
     add_client_args(redrive)
@@ -84,15 +84,15 @@ def _admin(args) -> AdminClient:
     return AdminClient(client_config(args, log_level=QUIET))
 
 
-def _result(future):
-    return admin_result(future, TIMEOUT)
+def _result(admin, future):
+    return admin_result(admin, future, TIMEOUT)
 
 
 # --- list ----------------------------------------------------------------------------------
 
 def list_groups(args) -> int:
     admin = _admin(args)
-    listed = _result(admin.list_consumer_groups(request_timeout=TIMEOUT))
+    listed = _result(admin, admin.list_consumer_groups(request_timeout=TIMEOUT))
     if listed.errors:  # a broker that could not list its groups: say so, not an empty list
         failure = f"{len(listed.errors)} broker(s) could not list their consumer groups: {listed.errors[0].str()}"
         if not listed.valid:
@@ -115,12 +115,8 @@ def _type(group) -> str:
 
 def _committed(admin, group: str) -> dict[tuple[str, int], int]:
     request = [ConsumerGroupTopicPartitions(group)]
-    result = _result(admin.list_consumer_group_offsets(request, request_timeout=TIMEOUT)[group])
+    result = _result(admin, admin.list_consumer_group_offsets(request, request_timeout=TIMEOUT)[group])
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
-
-
-def _log_offsets(admin, partitions, spec: OffsetSpec) -> dict[tuple[str, int], int]:
-    return share_groups.log_offsets(admin, _result, partitions, spec)
 
 
 def _oldest_unconsumed(args, positions: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -145,9 +141,9 @@ def _oldest_unconsumed(args, positions: dict[tuple[str, int], int]) -> dict[tupl
 
 def describe_group(args) -> int:
     admin = _admin(args)
-    desc = _result(admin.describe_consumer_groups([args.group], request_timeout=TIMEOUT)[args.group])
+    desc = _result(admin, admin.describe_consumer_groups([args.group], request_timeout=TIMEOUT)[args.group])
     if desc.state.name == "DEAD":  # not a classic group: perhaps a share group
-        return share_groups.describe(args, admin, _result)
+        return share_groups.describe(args, admin)
     owner = {}
     members = []
     for m in desc.members:
@@ -163,8 +159,8 @@ def describe_group(args) -> int:
     # every partition of a topic the group reads or has read: one it never committed is lag too
     partitions = [(topic, p) for topic, ps in _partitions_of(admin, {t for t, _ in [*committed, *owner]}).items()
                   for p in ps]
-    starts = _log_offsets(admin, partitions, OffsetSpec.earliest())
-    ends = _log_offsets(admin, partitions, OffsetSpec.latest())
+    starts = share_groups.log_offsets(admin, partitions, OffsetSpec.earliest())
+    ends = share_groups.log_offsets(admin, partitions, OffsetSpec.latest())
     # lag from the committed offset, as Kafka's tool has it; a partition never committed counts every
     # record in its log (what a group with auto.offset.reset=earliest will read; kafka_exporter says -1)
     since = {tp: committed.get(tp, starts[tp]) for tp in partitions}
@@ -196,7 +192,7 @@ def _partitions_of(admin, topics: set[str]) -> dict[str, list[int]]:
     found = {}
     for topic, future in sorted(futures.items()):
         try:
-            found[topic] = sorted(p.id for p in future.result(TIMEOUT).partitions)
+            found[topic] = sorted(p.id for p in answer(admin, future, TIMEOUT).partitions)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:  # a deleted topic's offsets are not lag
                 raise CommandError(exc.args[0].str()) from None
@@ -217,10 +213,10 @@ def _reset_to(args) -> ResetTo:
 
 def _targets(args, admin, tps: list[tuple[str, int]], committed) -> dict[tuple[str, int], int]:
     reset_to = _reset_to(args)
-    earliest = _log_offsets(admin, tps, OffsetSpec.earliest())
-    latest = _log_offsets(admin, tps, OffsetSpec.latest())
-    by_time = (_log_offsets(admin, tps, OffsetSpec.for_timestamp(reset_to.value)) if reset_to.mode == "datetime"
-               else {tp: -1 for tp in tps})
+    earliest = share_groups.log_offsets(admin, tps, OffsetSpec.earliest())
+    latest = share_groups.log_offsets(admin, tps, OffsetSpec.latest())
+    by_time = (share_groups.log_offsets(admin, tps, OffsetSpec.for_timestamp(reset_to.value))
+               if reset_to.mode == "datetime" else {tp: -1 for tp in tps})
     return {tp: reset_to.target(earliest[tp], latest[tp], committed.get(tp), by_time[tp]) for tp in tps}
 
 
@@ -228,7 +224,7 @@ def reset_offsets(args) -> int:
     """As kafka-consumer-groups --reset-offsets: a preview unless --execute; a group that does not
     exist is refused unless --allow-new-group (Kafka's tool creates it silently: a typo would too)."""
     admin = _admin(args)
-    desc = _result(admin.describe_consumer_groups([args.group], request_timeout=TIMEOUT)[args.group])
+    desc = _result(admin, admin.describe_consumer_groups([args.group], request_timeout=TIMEOUT)[args.group])
     if desc.members:
         raise CommandError(f"consumer group {args.group!r} has {len(desc.members)} active member(s); "
                            "stop its consumers before resetting offsets")
@@ -243,7 +239,7 @@ def reset_offsets(args) -> int:
     targets = _targets(args, admin, tps, committed)
     if args.execute:
         request = [ConsumerGroupTopicPartitions(args.group, [TopicPartition(t, p, o) for (t, p), o in targets.items()])]
-        result = _result(admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT)[args.group])
+        result = _result(admin, admin.alter_consumer_group_offsets(request, request_timeout=TIMEOUT)[args.group])
         failed = [tp for tp in result.topic_partitions if tp.error is not None]
         if failed:
             raise CommandError(f"could not commit {failed[0].topic}-{failed[0].partition}: {failed[0].error.str()}")
@@ -260,7 +256,7 @@ def reset_offsets(args) -> int:
 def delete_group(args) -> int:
     admin = _admin(args)
     try:
-        admin.delete_consumer_groups([args.group], request_timeout=TIMEOUT)[args.group].result(TIMEOUT)
+        answer(admin, admin.delete_consumer_groups([args.group], request_timeout=TIMEOUT)[args.group], TIMEOUT)
     except KafkaException as exc:
         error = exc.args[0]
         if error.code() == KafkaError.NON_EMPTY_GROUP:

@@ -17,15 +17,15 @@ import uuid
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec, ResourceType
 
+from headwater.broker.share.partition import RecordState
 from headwater.broker.share.state_records import STATE_TOPIC, record_states
-from headwater.cli.common import CommandError, client_config, emit, emit_document
+from headwater.cli.common import CommandError, admin_result, client_config, emit, emit_document
 from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, MESSAGE_CLASSES
 from headwater.protocol.request import (AuthenticationFailed, NoCoordinator, UnsupportedSecurity, coordinator,
                                         request)
 from headwater.protocol.share_messages import ShareGroupDescribeRequest
 
-ACQUIRED, ACKNOWLEDGED, ARCHIVED = 1, 2, 4          # share-partition record states as the broker stores them
 DLQ_HEADER = "__dlq.errors."
 QUIET = 3
 POLL_IDLE_S = 2.0
@@ -60,7 +60,7 @@ def brokers(args) -> list[str]:
     return sorted(f"{b.host}:{b.port}" for b in admin.list_topics(timeout=10).brokers.values())
 
 
-def describe(args, admin, result) -> int:
+def describe(args, admin) -> int:
     """Describe a share group, or raise CommandError if there is none by that name."""
     at = _one_shot(args, coordinator, args.bootstrap_server, args.group)
     described = _one_shot(args, request, at, ShareGroupDescribeRequest(group_ids=[args.group],
@@ -74,14 +74,15 @@ def describe(args, admin, result) -> int:
                 "partitions": [f"{tp.topic_name}-{p}" for tp in m.assignment.topic_partitions for p in tp.partitions]}
                for m in group.members]
     resource = ConfigResource(ResourceType.GROUP, args.group)
-    configs = {name: entry.value for name, entry in result(admin.describe_configs([resource])[resource]).items()}
+    described = admin_result(admin, admin.describe_configs([resource])[resource])
+    configs = {name: entry.value for name, entry in described.items()}
     states = _share_partition_states(args, args.group)
     # every partition of an assigned topic: one no member has fetched yet is waiting too
     assigned = {tp.topic_name for m in group.members for tp in m.assignment.topic_partitions}
     topics = {t.topic: sorted(t.partitions) for t in admin.list_topics(timeout=10).topics.values()
               if t.topic in assigned | {t for t, _ in states}}
     keys = sorted({(t, p) for t, ps in topics.items() for p in ps} | set(states))
-    starts, ends = (log_offsets(admin, result, keys, spec) for spec in (OffsetSpec.earliest(), OffsetSpec.latest()))
+    starts, ends = (log_offsets(admin, keys, spec) for spec in (OffsetSpec.earliest(), OffsetSpec.latest()))
     partitions = []
     for key in keys:
         log_end = ends[key]
@@ -91,11 +92,12 @@ def describe(args, admin, result) -> int:
         state.setdefault("end", state["start"])
         kinds = [s for _, s, _ in record_states(state)]
         in_window = state["end"] - state["start"]
-        done = sum(1 for s in kinds if s in (ACKNOWLEDGED, ARCHIVED))
+        done = sum(1 for s in kinds if s in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
+        acquired = kinds.count(RecordState.ACQUIRED)
         partitions.append({"topic": key[0], "partition": key[1], "start_offset": state["start"],
                            "log_end_offset": log_end, "lag": max(log_end - state["start"], 0),
-                           "in_flight": kinds.count(ACQUIRED),
-                           "available": in_window - done - kinds.count(ACQUIRED) + max(log_end - state["end"], 0),
+                           "in_flight": acquired,
+                           "available": in_window - done - acquired + max(log_end - state["end"], 0),
                            "archived": state["archived"], "dead_lettered": state["dead_lettered"]})
     summary = {"group": args.group, "type": "share", "state": group.group_state.lower(), "epoch": group.group_epoch,
                "lag": sum(p["lag"] for p in partitions)}
@@ -106,11 +108,11 @@ def describe(args, admin, result) -> int:
     return 0
 
 
-def log_offsets(admin, result, keys: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+def log_offsets(admin, keys: list[tuple[str, int]], spec: OffsetSpec) -> dict[tuple[str, int], int]:
     if not keys:
         return {}
     futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in keys})
-    return {(tp.topic, tp.partition): result(f).offset for tp, f in futures.items()}
+    return {(tp.topic, tp.partition): admin_result(admin, f).offset for tp, f in futures.items()}
 
 
 def _share_partition_states(args, group: str) -> dict[tuple[str, int], dict]:
@@ -137,7 +139,7 @@ def _share_partition_states(args, group: str) -> dict[tuple[str, int], dict]:
     return states
 
 
-def alter(args, admin, result) -> int:
+def alter(args, admin) -> int:
     entries = []
     for name, value in args.config:
         entries.append(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
@@ -147,7 +149,7 @@ def alter(args, admin, result) -> int:
         raise CommandError("nothing to change: give --config NAME=VALUE or --delete-config NAME")
     resource = ConfigResource(ResourceType.GROUP, args.group, incremental_configs=entries)
     for future in admin.incremental_alter_configs([resource]).values():
-        result(future)
+        admin_result(admin, future)
     emit(args, [{"group": args.group, "config": e.name, "value": e.value} for e in entries], title="group configs set")
     return 0
 

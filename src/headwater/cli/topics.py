@@ -13,7 +13,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic, OffsetSpec)
 
-from headwater.cli.common import (CommandError, add_client_args, client_config, confirm, emit, emit_document,
+from headwater.cli.common import (CommandError, add_client_args, answer, client_config, confirm, emit, emit_document,
                                   kafka_python_config, name_value, positive_int)
 
 TIMEOUT = 15  # seconds for any one admin call: a missing broker is reported, not waited for
@@ -65,14 +65,12 @@ def _admin(args) -> AdminClient:
     return AdminClient(client_config(args, **{"socket.timeout.ms": TIMEOUT * 1000}))
 
 
-def _result(future, what: str):
+def _result(admin, future, what: str):
     try:
-        return future.result(TIMEOUT)
+        return answer(admin, future, TIMEOUT)
     except KafkaException as exc:
         error: KafkaError = exc.args[0]
         raise CommandError(f"{what}: {error.str()}") from None
-    except TimeoutError:
-        raise CommandError(f"{what}: no answer within {TIMEOUT}s") from None
 
 
 def _metadata(args, admin):
@@ -104,7 +102,8 @@ def _nobody_listens(bootstrap: str) -> bool:
 def create_topic(args) -> int:
     admin = _admin(args)
     topic = NewTopic(args.topic, args.partitions, replication_factor=-1, config=dict(args.config))
-    _result(admin.create_topics([topic], request_timeout=TIMEOUT)[args.topic], f"cannot create topic {args.topic!r}")
+    _result(admin, admin.create_topics([topic], request_timeout=TIMEOUT)[args.topic],
+            f"cannot create topic {args.topic!r}")
     confirm(args, f"created topic {args.topic} with {args.partitions} partition(s)",
             [{"topic": args.topic, "partitions": args.partitions}])
     return 0
@@ -119,7 +118,7 @@ def list_topics(args) -> int:
 
 def _configs(admin, topic: str) -> dict:
     resource = ConfigResource("topic", topic)
-    return _result(admin.describe_configs([resource], request_timeout=TIMEOUT)[resource],
+    return _result(admin, admin.describe_configs([resource], request_timeout=TIMEOUT)[resource],
                    f"cannot describe topic {topic!r}")
 
 
@@ -129,7 +128,8 @@ def _offsets(admin, topic: str, partitions: list[int]) -> dict[int, tuple[int, i
     for spec in (OffsetSpec.earliest(), OffsetSpec.latest()):
         futures = admin.list_offsets({TopicPartition(topic, p): spec for p in partitions}, request_timeout=TIMEOUT)
         for tp, future in futures.items():
-            found.setdefault(tp.partition, []).append(_result(future, f"cannot list offsets of {topic!r}").offset)
+            offset = _result(admin, future, f"cannot list offsets of {topic!r}").offset
+            found.setdefault(tp.partition, []).append(offset)
     return {p: tuple(v) for p, v in found.items()}
 
 
@@ -185,7 +185,7 @@ def alter_topic(args) -> int:
     admin = _admin(args)
     changed, messages = [], []
     if args.partitions is not None:
-        _result(admin.create_partitions([NewPartitions(args.topic, args.partitions)],
+        _result(admin, admin.create_partitions([NewPartitions(args.topic, args.partitions)],
                                         request_timeout=TIMEOUT)[args.topic],
                 f"cannot grow topic {args.topic!r} to {args.partitions} partitions")
         changed.append({"topic": args.topic, "partitions": args.partitions})
@@ -195,7 +195,7 @@ def alter_topic(args) -> int:
         entries += [ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
                     for name in args.delete_config]
         resource = ConfigResource("topic", args.topic, incremental_configs=entries)
-        _result(admin.incremental_alter_configs([resource], request_timeout=TIMEOUT)[resource],
+        _result(admin, admin.incremental_alter_configs([resource], request_timeout=TIMEOUT)[resource],
                 f"cannot alter topic {args.topic!r}")
         changed += [{"topic": args.topic, "config": e.name, "value": e.value} for e in entries]
         messages.append(f"altered topic {args.topic}")
@@ -207,7 +207,7 @@ def delete_topics(args) -> int:
     admin = _admin(args)
     futures = admin.delete_topics(args.topics, request_timeout=TIMEOUT)
     for name in args.topics:
-        _result(futures[name], f"cannot delete topic {name!r}")
+        _result(admin, futures[name], f"cannot delete topic {name!r}")
     confirm(args, "\n".join(f"deleted topic {name}" for name in args.topics),
             [{"topic": name, "deleted": True} for name in args.topics])
     return 0

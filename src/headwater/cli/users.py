@@ -60,7 +60,7 @@ def _create(args) -> int:
                                                 password.encode()) for m in MECHANISMS]
         admin = AdminClient(client_config(args))
         for future in admin.alter_user_scram_credentials(upserts).values():
-            admin_result(future)
+            admin_result(admin, future)
     confirm(args, f"user {args.name} can authenticate with PLAIN, {', '.join(MECHANISMS)}",
             [{"user": args.name, "mechanisms": list(MECHANISMS)}])
     return 0
@@ -72,7 +72,7 @@ def _list(args) -> int:
         users = CredentialStore(directory).users()
     else:
         admin = AdminClient(client_config(args))  # kept until the answer: a destroyed client fails its futures
-        described = admin_result(admin.describe_user_scram_credentials())
+        described = admin_result(admin, admin.describe_user_scram_credentials())
         users = {user: sorted(info.mechanism.name.replace("_", "-") for info in d.scram_credential_infos)
                  for user, d in sorted(described.items())}
     emit(args, [{"user": user, "mechanisms": list(mechanisms)} for user, mechanisms in users.items()], title="users")
@@ -86,10 +86,10 @@ def _delete(args) -> int:
             raise CommandError(f"no user {args.name!r} in {directory}")
     else:
         admin = AdminClient(client_config(args))
-        described = admin_result(admin.describe_user_scram_credentials([args.name])[args.name])
+        described = admin_result(admin, admin.describe_user_scram_credentials([args.name])[args.name])
         deletions = [UserScramCredentialDeletion(args.name, info.mechanism)
                      for info in described.scram_credential_infos]
         for future in admin.alter_user_scram_credentials(deletions).values():
-            admin_result(future)
+            admin_result(admin, future)
     confirm(args, f"user {args.name} deleted", [{"user": args.name, "deleted": True}])
     return 0

@@ -736,8 +736,11 @@ def test_an_offline_edit_of_a_file_that_does_not_parse_is_one_line_and_changes_n
         assert file_name in lines[0] and (tmp_path / file_name).read_text() == "{not json"
 
 
-def test_cli_wrong_password_is_one_line(secured, tmp_path):
-    refused = _cli(secured, _command_config(secured, tmp_path, password="wrong"), "topics", "list")
+@pytest.mark.parametrize("command", [("topics", "list"), ("groups", "list"), ("groups", "delete", "g"),
+                                     ("acls", "list"), ("users", "list")], ids=" ".join)
+def test_cli_wrong_password_is_one_line(secured, tmp_path, command):
+    """The refused login itself, not a wait for the admin call's 30 s timeout or a traceback."""
+    refused = _cli(secured, _command_config(secured, tmp_path, password="wrong"), *command)
     assert refused.returncode == 1
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "Authentication failed: invalid credentials" in lines[0], refused.stderr
