@@ -28,7 +28,7 @@ class Transport:
 
 
 def connected(max_size: int = 1 << 24, pause_bytes: int = 1 << 24) -> tuple[Frames, Transport]:
-    frames, transport = Frames(max_size, pause_bytes, bytearray(READ_BUFFER_BYTES)), Transport()
+    frames, transport = Frames(max_size, pause_bytes, memoryview(bytearray(READ_BUFFER_BYTES))), Transport()
     frames.connection_made(transport)
     return frames, transport
 
@@ -96,9 +96,10 @@ def test_a_frame_larger_than_the_read_buffer_is_received_into_its_own_buffer():
     assert read_all(frames, 3) == [b"small", large, b"after"]
 
 
-def test_a_frame_is_read_only():
+def test_a_frame_received_into_its_own_buffer_is_read_only():
     frames, _ = connected()
-    deliver(frames, sized(b"request"))
+    deliver(frames, sized(b"request")[:6])
+    deliver(frames, sized(b"request")[6:])
 
     async def read():
         return await frames.read()
@@ -117,7 +118,8 @@ def test_a_size_out_of_bounds_is_refused_before_its_buffer_is_allocated(monkeypa
         return bytearray(source)
     monkeypatch.setattr(frames_module, "bytearray", counted_bytearray, raising=False)
     deliver(frames, sized(b"before") + struct.pack(">i", size) + b"more")
-    assert allocated == [6]   # the frame before it, and nothing for it
+    deliver(frames, b"yet more")
+    assert allocated == []   # no buffer for it (the whole frame before it is copied out as bytes)
     assert not transport.reading
     assert read_all(frames, 1) == [b"before"]   # the frames before it are served first
     with pytest.raises(ProtocolError, match="outside"):

@@ -7,18 +7,21 @@ Here a frame's 4-byte size is read first (checked against the connection's limit
 is allocated, so a hostile size costs nothing), then the rest of a large frame is received straight
 into a buffer of exactly its size. Small frames are gathered from one shared read buffer and copied
 out once: one recv for a client's many pipelined requests, not two each. Whole frames are queued
-and the task woken once per read. Every frame handed out is a read-only view of a buffer that is
-never written again, so decoded requests may keep views into it.
+and the task woken once per read. A frame handed out is bytes (copied out of the read buffer) or a
+read-only view of a buffer of its own that is never written again, so decoded requests may keep
+views into either.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
+import struct
 from collections.abc import Callable
 
 from headwater.protocol.messages import ProtocolError
 
-_SIZE_BYTES = 4
+_SIZE = struct.Struct(">i")
+_SIZE_BYTES = _SIZE.size
 # The shared read buffer's size (asyncio's own for a socket's recv): a frame larger than what is
 # left of it after its size is received into a buffer of its own.
 READ_BUFFER_BYTES = 256 * 1024
@@ -30,14 +33,14 @@ class Frames(asyncio.BufferedProtocol):
     ``max_size`` is the largest frame accepted, read when a frame's size arrives (the server lowers
     it before SASL authentication). Reading pauses while the queued frames hold ``pause_bytes`` or
     more, as a StreamReader paused at twice its limit; a frame itself may be larger.
-    ``scratch`` is the read buffer, shared by a loop's connections: each read is parsed out of it
-    before the next one."""
+    ``scratch`` is a view of the read buffer, shared by a loop's connections: each read is parsed
+    out of it before the next one."""
 
-    def __init__(self, max_size: int, pause_bytes: int, scratch: bytearray,
+    def __init__(self, max_size: int, pause_bytes: int, scratch: memoryview,
                  connected: Callable[[Frames], None] = lambda frames: None) -> None:
         self.max_size, self._pause_bytes, self._scratch, self._connected = max_size, pause_bytes, scratch, connected
         self.transport: asyncio.Transport | None = None
-        self._frames: collections.deque[memoryview] = collections.deque()
+        self._frames: collections.deque[bytes | memoryview] = collections.deque()
         self._queued_bytes = 0
         self._head = bytearray(_SIZE_BYTES)   # a size split between two reads
         self._head_filled = 0
@@ -61,21 +64,24 @@ class Frames(asyncio.BufferedProtocol):
             return memoryview(self._frame)[self._frame_filled:]
         if self._head_filled:
             return memoryview(self._head)[self._head_filled:]
-        return memoryview(self._scratch)
+        return self._scratch
 
     def buffer_updated(self, nbytes: int) -> None:
         queued = len(self._frames)
         if self._frame is not None:
             self._frame_filled += nbytes
             if self._frame_filled == len(self._frame):
-                self._queue_frame()
+                self._queue(memoryview(self._frame).toreadonly())
+                self._frame = None
         elif self._head_filled:
             self._head_filled += nbytes
             if self._head_filled == _SIZE_BYTES:
                 self._head_filled = 0
-                self._start_frame(int.from_bytes(self._head, "big", signed=True), memoryview(b""))
+                (size,) = _SIZE.unpack(self._head)
+                if self._accepted(size):
+                    self._start_frame(size, self._scratch[:0])
         else:
-            self._split(memoryview(self._scratch)[:nbytes])
+            self._split(nbytes)
         if len(self._frames) > queued or self._ended is not None:
             self._wake()
         if self._queued_bytes >= self._pause_bytes and not self._reading_paused and self._ended is None:
@@ -112,7 +118,7 @@ class Frames(asyncio.BufferedProtocol):
         """Whether a whole frame is queued, so `read` will not wait."""
         return bool(self._frames)
 
-    async def read(self) -> memoryview:
+    async def read(self) -> bytes | memoryview:
         """The next frame (without its size); raises what ended the connection once none is left:
         IncompleteReadError at EOF, ProtocolError for a size out of bounds, the socket's error."""
         while not self._frames:
@@ -138,37 +144,44 @@ class Frames(asyncio.BufferedProtocol):
 
     # Reading
 
-    def _split(self, data: memoryview) -> None:
-        """Queue the whole frames in one read of the shared buffer; start the last one if partial."""
-        pos, end = 0, len(data)
-        while self._ended is None and end - pos >= _SIZE_BYTES:
-            size = int.from_bytes(data[pos:pos + _SIZE_BYTES], "big", signed=True)
+    def _split(self, end: int) -> None:
+        """Queue the whole frames in a read of ``end`` bytes into the shared buffer; start the last
+        one if it is partial."""
+        scratch, pos = self._scratch, 0
+        while end - pos >= _SIZE_BYTES:
+            (size,) = _SIZE.unpack_from(scratch, pos)
             pos += _SIZE_BYTES
-            taken = min(max(size, 0), end - pos)
-            self._start_frame(size, data[pos:pos + taken])
-            pos += taken
-        if self._ended is None and pos < end:
-            self._head[:end - pos] = data[pos:]
+            if not self._accepted(size):
+                return
+            if end - pos < size:
+                self._start_frame(size, scratch[pos:end])
+                return
+            self._queue(scratch[pos:pos + size].tobytes())
+            pos += size
+        if pos < end:
+            self._head[:end - pos] = scratch[pos:end]
             self._head_filled = end - pos
 
-    def _start_frame(self, size: int, received: memoryview) -> None:
-        """A frame's size has arrived, with the first of its bytes: checked, then its buffer made."""
-        if size < 0 or size > self.max_size:
-            self._ended = ProtocolError(f"request size {size} is outside 0..{self.max_size} (socket.request.max.bytes)")
-            self.transport.pause_reading()   # what follows is not read: the connection closes
-            return
-        self._frame = bytearray(received) if len(received) == size else bytearray(size)
-        if len(received) < size:
-            self._frame[:len(received)] = received
-        self._frame_filled = len(received)
-        if self._frame_filled == size:
-            self._queue_frame()
+    def _accepted(self, size: int) -> bool:
+        """Whether a frame of ``size`` may be read; if not, the connection's reading ends."""
+        if 0 <= size <= self.max_size:
+            return True
+        self._ended = ProtocolError(f"request size {size} is outside 0..{self.max_size} (socket.request.max.bytes)")
+        self.transport.pause_reading()   # what follows is not read: the connection closes
+        return False
 
-    def _queue_frame(self) -> None:
-        frame = memoryview(self._frame).toreadonly()
+    def _start_frame(self, size: int, received: memoryview) -> None:
+        """A frame's size, accepted, has arrived with fewer than all its bytes: its buffer made."""
+        self._frame = bytearray(size)
+        self._frame[:len(received)] = received
+        self._frame_filled = len(received)
+        if self._frame_filled == size:   # a frame of 0 bytes, or the rest of a split size
+            self._queue(memoryview(self._frame).toreadonly())
+            self._frame = None
+
+    def _queue(self, frame: bytes | memoryview) -> None:
         self._frames.append(frame)
         self._queued_bytes += len(frame)
-        self._frame = None
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():

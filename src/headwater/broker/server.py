@@ -74,7 +74,7 @@ class Server:
     async def start(self) -> int:
         cfg = self.broker.config
         loop = asyncio.get_running_loop()
-        scratch = bytearray(READ_BUFFER_BYTES)   # every connection's reads on this loop, parsed one at a time
+        scratch = memoryview(bytearray(READ_BUFFER_BYTES))   # every connection's reads, parsed one at a time
 
         def connected(frames: Frames, listener: Listener) -> None:
             task = loop.create_task(self._serve(frames, listener))
