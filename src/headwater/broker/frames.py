@@ -18,6 +18,8 @@ import collections
 import struct
 from collections.abc import Callable
 
+import numpy
+
 from headwater.protocol.messages import ProtocolError
 
 _SIZE = struct.Struct(">i")
@@ -44,7 +46,7 @@ class Frames(asyncio.BufferedProtocol):
         self._queued_bytes = 0
         self._head = bytearray(_SIZE_BYTES)   # a size split between two reads
         self._head_filled = 0
-        self._frame: bytearray | None = None  # the frame being received into, once its size is known
+        self._frame: memoryview | None = None  # the frame being received into, once its size is known
         self._frame_filled = 0
         self._ended: Exception | None = None  # what `read` raises once the queued frames are taken
         self._reading_paused = self._writing_paused = self._lost = False
@@ -61,7 +63,7 @@ class Frames(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
-            return memoryview(self._frame)[self._frame_filled:]
+            return self._frame[self._frame_filled:]
         if self._head_filled:
             return memoryview(self._head)[self._head_filled:]
         return self._scratch
@@ -71,7 +73,7 @@ class Frames(asyncio.BufferedProtocol):
         if self._frame is not None:
             self._frame_filled += nbytes
             if self._frame_filled == len(self._frame):
-                self._queue(memoryview(self._frame).toreadonly())
+                self._queue(self._frame.toreadonly())
                 self._frame = None
         elif self._head_filled:
             self._head_filled += nbytes
@@ -172,11 +174,13 @@ class Frames(asyncio.BufferedProtocol):
 
     def _start_frame(self, size: int, received: memoryview) -> None:
         """A frame's size, accepted, has arrived with fewer than all its bytes: its buffer made."""
-        self._frame = bytearray(size)
+        # numpy's empty: the frame's bytes are all received into it, so it is not zeroed first (a
+        # bytearray's memset took 14-21 us for an 850 KB request)
+        self._frame = memoryview(numpy.empty(size, numpy.uint8))
         self._frame[:len(received)] = received
         self._frame_filled = len(received)
         if self._frame_filled == size:   # a frame of 0 bytes, or the rest of a split size
-            self._queue(memoryview(self._frame).toreadonly())
+            self._queue(self._frame.toreadonly())
             self._frame = None
 
     def _queue(self, frame: bytes | memoryview) -> None:
