@@ -175,8 +175,8 @@ class Server:
             elif conn.authenticated and not was_authenticated:
                 self.failed_logins.succeeded(conn.peer)
                 log.info("%s authenticated %r with %s", peer, conn.principal, conn.sasl.mechanism)
-                # The frames after this one may be as large as any; Kafka too reads the next size only
-                # once authenticated, so a client that sent one already has it checked against 512 KiB.
+                # The next frames may be as large as any. One read ahead while this was served was held to
+                # 512 KiB (Kafka reads the next size only after; no client sends before the answer).
                 frames.max_size = self.broker.config.socket_request_max_bytes
             throttle = 0.0
             if response is not None:
