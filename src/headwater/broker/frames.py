@@ -96,13 +96,16 @@ class Frames(asyncio.BufferedProtocol):
                 bytes(self._frame[:self._frame_filled]) if self._frame is not None else b""
             expected = len(self._frame) if self._frame is not None else _SIZE_BYTES
             self._ended = asyncio.IncompleteReadError(partial, expected)
+        self._frame = None
         self._wake()
         return self._keep_open_at_eof
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._ended is None:
             self._ended = exc if exc is not None else asyncio.IncompleteReadError(b"", _SIZE_BYTES)
-        self._lost = True
+        # The partial frame's buffer goes now: the transport and this protocol hold each other, so
+        # they wait for the cyclic collector, and a hostile size prefix may have made it 100 MiB.
+        self._lost, self._frame = True, None
         self._writing_paused = False
         self._wake()
 
