@@ -69,6 +69,8 @@ class Frames(asyncio.BufferedProtocol):
         return self._scratch
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._ended is not None:   # after a refused size (a TLS transport may deliver one more read)
+            return
         queued = len(self._frames)
         if self._frame is not None:
             self._frame_filled += nbytes
