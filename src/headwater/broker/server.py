@@ -12,7 +12,6 @@ import asyncio
 import functools
 import logging
 import signal
-import struct
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ from headwater.broker.produce_apis import ACKS_ALL
 from headwater.broker.broker import Broker
 from headwater.broker.config import BrokerConfig
 from headwater.broker.endpoint import client_host
+from headwater.broker.frames import READ_BUFFER_BYTES, Frames
 from headwater.broker.ingest.udp import close_udp_listeners, log_udp_stats, start_udp_listeners
 from headwater.broker.log_maintenance import LogMaintenance
 from headwater.broker.security import authorization, connection
@@ -36,16 +36,15 @@ from headwater.protocol.errors import ErrorCode
 from headwater.protocol.messages import ApiKey, ProtocolError, UnsupportedVersion, encode_response, parse_request
 
 log = logging.getLogger("headwater.broker")
-_SIZE = struct.Struct(">i")
 # sasl.server.max.receive.size: the largest frame a connection may send before it authenticates
 PRE_AUTHENTICATION_MAX_BYTES = 512 * 1024
 # A connection with requests already buffered is served for up to this long before it gives way.
 TURN_S = 0.02
-# The StreamReader's limit: a connection stops reading once twice this is buffered. asyncio's 64 KiB
-# paused and resumed the socket (two epoll_ctl calls, a loop turn) every 256 KiB recv of a large
-# produce request; at 1 MiB librdkafka's largest request (message.max.bytes, 1,000,000) is read
-# without a pause, and a client sending faster than it is served holds at most ~2.25 MiB here.
-READ_LIMIT = 1024 * 1024
+# A connection stops reading once its queued whole frames hold this much (what the StreamReader's
+# 1 MiB limit allowed before): a client sending faster than it is served holds ~2 MiB and the frame
+# being received here. Pausing and resuming costs two epoll_ctl calls and a loop turn, so it must
+# not happen within one of librdkafka's largest requests (message.max.bytes, 1,000,000).
+READ_PAUSE_BYTES = 2 * 1024 * 1024
 
 
 class Service(Protocol):
@@ -74,10 +73,20 @@ class Server:
 
     async def start(self) -> int:
         cfg = self.broker.config
+        loop = asyncio.get_running_loop()
+        scratch = memoryview(bytearray(READ_BUFFER_BYTES))   # every connection's reads, parsed one at a time
+
+        def connected(frames: Frames, listener: Listener) -> None:
+            task = loop.create_task(self._serve(frames, listener))
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
         for listener in cfg.listeners:
             tls = cfg.tls.server_context(listener.protocol) if listener.protocol.tls else None
-            server = await asyncio.start_server(lambda r, w, listener=listener: self._serve(r, w, listener),
-                                                listener.host, listener.port, ssl=tls, limit=READ_LIMIT)
+            server = await loop.create_server(
+                lambda listener=listener: Frames(PRE_AUTHENTICATION_MAX_BYTES if listener.protocol.sasl
+                                                 else cfg.socket_request_max_bytes, READ_PAUSE_BYTES, scratch,
+                                                 functools.partial(connected, listener=listener)),
+                listener.host, listener.port, ssl=tls)
             listener.port = server.sockets[0].getsockname()[1]  # an ephemeral port (0) becomes the real one
             self._servers.append(server)
         port = cfg.port = cfg.listeners[0].port
@@ -97,20 +106,18 @@ class Server:
         await self.maintenance.stop()
         self.broker.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, listener: Listener) -> None:
-        task = asyncio.current_task()
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername")
+    async def _serve(self, frames: Frames, listener: Listener) -> None:
+        peer = frames.transport.get_extra_info("peername")
         client_host.set(f"/{peer[0]}" if peer else "")
         sasl = SaslExchange(self.broker.credentials, self.broker.config.sasl_mechanisms) \
             if listener.protocol.sasl else None
-        conn = Connection(listener, peer[0] if peer else "", sasl, tls_principal(writer))
+        conn = Connection(listener, peer[0] if peer else "", sasl, tls_principal(frames.transport))
         connection.current.set(conn)
         access = authorization.Access(self.broker.authorizer, conn, self.broker.config.allow_everyone_if_no_acl_found,
                                       lambda topic_id: getattr(self.broker.log_manager.topic_by_id(topic_id), "name", None))
         answers: list[bytes] = []   # responses not yet written, in request order
         try:
-            await self._requests(reader, writer, peer, conn, access, answers)
+            await self._requests(frames, peer, conn, access, answers)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except ProtocolError as exc:
@@ -120,10 +127,9 @@ class Server:
         except Exception as exc:
             self._report_bug(exc, peer)
         finally:
-            self._connections.discard(task)
             if answers:   # answered before the connection ends: the transport sends them as it closes
-                writer.writelines(answers)
-            writer.close()
+                frames.write(answers)
+            frames.transport.close()
 
     def _report_bug(self, exc: Exception, peer) -> None:
         """A handler failed: a bug. Its traceback is logged the first time only, so one hostile
@@ -137,18 +143,15 @@ class Server:
         self._bugs_seen.add(site)
         log.error("closing connection from %s after an internal error", peer, exc_info=exc)
 
-    async def _requests(self, reader, writer, peer, conn: Connection, access: authorization.Access,
+    async def _requests(self, frames: Frames, peer, conn: Connection, access: authorization.Access,
                         answers: list[bytes]) -> None:
         loop = asyncio.get_running_loop()
         turn_started = loop.time()
         while True:
-            if answers and not _request_buffered(reader):
-                await _send(writer, answers)   # nothing more to serve at once: answer now
-            limit = self.broker.config.socket_request_max_bytes if conn.authenticated else PRE_AUTHENTICATION_MAX_BYTES
-            (size,) = _SIZE.unpack(await reader.readexactly(4))
-            if size < 0 or size > limit:
-                raise ProtocolError(f"request size {size} is outside 0..{limit} (socket.request.max.bytes)")
-            frame = await reader.readexactly(size)
+            if answers and not frames.buffered:
+                await _send(frames, answers)   # nothing more to serve at once: answer now
+            frame = await frames.read()   # its size within frames.max_size, checked before it was read
+            size = len(frame)
             try:
                 header, request = parse_request(frame, ADVERTISED)
             except UnsupportedVersion as exc:
@@ -159,7 +162,7 @@ class Server:
                 answers.append(encode_response(exc.header, ADVERTISED[ApiKey.API_VERSIONS], body, 0))
                 continue
             if answers and not self._answered_at_once(header, request):
-                await _send(writer, answers)   # the answers before it must not wait for its wait
+                await _send(frames, answers)   # the answers before it must not wait for its wait
             if not conn.may_send(header.api_key):
                 raise ProtocolError(f"{header.api_name} before SASL authentication")
             endpoint = ENDPOINTS[header.api_key]
@@ -172,6 +175,9 @@ class Server:
             elif conn.authenticated and not was_authenticated:
                 self.failed_logins.succeeded(conn.peer)
                 log.info("%s authenticated %r with %s", peer, conn.principal, conn.sasl.mechanism)
+                # The next frames may be as large as any. One read ahead while this was served was held to
+                # 512 KiB (Kafka reads the next size only after; no client sends before the answer).
+                frames.max_size = self.broker.config.socket_request_max_bytes
             throttle = 0.0
             if response is not None:
                 # charged before encoding, so the throttle time goes into the one encoding of the response
@@ -192,7 +198,7 @@ class Server:
             # each time (the producer then falls behind, and each wide fetch carries one record).
             if throttle or loop.time() - turn_started >= self.turn_s:
                 if answers:
-                    await _send(writer, answers)
+                    await _send(frames, answers)
                 await asyncio.sleep(throttle)
                 turn_started = loop.time()
 
@@ -218,24 +224,17 @@ class Server:
         await asyncio.sleep(delay)
 
 
-def _request_buffered(reader: asyncio.StreamReader) -> bool:
-    """Whether a whole request is already buffered, so reading it will not wait (a StreamReader
-    shows its buffer to no public method)."""
-    buffered = reader._buffer
-    return len(buffered) >= _SIZE.size and len(buffered) >= _SIZE.size + _SIZE.unpack_from(buffered)[0]
-
-
-async def _send(writer: asyncio.StreamWriter, answers: list[bytes]) -> None:
+async def _send(frames: Frames, answers: list[bytes]) -> None:
     """The responses served in one turn, in order, with one write: a send syscall for them all,
     where librdkafka's one produce request per partition would cost one each."""
-    writer.writelines(answers)
+    frames.write(answers)
     answers.clear()
-    await writer.drain()
+    await frames.drain()
 
 
-def tls_principal(writer: asyncio.StreamWriter) -> str | None:
+def tls_principal(transport: asyncio.BaseTransport) -> str | None:
     """With mTLS, the client certificate's subject (RFC 4514, as Kafka's default principal builder)."""
-    tls = writer.get_extra_info("ssl_object")
+    tls = transport.get_extra_info("ssl_object")
     der = tls.getpeercert(binary_form=True) if tls is not None else None
     if not der:
         return None

@@ -214,15 +214,16 @@ def _read_uvarint(buf, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def parse_request(frame: bytes, apis: dict[int, Api]):
-    """Split a frame (without its size prefix) into (header, request body object)."""
+def parse_request(frame: bytes | memoryview, apis: dict[int, Api]):
+    """Split a frame (without its size prefix) into (header, request body object). A request may
+    keep views into the frame, so a frame must not change after it is parsed."""
     if len(frame) < _HEADER_FIXED.size:
         raise ProtocolError(f"request of {len(frame)} bytes is shorter than a request header")
     api_key, version, correlation_id, client_len = _HEADER_FIXED.unpack_from(frame)
     pos = _HEADER_FIXED.size + max(client_len, 0)
     if pos > len(frame):
         raise ProtocolError("client id runs past the end of the request")
-    client_id = frame[_HEADER_FIXED.size:pos].decode("utf-8", "replace") if client_len >= 0 else None
+    client_id = str(frame[_HEADER_FIXED.size:pos], "utf-8", "replace") if client_len >= 0 else None
     header = RequestHeader(api_key, version, correlation_id, client_id)
     spec = apis.get(api_key)
     if spec is None:

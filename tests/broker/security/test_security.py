@@ -24,9 +24,10 @@ from scramp import ScramClient
 
 from headwater.broker.apis import ADVERTISED
 from headwater.cli.main import main
-from headwater.fuzzing.corpus import valid_requests
+from headwater.fuzzing.corpus import encode_request, valid_requests
 from headwater.protocol.errors import ErrorCode
-from headwater.protocol.messages import ApiKey
+from headwater.protocol.messages import MESSAGE_CLASSES, ApiKey
+from headwater.records import Record, encode_batch
 from headwater.testing import BrokerProcess
 
 from tests.support.wire import Wire
@@ -850,3 +851,22 @@ def test_events_relay_over_sasl_ssl(secured, tmp_path):
         relay.terminate()
         relay.wait(30)
     assert positions == [1, 2, 3, 4, 5], relay.stderr.read()
+
+
+def test_a_frame_over_512_kib_is_refused_before_sasl_authentication_and_read_after(secured):
+    """sasl.server.max.receive.size: the size alone closes the connection before authentication
+    (nothing more is sent: the broker allocates nothing for it); once authenticated, the
+    connection's frames may be as large as socket.request.max.bytes."""
+    Produce = MESSAGE_CLASSES[ApiKey.PRODUCE][0]
+    request = Produce(transactional_id=None, acks=1, timeout_ms=30_000, topic_data=[Produce.TopicProduceData(
+        name="large-after-sasl", partition_data=[Produce.TopicProduceData.PartitionProduceData(
+            index=0, records=encode_batch([Record(0, 1_700_000_000_000, None, b"v" * 600_000)]))])])
+    frame = encode_request(request, 7, 99)
+    early = Wire(f"127.0.0.1:{_port(secured, 'SASL_PLAINTEXT')}")
+    early.send_raw(struct.pack(">i", len(frame)))
+    assert early.is_closed()
+    wire = Wire(f"127.0.0.1:{_port(secured, 'SASL_PLAINTEXT')}")
+    assert wire.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+    assert wire.request(SaslAuthenticateRequest(auth_bytes=b"\0alice\0" + PASSWORD.encode()), 2).error_code == 0
+    wire.send_raw(struct.pack(">i", len(frame)) + frame)
+    assert struct.unpack_from(">i", wire.recv_frame())[0] == 99   # answered
