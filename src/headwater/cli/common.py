@@ -211,7 +211,22 @@ def kafka_python_admin(args, client_id: str = "headwater-cli"):
                                 client_id=client_id, request_timeout_ms=30000,
                                 bootstrap_timeout_ms=BOOTSTRAP_TIMEOUT_MS)
     except KafkaPythonError as exc:
-        raise CommandError(f"cannot reach a broker at {args.bootstrap_server}: {exc}") from None
+        raise CommandError(_refused_login(args) or f"cannot reach a broker at {args.bootstrap_server}: {exc}") from None
+
+
+def _refused_login(args) -> str | None:
+    """The refused login behind kafka-python's failed bootstrap, if that is what it was: kafka-python
+    retries a refused SASL login until its bootstrap times out and then reports no broker at all."""
+    from headwater.protocol.request import AuthenticationFailed, Connection, UnsupportedSecurity, security_properties
+
+    try:
+        security = security_properties(getattr(args, "command_config", {}))
+        Connection(args.bootstrap_server.split(",")[0].strip(), BOOTSTRAP_TIMEOUT_MS / 1000, security=security).close()
+    except AuthenticationFailed as exc:
+        return f"SASL authentication error: {exc}"
+    except (UnsupportedSecurity, OSError, ValueError):
+        pass   # not a refused login: the broker is not there, or this client cannot tell
+    return None
 
 
 # --- output: a table on a terminal, plain complete text in a pipe, one JSON shape with --json ---

@@ -738,7 +738,8 @@ def test_an_offline_edit_of_a_file_that_does_not_parse_is_one_line_and_changes_n
 
 
 @pytest.mark.parametrize("command", [("topics", "list"), ("groups", "list"), ("groups", "delete", "g"),
-                                     ("acls", "list"), ("users", "list")], ids=" ".join)
+                                     ("acls", "list"), ("users", "list"), ("quotas", "describe"),
+                                     ("transactions", "list")], ids=" ".join)
 def test_cli_wrong_password_is_one_line(secured, tmp_path, command):
     """The refused login itself, not a wait for the admin call's 30 s timeout or a traceback."""
     refused = _cli(secured, _command_config(secured, tmp_path, password="wrong"), *command)
