@@ -172,13 +172,14 @@ def answer(admin, future, timeout: float = ADMIN_TIMEOUT):
             admin.poll(0)
 
 
-def admin_result(admin, future, timeout: float = ADMIN_TIMEOUT):
-    """``answer``, with the call's failure as a one-line CommandError."""
+def admin_result(admin, future, timeout: float = ADMIN_TIMEOUT, what: str | None = None):
+    """``answer``, with the call's failure as a one-line CommandError (after ``what: `` if given)."""
     try:
         return answer(admin, future, timeout)
     except KafkaException as exc:
         error = exc.args[0] if exc.args else None
-        raise CommandError(error.str() if isinstance(error, KafkaError) else str(exc)) from None
+        failure = error.str() if isinstance(error, KafkaError) else str(exc)
+        raise CommandError(f"{what}: {failure}" if what else failure) from None
 
 
 # kafka-python's names for the librdkafka properties a secured connection needs

@@ -9,12 +9,12 @@ import logging
 import socket
 import time
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    NewPartitions, NewTopic, OffsetSpec)
 
-from headwater.cli.common import (CommandError, add_client_args, answer, client_config, confirm, emit, emit_document,
-                                  kafka_python_config, name_value, positive_int)
+from headwater.cli.common import (CommandError, add_client_args, admin_result, client_config, confirm, emit,
+                                  emit_document, kafka_python_config, name_value, positive_int)
 
 TIMEOUT = 15  # seconds for any one admin call: a missing broker is reported, not waited for
 METADATA_STEP = 0.5  # seconds: the first call is asked in steps, so a refused login or a closed port ends it early
@@ -66,11 +66,7 @@ def _admin(args) -> AdminClient:
 
 
 def _result(admin, future, what: str):
-    try:
-        return answer(admin, future, TIMEOUT)
-    except KafkaException as exc:
-        error: KafkaError = exc.args[0]
-        raise CommandError(f"{what}: {error.str()}") from None
+    return admin_result(admin, future, TIMEOUT, what)
 
 
 def _metadata(args, admin):
