@@ -46,15 +46,25 @@ def windows(times: list[int]) -> Counter:
     return Counter(ms // SECOND * SECOND for ms in times)
 
 
-def read_counts(consumer: Consumer, counts: dict[int, int], expected: dict[int, int], query) -> None:
-    """Fold the window updates into `counts` (window start: count) until they are `expected`."""
+def per_event(times: list[int], before: Counter) -> list[tuple[int, int]]:
+    """The updates of a window count updated at each event: (window start, count so far)."""
+    counts, updates = Counter(before), []
+    for ms in times:
+        start = ms // SECOND * SECOND
+        counts[start] += 1
+        updates.append((start, counts[start]))
+    return updates
+
+
+def read_updates(consumer: Consumer, last: list[tuple[int, int]], query) -> list[tuple[int, int]]:
+    """The updates (window start, count) read until `last` is among them."""
+    updates = []
     deadline = time.monotonic() + 120
-    while counts != expected and time.monotonic() < deadline and query.isActive:
-        for update in consumer.consume(100, 0.2):
-            start, n = map(int, update.value().split(b","))
-            counts[start] = n
+    while last[-1] not in updates and query.isActive and time.monotonic() < deadline:
+        updates += [tuple(map(int, u.value().split(b","))) for u in consumer.consume(100, 0.2)]
     if not query.isActive:
         raise query.exception()
+    return updates
 
 
 def test_a_real_time_window_count_updates_per_event_and_drops_late_events(spark, kafka_connector, broker, tmp_path):
@@ -70,20 +80,19 @@ def test_a_real_time_window_count_updates_per_event_and_drops_late_events(spark,
              .trigger(realTime="5 seconds").start())
     consumer = Consumer({"bootstrap.servers": broker, "group.id": "test", "enable.auto.commit": False})
     consumer.assign([TopicPartition("updates", 0, OFFSET_BEGINNING)])
-    found: dict[int, int] = {}
     try:
         produce(broker, "events", FIRST)
-        read_counts(consumer, found, windows(FIRST), query)
-        assert query.lastProgress is None, "the updates came out only when a batch ended"
-        assert found == windows(FIRST)
+        first = per_event(FIRST, Counter())
+        assert read_updates(consumer, first, query) == first   # an update per event, not one per window
+        assert query.lastProgress is None, "no batch has ended"
 
         while (query.lastProgress or {"batchId": -1})["batchId"] < 1:   # two batches end
             time.sleep(0.1)
         produce(broker, "events", LATER)
         on_time = [ms for ms in LATER if ms // SECOND * SECOND + SECOND > WATERMARK]
         assert len(on_time) == 1
-        read_counts(consumer, found, windows(FIRST + on_time), query)
-        assert found == windows(FIRST + on_time)
+        later = per_event(on_time, windows(FIRST))
+        assert read_updates(consumer, later, query) == later   # none for the late events before it
     finally:
         spark.sparkContext.setLogLevel("OFF")   # the interrupted long-running tasks log their aborted writes
         query.stop()
