@@ -35,6 +35,16 @@ produce-to-window-result latency.
    issue #27 were measured so.) With --latency-only no Kafka node is started (it would be
    another JVM on the machine's cores); --conf sets a Spark setting for the session, to
    compare settings run against run.
+3. The same window count in Spark's real-time mode (`trigger(realTime=...)`, Spark 4.1+):
+   Spark's own Kafka source reads the same broker at the same rate (Headwater's Python
+   source has no real-time mode), long-running tasks update the window per record, and the
+   Kafka sink writes each update to a topic of the same broker; an update's time is when a
+   consumer of that topic has it, minus the produce time of the newest event in it. A
+   real-time batch lasts --real-time-batch; at each batch's end Spark checkpoints and starts
+   the next, and the records that arrive meanwhile wait (the output says how many batches
+   ended inside the measured time). Real-time mode runs every stage at once, so it runs in a
+   session of its own with a task slot for each source partition and each shuffle partition
+   (local[3]; the session of the rows above has 2 as before: with 3 their figures were worse).
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -189,16 +199,91 @@ def sources(spark, bootstrap: str, kafka_bootstrap: str, topic: str, per_batch: 
     }
 
 
+def window_counts(events):
+    """The measured query: events per 1-second tumbling window, and the newest event's time."""
+    return (events.withWatermark("timestamp", "1 second")
+            .groupBy(F.window("timestamp", "1 second")).agg(F.count(F.lit(1)).alias("n"),
+                                                            F.max("timestamp").alias("newest")))
+
+
+def produce_steadily(producer: Producer, topic: str, rate: int, seconds: float, tick) -> None:
+    """`rate` events a second into `topic` for `seconds`, calling `tick()` between sends."""
+    start, sent = time.monotonic(), 0
+    while time.monotonic() - start < seconds:
+        tick()
+        due = int((time.monotonic() - start) * rate)
+        while sent < due:
+            producer.produce(topic, b"e", str(sent).encode())
+            sent += 1
+        producer.poll(0)
+        time.sleep(0.002)
+    producer.flush(30)
+
+
+def real_time_latency(spark, bootstrap, topic, rate, seconds, batch, workdir, cpu) -> tuple[list[float], int, tuple]:
+    """The same window count in real-time mode (Spark's Kafka source and sink, batches of
+    `batch`): every update's latency after the warm-up (the first sixth of `seconds`), how
+    many real-time batches ended after it, and the CPU seconds per second of each process
+    `cpu()` measures after it."""
+    updates = f"{topic}-updates"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(updates, 1, 1)])[updates].result(60)
+    events = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "latest").load())
+    query = (window_counts(events).select(F.unix_micros("newest").cast("string").alias("value"))
+             .writeStream.outputMode("update").format("kafka").option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", updates).option("checkpointLocation", str(workdir / "ck-real-time"))
+             .trigger(realTime=batch).start())
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(updates, 0, OFFSET_BEGINNING)])
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    # The query has its starting offsets (and its tasks run) once an event's update comes out;
+    # there is no progress to wait for until its first batch ends.
+    while not consumer.consume(100, 1.0):
+        if not query.isActive:
+            raise query.exception()
+        producer.produce(topic, b"e")
+        producer.flush(30)
+
+    measured_from, latencies = time.time() + seconds // 6, []
+    first = before = None
+
+    def ended() -> int:   # the last real-time batch that ended
+        return (query.lastProgress or {"batchId": -1})["batchId"]
+
+    def collect() -> None:
+        nonlocal first, before
+        if first is None and time.time() >= measured_from:
+            first, before = (ended(), time.monotonic()), cpu()
+        for update in consumer.consume(1000, 0):
+            newest = None if update.error() else int(update.value()) / 1e6
+            if newest and newest >= measured_from:
+                latencies.append(time.time() - newest)
+
+    produce_steadily(producer, topic, rate, seconds, collect)
+    wait_until = time.monotonic() + 3
+    while time.monotonic() < wait_until:
+        collect()
+        time.sleep(0.002)
+    after, batches, elapsed = cpu(), ended() - first[0], time.monotonic() - first[1]
+    # Stopping interrupts the long-running tasks, which log their aborted writes as errors, some
+    # after stop() returns: the session is stopped next, quietly.
+    spark.sparkContext.setLogLevel("OFF")
+    query.stop()
+    consumer.close()
+    return latencies, batches, tuple((a - b) / elapsed for a, b in zip(after, before))
+
+
 # Each window update's path, in seconds: produced (its newest event) -> its micro-batch starts
 # -> the sink is called -> the update is collected in the sink.
 PATH = ("produced -> batch starts", "batch start -> sink called", "sink called -> collected")
 
 
 def latency(spark, bootstrap, topic, rate, seconds, workdir, cpu) -> tuple[list[tuple[float, ...]], list[float],
-                                                                    list[dict], tuple]:
+                                                                    list[dict], tuple, tuple]:
     """Every window update's path (PATH) after the warm-up (the first sixth of `seconds`),
     the warm-up's latencies, the durationMs of every micro-batch after it, and the CPU
-    seconds per micro-batch of each process `cpu()` measures after it."""
+    seconds per micro-batch and per second of each process `cpu()` measures after it."""
     sunk: dict[int, tuple[float, float, list[float]]] = {}   # batch id: called, collected, newest events
     # A Python list, read once: iterating the Java list in every batch ended in a Java
     # NoSuchElementException that PySpark's error handler converts by ~14 class lookups through
@@ -214,30 +299,22 @@ def latency(spark, bootstrap, topic, rate, seconds, workdir, cpu) -> tuple[list[
 
     events = (spark.readStream.format("headwater").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "latest").load())
-    counts = (events.withWatermark("timestamp", "1 second")
-              .groupBy(F.window("timestamp", "1 second")).agg(F.count(F.lit(1)).alias("n"),
-                                                              F.max("timestamp").alias("newest")))
-    query = (counts.writeStream.outputMode("update").foreachBatch(record)
+    query = (window_counts(events).writeStream.outputMode("update").foreachBatch(record)
              .option("checkpointLocation", str(workdir / "ck-lat")).trigger(processingTime="0 seconds").start())
     while query.lastProgress is None:  # the source has its starting offsets
         time.sleep(0.1)
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    start = time.monotonic()
-    measured_from, first, before = time.time() + seconds // 6, None, None
-    sent = 0
-    while time.monotonic() - start < seconds:
+    measured_from, first, before, began = time.time() + seconds // 6, None, None, None
+
+    def measure_from_now() -> None:
+        nonlocal first, before, began
         if first is None and time.time() >= measured_from:
-            first, before = query.lastProgress["batchId"], cpu()
-        due = int((time.monotonic() - start) * rate)
-        while sent < due:
-            producer.produce(topic, b"e", str(sent).encode())
-            sent += 1
-        producer.poll(0)
-        time.sleep(0.002)
-    producer.flush(30)
+            first, before, began = query.lastProgress["batchId"], cpu(), time.monotonic()
+
+    produce_steadily(Producer({"bootstrap.servers": bootstrap, "linger.ms": 0}), topic, rate, seconds,
+                     measure_from_now)
     time.sleep(3)
-    after, batches = cpu(), max(1, query.lastProgress["batchId"] - first)
+    after, batches, elapsed = cpu(), max(1, query.lastProgress["batchId"] - first), time.monotonic() - began
     query.stop()
     paths, warm_up = [], []
     for p in query.recentProgress:
@@ -253,7 +330,7 @@ def latency(spark, bootstrap, topic, rate, seconds, workdir, cpu) -> tuple[list[
     gc = {i: {"GC (JVM, sink to sink)": gc_ms[i + 1] - gc_ms[i]} for i in gc_ms if i + 1 in gc_ms}
     return (paths, warm_up, [{**p.durationMs, **gc.get(p.batchId, {})} for p in query.recentProgress
                              if p.batchId > first],
-            tuple((a - b) / batches for a, b in zip(after, before)))
+            tuple((a - b) / batches for a, b in zip(after, before)), tuple((a - b) / elapsed for a, b in zip(after, before)))
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -279,6 +356,8 @@ def main() -> None:
     parser.add_argument("--latency-only", action="store_true", help="skip the throughput rounds (and Apache Kafka)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting for the session (repeatable)")
+    parser.add_argument("--real-time-batch", default="5 minutes",
+                        help="the real-time query's batch duration (trigger(realTime=...))")
     args = bench_arguments(parser, {"rows": 40_000, "per_batch": 20_000, "rounds": 1, "rate": 20, "seconds": 3})
 
     workdir = bench_workdir("hw-spark-bench-")
@@ -290,11 +369,10 @@ def main() -> None:
             fill(kafka.bootstrap, "bench", args.rows)
         # Python workers get 2 minutes, not 15 s, to connect back: a shared machine can be that
         # loaded. Every micro-batch's progress of the latency run is kept (Spark keeps 100).
-        spark = headwater.spark.session(app_name="spark-source-bench",
-                                        conf={"spark.jars": ",".join(spark_kafka_jars()),
-                                              "spark.python.authenticate.socketTimeout": "120s",
-                                              "spark.sql.streaming.numRecentProgressUpdates": "100000",
-                                              **dict(setting.split("=", 1) for setting in args.conf)})
+        settings = {"spark.jars": ",".join(spark_kafka_jars()), "spark.python.authenticate.socketTimeout": "120s",
+                    "spark.sql.streaming.numRecentProgressUpdates": "100000",
+                    **dict(setting.split("=", 1) for setting in args.conf)}
+        spark = headwater.spark.session(app_name="spark-source-bench", conf=settings)
         spark.dataSource.register(PrebuiltSource)
         streams = sources(spark, broker.bootstrap, kafka and kafka.bootstrap, "bench", args.per_batch)
         batches = args.rows // args.per_batch
@@ -317,8 +395,16 @@ def main() -> None:
                     runs[name].append(run)
             print(f"round {round_}{' (warm-up)' if round_ == 0 else ''}: " + ", ".join(figures) + " rows/s"
                   f" (load average {os.getloadavg()[0]:.1f})", flush=True)
-        lat, warm_up, durations, batch_cpu = latency(spark, broker.bootstrap, "latency", args.rate, args.seconds, workdir,
-                                            functools.partial(cpu, broker.proc.pid))
+        lat, warm_up, durations, batch_cpu, second_cpu = latency(spark, broker.bootstrap, "latency", args.rate,
+                                                                 args.seconds, workdir,
+                                                                 functools.partial(cpu, broker.proc.pid))
+        load = os.getloadavg()[0]
+        spark.stop()
+        # Real-time mode runs every stage at once: a task slot for each of the topic's 2 partitions
+        # and for the shuffle partition. (The whole bench on local[3] made the micro-batch row slower.)
+        spark = headwater.spark.session(master="local[3]", app_name="spark-source-bench", conf=settings)
+        real_time = real_time_latency(spark, broker.bootstrap, "latency", args.rate, args.seconds,
+                                      args.real_time_batch, workdir, functools.partial(cpu, broker.proc.pid))
         spark.stop()
 
     if not args.latency_only:
@@ -326,7 +412,7 @@ def main() -> None:
     total = [sum(path) for path in lat]
     print(f"produce -> 1 s window update in the sink at {args.rate} events/s for {args.seconds} s: "
           f"{len(lat)} updates, median {statistics.median(total) * 1000:.0f} ms, "
-          f"p95 {percentile(total, 0.95) * 1000:.0f} ms (load average {os.getloadavg()[0]:.1f})")
+          f"p95 {percentile(total, 0.95) * 1000:.0f} ms (load average {load:.1f})")
     if warm_up:
         print(f"  left out: the first {args.seconds // 6} s, {len(warm_up)} updates, the slowest "
               f"{max(warm_up) * 1000:.0f} ms")
@@ -338,6 +424,18 @@ def main() -> None:
     print(phases(durations))
     print("CPU ms per micro-batch: " + ", ".join(f"{name} {seconds * 1000:.0f}" for name, seconds in
                                                 zip(("JVM", "Spark's Python processes", "broker"), batch_cpu)))
+    print(cpu_per_second(second_cpu, ("JVM", "Spark's Python processes", "broker")))
+    updates, batches, (jvm, _, broker) = real_time
+    print(f"real-time mode (Spark's kafka source and sink, batches of {args.real_time_batch}): {len(updates)} "
+          f"updates, median {statistics.median(updates) * 1000:.0f} ms, p95 {percentile(updates, 0.95) * 1000:.0f} ms, "
+          f"the slowest {max(updates) * 1000:.0f} ms; {batches} batches ended meanwhile "
+          f"(load average {os.getloadavg()[0]:.1f})")
+    # No Python runs in it (the micro-batch query's idle workers exiting meanwhile would show as less than none).
+    print(cpu_per_second((jvm, broker), ("JVM", "broker")))
+
+
+def cpu_per_second(cpu: tuple, names: tuple) -> str:
+    return "  CPU ms per second: " + ", ".join(f"{name} {seconds * 1000:.0f}" for name, seconds in zip(names, cpu))
 
 
 def throughput_table(runs: dict[str, list[tuple]]) -> None:
