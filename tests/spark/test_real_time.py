@@ -86,6 +86,8 @@ def test_a_real_time_window_count_updates_per_event_and_drops_late_events(spark,
         assert read_updates(consumer, first, query) == first   # an update per event, not one per window
 
         while (query.lastProgress or {"batchId": -1})["batchId"] < 1:   # two batches end
+            if not query.isActive:
+                raise query.exception()
             time.sleep(0.1)
         produce(broker, "events", LATER)
         on_time = [ms for ms in LATER if ms // SECOND * SECOND + SECOND > WATERMARK]
