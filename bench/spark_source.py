@@ -277,6 +277,8 @@ def real_time_latency(spark, bootstrap, topic, rate, seconds, batch, workdir, cp
 # Each window update's path, in seconds: produced (its newest event) -> its micro-batch starts
 # -> the sink is called -> the update is collected in the sink.
 PATH = ("produced -> batch starts", "batch start -> sink called", "sink called -> collected")
+# The processes whose CPU `cpu()` reads, in its order.
+PROCESSES = ("JVM", "Spark's Python processes", "broker")
 
 
 def latency(spark, bootstrap, topic, rate, seconds, workdir, cpu) -> tuple[list[tuple[float, ...]], list[float],
@@ -422,20 +424,19 @@ def main() -> None:
         print(f"  {name:<28}{statistics.median(steps):>8.0f}{percentile(steps, 0.95):>8.0f}")
     print(f"{len(durations)} micro-batches, durationMs{'median':>10}{'p95':>8}")
     print(phases(durations))
-    print("CPU ms per micro-batch: " + ", ".join(f"{name} {seconds * 1000:.0f}" for name, seconds in
-                                                zip(("JVM", "Spark's Python processes", "broker"), batch_cpu)))
-    print(cpu_per_second(second_cpu, ("JVM", "Spark's Python processes", "broker")))
+    print(cpu_line("CPU ms per micro-batch", batch_cpu, PROCESSES))
+    print(cpu_line("  CPU ms per second", second_cpu, PROCESSES))
     updates, batches, (jvm, _, broker) = real_time
     print(f"real-time mode (Spark's kafka source and sink, batches of {args.real_time_batch}): {len(updates)} "
           f"updates, median {statistics.median(updates) * 1000:.0f} ms, p95 {percentile(updates, 0.95) * 1000:.0f} ms, "
           f"the slowest {max(updates) * 1000:.0f} ms; {batches} batches ended meanwhile "
           f"(load average {os.getloadavg()[0]:.1f})")
     # No Python runs in it (the micro-batch query's idle workers exiting meanwhile would show as less than none).
-    print(cpu_per_second((jvm, broker), ("JVM", "broker")))
+    print(cpu_line("  CPU ms per second", (jvm, broker), ("JVM", "broker")))
 
 
-def cpu_per_second(cpu: tuple, names: tuple) -> str:
-    return "  CPU ms per second: " + ", ".join(f"{name} {seconds * 1000:.0f}" for name, seconds in zip(names, cpu))
+def cpu_line(label: str, cpu: tuple, names: tuple) -> str:
+    return f"{label}: " + ", ".join(f"{name} {seconds * 1000:.0f}" for name, seconds in zip(names, cpu))
 
 
 def throughput_table(runs: dict[str, list[tuple]]) -> None:
