@@ -13,8 +13,9 @@ record is keyed so that compaction keeps only the latest state of each thing:
             "rebalance_timeout_ms", "subscription": base64, "assignment": base64}]}
 
 A null value (tombstone) deletes the key: DeleteGroups writes one for the group and each
-of its offsets. Records that do not parse (someone produced to the topic) are skipped
-with a warning when replayed.
+of its offsets. KIP-848 consumer groups keep their membership in the same topic under keys
+of their own types (``consumer_group_store.py``), which this replay passes over. Records that
+do not parse (someone produced to the topic) are skipped with a warning when replayed.
 """
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ from headwater.protocol.errors import ErrorCode
 from .group import CommittedOffset, Group, GroupState, Member
 
 OFFSETS_TOPIC = "__consumer_offsets"
+CLASSIC_TYPES = frozenset({"offset", "group"})
+# KIP-848 consumer groups' records, kept in the same topic by consumer_group_store.py
+CONSUMER_GROUP, CONSUMER_MEMBER = "consumer_group", "consumer_member"
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
@@ -113,5 +117,5 @@ def _apply(groups: dict[str, Group], key: dict, value: dict | None) -> None:
                 restored.static_members[member.instance_id] = member.member_id
         restored.state = GroupState.STABLE if restored.members else GroupState.EMPTY
         groups[group_id] = restored
-    else:
+    elif key["type"] not in (CONSUMER_GROUP, CONSUMER_MEMBER):
         raise ValueError(f"unknown record type {key['type']!r}")

@@ -1,0 +1,169 @@
+"""KIP-848 consumer groups' membership, kept in ``__consumer_offsets`` beside the classic groups'.
+
+What Kafka persists for a consumer group, in our own JSON shapes (keys with sorted keys, so
+compaction keeps the latest of each; a null value deletes the key):
+
+    key   {"group": G, "type": "consumer_group"}
+    value {"epoch": N, "assignment_epoch": N, "partition_counts": {topic: count}}
+
+    key   {"group": G, "member": M, "type": "consumer_member"}
+    value {"instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms",
+           "subscribed_topic_names": [...], "subscribed_topic_regex", "server_assignor",
+           "epoch", "previous_epoch", "state", "left_static",
+           "assigned": {topic: [partitions]}, "revoking": {...}, "target": {...}}
+
+One record per member, as Kafka's: a member's heartbeat rewrites its own record only, never
+the whole group's. The store remembers the bytes it last wrote for each key and writes only
+what differs, so a heartbeat that changes nothing writes nothing, and a write that failed is
+tried again at the group's next change. Records that do not parse are skipped with a warning.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from headwater.broker.appender import Appender
+from headwater.broker.clock import Clock
+from headwater.broker.internal_topic import InternalTopic, json_bytes
+from headwater.protocol.errors import ErrorCode
+
+from .assignors import Partitions
+from .consumer_group import ConsumerGroup, Member, MemberState
+from .store import CLASSIC_TYPES, CONSUMER_GROUP, CONSUMER_MEMBER, OFFSETS_TOPIC
+
+
+def group_key(group_id: str) -> bytes:
+    return json_bytes({"group": group_id, "type": CONSUMER_GROUP})
+
+
+def member_key(group_id: str, member_id: str) -> bytes:
+    return json_bytes({"group": group_id, "member": member_id, "type": CONSUMER_MEMBER})
+
+
+def _group_value(group: ConsumerGroup) -> bytes:
+    return json_bytes({"epoch": group.epoch, "assignment_epoch": group.assignment_epoch,
+                       "partition_counts": group.partition_counts})
+
+
+def _by_topic(partitions: Partitions) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    return by_topic
+
+
+def _partitions(by_topic: dict[str, list[int]]) -> Partitions:
+    return frozenset((str(topic), int(p)) for topic, ps in by_topic.items() for p in ps)
+
+
+def _member_value(group: ConsumerGroup, m: Member) -> bytes:
+    return json_bytes({
+        "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id, "client_host": m.client_host,
+        "rebalance_timeout_ms": m.rebalance_timeout_ms, "subscribed_topic_names": sorted(m.subscribed_names),
+        "subscribed_topic_regex": m.subscribed_regex.pattern if m.subscribed_regex is not None else None,
+        "server_assignor": m.server_assignor, "epoch": m.epoch, "previous_epoch": m.previous_epoch,
+        "state": m.state.value, "left_static": m.left_static, "assigned": _by_topic(m.assigned),
+        "revoking": _by_topic(m.revoking), "target": _by_topic(group.target.get(m.member_id, frozenset()))})
+
+
+@dataclass
+class _Written:
+    """The bytes last written for a group's keys."""
+    group: bytes | None = None
+    members: dict[str, bytes] = field(default_factory=dict)
+
+
+class ConsumerGroupStore:
+    def __init__(self, appender: Appender, clock: Clock):
+        self._topic = InternalTopic(OFFSETS_TOPIC, appender, clock)
+        self._written: dict[str, _Written] = {}
+
+    def save(self, group: ConsumerGroup, member_ids: Iterable[str]) -> ErrorCode:
+        """Write what changed of the group record and of the given members' records, and a
+        tombstone for each member written before and gone now; in one batch, fsynced under
+        ``--flush always`` as the classic group's record is."""
+        written = self._written.setdefault(group.group_id, _Written())
+        pairs: list[tuple[bytes, bytes | None]] = []
+        group_value = _group_value(group)
+        if group_value != written.group:
+            pairs.append((group_key(group.group_id), group_value))
+        members: dict[str, bytes | None] = {}
+        for member_id in member_ids:
+            value = _member_value(group, group.members[member_id])
+            if value != written.members.get(member_id):
+                members[member_id] = value
+        members.update((gone, None) for gone in written.members.keys() - group.members.keys())
+        pairs += [(member_key(group.group_id, member_id), value) for member_id, value in members.items()]
+        error = self._topic.write(pairs)
+        if not error:
+            written.group = group_value
+            for member_id, value in members.items():
+                if value is None:
+                    del written.members[member_id]
+                else:
+                    written.members[member_id] = value
+        return error
+
+    def delete(self, group_id: str) -> ErrorCode:
+        """Tombstones for an empty group's record (its members' are written as they leave)."""
+        written = self._written.get(group_id, _Written())
+        error = self._topic.write([(group_key(group_id), None)] +
+                                  [(member_key(group_id, m), None) for m in written.members])
+        if not error:
+            self._written.pop(group_id, None)
+        return error
+
+    # --- replay ----------------------------------------------------------------------------
+
+    def load(self) -> dict[str, ConsumerGroup]:
+        """Every consumer group as its records last left it; the owners and static members
+        derived from the members."""
+        groups: dict[str, ConsumerGroup] = {}
+        self._topic.replay(lambda key, value: _apply(groups, key, value))
+        for group in groups.values():
+            for member in group.members.values():
+                group.owners.update((tp, member.member_id) for tp in member.assigned | member.revoking)
+                if member.instance_id is not None:
+                    group.static_members[member.instance_id] = member.member_id
+            self._written[group.group_id] = _Written(_group_value(group), {
+                m.member_id: _member_value(group, m) for m in group.members.values()})
+        return groups
+
+
+def _apply(groups: dict[str, ConsumerGroup], key: dict, value: dict | None) -> None:
+    kind, group_id = key["type"], key["group"]
+    if kind in CLASSIC_TYPES:
+        return
+    if kind == CONSUMER_GROUP:
+        if value is None:
+            groups.pop(group_id, None)
+            return
+        group = groups.setdefault(group_id, ConsumerGroup(group_id))
+        group.epoch, group.assignment_epoch = int(value["epoch"]), int(value["assignment_epoch"])
+        group.partition_counts = {str(t): int(n) for t, n in value["partition_counts"].items()}
+    elif kind == CONSUMER_MEMBER:
+        member_id = key["member"]
+        if value is None:
+            group = groups.get(group_id)
+            if group is not None:
+                group.members.pop(member_id, None)
+                group.target.pop(member_id, None)
+            return
+        member = _member(member_id, value)   # parsed whole before the group changes
+        group = groups.setdefault(group_id, ConsumerGroup(group_id))
+        group.members[member_id] = member
+        group.target[member_id] = _partitions(value["target"])
+    else:
+        raise ValueError(f"unknown record type {kind!r}")
+
+
+def _member(member_id: str, v: dict) -> Member:
+    regex = v["subscribed_topic_regex"]
+    return Member(member_id, v["instance_id"], v["client_id"], v["client_host"], int(v["rebalance_timeout_ms"]),
+                  rack_id=v["rack_id"], subscribed_names=frozenset(v["subscribed_topic_names"]),
+                  subscribed_regex=re.compile(regex) if regex is not None else None,
+                  server_assignor=v["server_assignor"], epoch=int(v["epoch"]),
+                  previous_epoch=int(v["previous_epoch"]), state=MemberState(v["state"]),
+                  assigned=_partitions(v["assigned"]), revoking=_partitions(v["revoking"]),
+                  left_static=bool(v["left_static"]))
