@@ -13,15 +13,17 @@ compaction keeps the latest of each; a null value deletes the key):
            "assigned": {topic: [partitions]}, "revoking": {...}, "target": {...}}
 
 One record per member, as Kafka's: a member's heartbeat rewrites its own record only, never
-the whole group's. The store remembers the bytes it last wrote for each key and writes only
-what differs, so a heartbeat that changes nothing writes nothing, and a write that failed is
-tried again at the group's next change. Records that do not parse are skipped with a warning.
+the whole group's. The store remembers what it last wrote for each key (as tuples, compared
+without encoding anything: heartbeats are frequent) and writes only what differs, so a
+heartbeat that changes nothing writes nothing, and a write that failed is tried again at the
+group's next change. Records that do not parse are skipped with a warning.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from headwater.broker.appender import Appender
 from headwater.broker.clock import Clock
@@ -41,9 +43,43 @@ def member_key(group_id: str, member_id: str) -> bytes:
     return json_bytes({"group": group_id, "member": member_id, "type": CONSUMER_MEMBER})
 
 
-def _group_value(group: ConsumerGroup) -> bytes:
-    return json_bytes({"epoch": group.epoch, "assignment_epoch": group.assignment_epoch,
-                       "partition_counts": group.partition_counts})
+class GroupRecord(NamedTuple):
+    epoch: int
+    assignment_epoch: int
+    partition_counts: dict[str, int]
+
+
+class MemberRecord(NamedTuple):
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    subscribed_names: frozenset[str]
+    subscribed_regex: re.Pattern | None
+    server_assignor: str | None
+    epoch: int
+    previous_epoch: int
+    state: MemberState
+    left_static: bool
+    assigned: Partitions
+    revoking: Partitions
+    target: Partitions
+
+
+def _group_record(group: ConsumerGroup) -> GroupRecord:
+    return GroupRecord(group.epoch, group.assignment_epoch, dict(group.partition_counts))
+
+
+def _member_record(group: ConsumerGroup, m: Member) -> MemberRecord:
+    return MemberRecord(m.instance_id, m.rack_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                        m.subscribed_names, m.subscribed_regex, m.server_assignor, m.epoch, m.previous_epoch,
+                        m.state, m.left_static, m.assigned, m.revoking, group.target.get(m.member_id, frozenset()))
+
+
+def _group_value(r: GroupRecord) -> bytes:
+    return json_bytes({"epoch": r.epoch, "assignment_epoch": r.assignment_epoch,
+                       "partition_counts": r.partition_counts})
 
 
 def _by_topic(partitions: Partitions) -> dict[str, list[int]]:
@@ -57,21 +93,21 @@ def _partitions(by_topic: dict[str, list[int]]) -> Partitions:
     return frozenset((str(topic), int(p)) for topic, ps in by_topic.items() for p in ps)
 
 
-def _member_value(group: ConsumerGroup, m: Member) -> bytes:
+def _member_value(r: MemberRecord) -> bytes:
     return json_bytes({
-        "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id, "client_host": m.client_host,
-        "rebalance_timeout_ms": m.rebalance_timeout_ms, "subscribed_topic_names": sorted(m.subscribed_names),
-        "subscribed_topic_regex": m.subscribed_regex.pattern if m.subscribed_regex is not None else None,
-        "server_assignor": m.server_assignor, "epoch": m.epoch, "previous_epoch": m.previous_epoch,
-        "state": m.state.value, "left_static": m.left_static, "assigned": _by_topic(m.assigned),
-        "revoking": _by_topic(m.revoking), "target": _by_topic(group.target.get(m.member_id, frozenset()))})
+        "instance_id": r.instance_id, "rack_id": r.rack_id, "client_id": r.client_id, "client_host": r.client_host,
+        "rebalance_timeout_ms": r.rebalance_timeout_ms, "subscribed_topic_names": sorted(r.subscribed_names),
+        "subscribed_topic_regex": r.subscribed_regex.pattern if r.subscribed_regex is not None else None,
+        "server_assignor": r.server_assignor, "epoch": r.epoch, "previous_epoch": r.previous_epoch,
+        "state": r.state.value, "left_static": r.left_static, "assigned": _by_topic(r.assigned),
+        "revoking": _by_topic(r.revoking), "target": _by_topic(r.target)})
 
 
 @dataclass
 class _Written:
-    """The bytes last written for a group's keys."""
-    group: bytes | None = None
-    members: dict[str, bytes] = field(default_factory=dict)
+    """What was last written for a group's keys."""
+    group: GroupRecord | None = None
+    members: dict[str, MemberRecord] = field(default_factory=dict)
 
 
 class ConsumerGroupStore:
@@ -85,24 +121,27 @@ class ConsumerGroupStore:
         ``--flush always`` as the classic group's record is."""
         written = self._written.setdefault(group.group_id, _Written())
         pairs: list[tuple[bytes, bytes | None]] = []
-        group_value = _group_value(group)
-        if group_value != written.group:
-            pairs.append((group_key(group.group_id), group_value))
-        members: dict[str, bytes | None] = {}
+        group_record = _group_record(group)
+        if group_record != written.group:
+            pairs.append((group_key(group.group_id), _group_value(group_record)))
+        members: dict[str, MemberRecord | None] = {}
         for member_id in member_ids:
-            value = _member_value(group, group.members[member_id])
-            if value != written.members.get(member_id):
-                members[member_id] = value
+            record = _member_record(group, group.members[member_id])
+            if record != written.members.get(member_id):
+                members[member_id] = record
         members.update((gone, None) for gone in written.members.keys() - group.members.keys())
-        pairs += [(member_key(group.group_id, member_id), value) for member_id, value in members.items()]
+        pairs += [(member_key(group.group_id, member_id), None if record is None else _member_value(record))
+                  for member_id, record in members.items()]
+        if not pairs:
+            return ErrorCode.NONE
         error = self._topic.write(pairs)
         if not error:
-            written.group = group_value
-            for member_id, value in members.items():
-                if value is None:
+            written.group = group_record
+            for member_id, record in members.items():
+                if record is None:
                     del written.members[member_id]
                 else:
-                    written.members[member_id] = value
+                    written.members[member_id] = record
         return error
 
     def delete(self, group_id: str) -> ErrorCode:
@@ -126,8 +165,8 @@ class ConsumerGroupStore:
                 group.owners.update((tp, member.member_id) for tp in member.assigned | member.revoking)
                 if member.instance_id is not None:
                     group.static_members[member.instance_id] = member.member_id
-            self._written[group.group_id] = _Written(_group_value(group), {
-                m.member_id: _member_value(group, m) for m in group.members.values()})
+            self._written[group.group_id] = _Written(_group_record(group), {
+                m.member_id: _member_record(group, m) for m in group.members.values()})
         return groups
 
 
