@@ -40,5 +40,5 @@ def open_groups(appender: Appender, clock: Clock, initial_rebalance_delay_ms: in
 def open_consumer_groups(appender: Appender, clock: Clock, topics: dict[str, int], **options) -> ConsumerGroupCoordinator:
     """KIP-848's coordinator over ``topics`` (name -> partition count), replaying __consumer_offsets;
     the group id "classic" stands for one taken by a classic group."""
-    return ConsumerGroupCoordinator(clock, ConsumerGroupStore(appender, clock), lambda: topics,
+    return ConsumerGroupCoordinator(clock, ConsumerGroupStore(GroupStore(appender, clock)), lambda: topics,
                                     taken=lambda g: g == "classic", **options)

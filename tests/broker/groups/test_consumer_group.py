@@ -11,7 +11,6 @@ import pytest
 from headwater.broker.groups.consumer_group import ConsumerGroupError, GroupState, HeartbeatRequest, MemberState
 from headwater.broker.groups.consumer_group_store import member_key
 from headwater.broker.groups.store import OFFSETS_TOPIC, GroupStore
-from headwater.broker.internal_topic import InternalTopic
 from headwater.protocol.errors import ErrorCode
 
 from tests.support.clock import ManualClock
@@ -311,7 +310,7 @@ def test_random_membership_changes_never_double_assign(coordinator, clock, topic
 def restart(tmp_path, topics):
     """``restart()``: the broker stopping (its logs closed) and starting again on the same data
     directory: a new coordinator replaying __consumer_offsets, on a new clock (the old timers die
-    with the old broker). Returns (coordinator, clock, the offsets log's end offset reader)."""
+    with the old broker). Returns (coordinator, clock, appender)."""
     opened = []
 
     def restart_(**options):
@@ -321,12 +320,15 @@ def restart(tmp_path, topics):
             clock.close()
         appender, clock = open_appender(tmp_path / "data"), ManualClock()
         opened.append((appender, clock))
-        offsets_log = appender.log_manager.get_log(OFFSETS_TOPIC, 0)
-        return open_consumer_groups(appender, clock, topics, **options), clock, lambda: offsets_log.log_end_offset
+        return open_consumer_groups(appender, clock, topics, **options), clock, appender
     yield restart_
     for appender, clock in opened:
         close_appender(appender)
         clock.close()
+
+
+def offsets_end(appender) -> int:
+    return appender.log_manager.get_log(OFFSETS_TOPIC, 0).log_end_offset
 
 
 def snapshot(coordinator) -> dict:
@@ -345,7 +347,7 @@ def restarted_clients(coordinator, clients):
 
 
 def test_a_restart_gives_back_every_group_and_members_go_on_with_the_same_epoch_and_nothing_written(restart):
-    coordinator, clock, log_end = restart()
+    coordinator, clock, _ = restart()
     clients = [Client(coordinator, "a"), Client(coordinator, "b")]
     join(coordinator, "c", rack_id="rack-2", subscribed_topic_regex="t.*", server_assignor="uniform")
     join(coordinator, "s", instance_id="box-1")
@@ -356,15 +358,15 @@ def test_a_restart_gives_back_every_group_and_members_go_on_with_the_same_epoch_
     before = snapshot(coordinator)
     assert before["g"][0]["epoch"] > 1 and before["g"][0]["static_members"] == {"box-1": "s"}
 
-    coordinator, clock, log_end = restart()
+    coordinator, clock, appender = restart()
     assert snapshot(coordinator) == before
-    written = log_end()
+    written = offsets_end(appender)
     for c in restarted_clients(coordinator, clients):
         epoch, owned = c.epoch, c.owned
         result = c.beat()                            # the same epoch and assignment: nothing to reconcile
         assert (result.member_epoch, result.assignment, c.owned) == (epoch, None, owned)
     assert coordinator.groups["g"].state is GroupState.STABLE
-    assert log_end() == written                      # heartbeats that change nothing write nothing
+    assert offsets_end(appender) == written                      # heartbeats that change nothing write nothing
     assert snapshot(coordinator) == before
 
 
@@ -435,19 +437,16 @@ def test_members_that_left_and_deleted_groups_do_not_come_back(restart):
 
 
 def test_an_unreadable_record_is_skipped_with_a_warning(restart, caplog):
-    coordinator, clock, _ = restart()
+    coordinator, clock, appender = restart()
     a = Client(coordinator, "a")
-    topic = InternalTopic(OFFSETS_TOPIC, coordinator.store._topic._appender, clock)
-    topic.write([(member_key("g", "bad"), b'{"epoch": "one"}'),       # fields missing, wrong types
-                 (member_key("g", "worse"), b"not json"),
-                 (b'{"group": "g", "type": "consumer_surprise"}', b"{}")])
+    GroupStore(appender, clock).topic.write([(member_key("g", "bad"), b'{"epoch": "one"}'),   # wrong types
+                                             (member_key("g", "worse"), b"not json"),
+                                             (b'{"group": "g", "type": "consumer_surprise"}', b"{}")])
     before = snapshot(coordinator)
 
     with caplog.at_level(logging.WARNING, logger="headwater.broker"):
         coordinator, clock, _ = restart()
-        assert sum("skipping unreadable record" in r.getMessage() for r in caplog.records) == 3
-        GroupStore(coordinator.store._topic._appender, clock).load()   # the classic groups' replay
-        assert sum("skipping unreadable record" in r.getMessage() for r in caplog.records) == 3 + 2
+    assert sum("skipping unreadable record" in r.getMessage() for r in caplog.records) == 3
     assert snapshot(coordinator) == before and set(coordinator.groups["g"].members) == {"a"}
     restarted_clients(coordinator, [a])
     assert a.beat().member_epoch == a.epoch

@@ -25,14 +25,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from headwater.broker.appender import Appender
-from headwater.broker.clock import Clock
-from headwater.broker.internal_topic import InternalTopic, json_bytes
+from headwater.broker.internal_topic import json_bytes, skipping_unreadable
 from headwater.protocol.errors import ErrorCode
 
 from .assignors import Partitions
 from .consumer_group import ConsumerGroup, Member, MemberState
-from .store import CLASSIC_TYPES, CONSUMER_GROUP, CONSUMER_MEMBER, OFFSETS_TOPIC
+from .store import CONSUMER_GROUP, CONSUMER_MEMBER, OFFSETS_TOPIC, GroupStore
 
 
 def group_key(group_id: str) -> bytes:
@@ -111,8 +109,9 @@ class _Written:
 
 
 class ConsumerGroupStore:
-    def __init__(self, appender: Appender, clock: Clock):
-        self._topic = InternalTopic(OFFSETS_TOPIC, appender, clock)
+    def __init__(self, offsets: GroupStore):
+        """Writes to the classic groups' topic; replays what their replay hands over."""
+        self._offsets, self._topic = offsets, offsets.topic
         self._written: dict[str, _Written] = {}
 
     def save(self, group: ConsumerGroup, member_ids: Iterable[str]) -> ErrorCode:
@@ -159,7 +158,8 @@ class ConsumerGroupStore:
         """Every consumer group as its records last left it; the owners and static members
         derived from the members."""
         groups: dict[str, ConsumerGroup] = {}
-        self._topic.replay(lambda key, value: _apply(groups, key, value))
+        for key, value in self._offsets.consumer_group_records():
+            skipping_unreadable(lambda: _apply(groups, key, value), f"{key!r} of {OFFSETS_TOPIC}")
         for group in groups.values():
             for member in group.members.values():
                 group.owners.update((tp, member.member_id) for tp in member.assigned | member.revoking)
@@ -172,8 +172,6 @@ class ConsumerGroupStore:
 
 def _apply(groups: dict[str, ConsumerGroup], key: dict, value: dict | None) -> None:
     kind, group_id = key["type"], key["group"]
-    if kind in CLASSIC_TYPES:
-        return
     if kind == CONSUMER_GROUP:
         if value is None:
             groups.pop(group_id, None)
@@ -193,8 +191,6 @@ def _apply(groups: dict[str, ConsumerGroup], key: dict, value: dict | None) -> N
         group = groups.setdefault(group_id, ConsumerGroup(group_id))
         group.members[member_id] = member
         group.target[member_id] = _partitions(value["target"])
-    else:
-        raise ValueError(f"unknown record type {kind!r}")
 
 
 def _member(member_id: str, v: dict) -> Member:
