@@ -126,14 +126,7 @@ class InternalTopic:
         if plog is None:
             raise UnknownTopicError(self.name)
         for record in replay(plog, self.name):
-            skipping_unreadable(lambda: apply(json.loads(record.key),
-                                              None if record.value is None else json.loads(record.value)),
-                                f"at offset {record.offset} of {self.name}")
-
-
-def skipping_unreadable(apply: Callable[[], None], where: str) -> None:
-    """Apply one replayed record; one that cannot be read is skipped with a warning."""
-    try:
-        apply()
-    except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
-        logger.warning("skipping unreadable record %s: %r", where, exc)
+            try:
+                apply(json.loads(record.key), None if record.value is None else json.loads(record.value))
+            except Exception as exc:  # noqa: BLE001 (bad JSON, Infinity, nesting too deep, wrong types: all skipped)
+                logger.warning("skipping unreadable record at offset %d of %s: %r", record.offset, self.name, exc)

@@ -9,7 +9,7 @@ from dataclasses import fields
 import pytest
 
 from headwater.broker.groups.consumer_group import ConsumerGroupError, GroupState, HeartbeatRequest, MemberState
-from headwater.broker.groups.consumer_group_store import member_key
+from headwater.broker.groups.consumer_group_store import group_key, member_key
 from headwater.broker.groups.store import OFFSETS_TOPIC, GroupStore
 from headwater.protocol.errors import ErrorCode
 
@@ -441,12 +441,13 @@ def test_an_unreadable_record_is_skipped_with_a_warning(restart, caplog):
     a = Client(coordinator, "a")
     GroupStore(appender, clock).topic.write([(member_key("g", "bad"), b'{"epoch": "one"}'),   # wrong types
                                              (member_key("g", "worse"), b"not json"),
-                                             (b'{"group": "g", "type": "consumer_surprise"}', b"{}")])
+                                             (b'{"group": "g", "type": "consumer_surprise"}', b"{}"),
+                                             (group_key("h"), b'{"epoch": 1}')])
     before = snapshot(coordinator)
 
-    with caplog.at_level(logging.WARNING, logger="headwater.broker"):
+    with caplog.at_level(logging.WARNING):
         coordinator, clock, _ = restart()
-    assert sum("skipping unreadable record" in r.getMessage() for r in caplog.records) == 3
+    assert sum("skipping unreadable record" in r.getMessage() for r in caplog.records) == 4
     assert snapshot(coordinator) == before and set(coordinator.groups["g"].members) == {"a"}
     restarted_clients(coordinator, [a])
     assert a.beat().member_epoch == a.epoch

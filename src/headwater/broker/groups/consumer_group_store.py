@@ -20,17 +20,20 @@ group's next change. Records that do not parse are skipped with a warning.
 """
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from headwater.broker.internal_topic import json_bytes, skipping_unreadable
+from headwater.broker.internal_topic import json_bytes
 from headwater.protocol.errors import ErrorCode
 
 from .assignors import Partitions
 from .consumer_group import ConsumerGroup, Member, MemberState
 from .store import CONSUMER_GROUP, CONSUMER_MEMBER, OFFSETS_TOPIC, GroupStore
+
+log = logging.getLogger("headwater.groups")
 
 
 def group_key(group_id: str) -> bytes:
@@ -159,7 +162,10 @@ class ConsumerGroupStore:
         derived from the members."""
         groups: dict[str, ConsumerGroup] = {}
         for key, value in self._offsets.consumer_group_records():
-            skipping_unreadable(lambda: _apply(groups, key, value), f"{key!r} of {OFFSETS_TOPIC}")
+            try:
+                _apply(groups, key, value)
+            except Exception as exc:  # noqa: BLE001 (missing fields, wrong types: skipped, as InternalTopic.replay does)
+                log.warning("skipping unreadable record %r of %s: %r", key, OFFSETS_TOPIC, exc)
         for group in groups.values():
             for member in group.members.values():
                 group.owners.update((tp, member.member_id) for tp in member.assigned | member.revoking)
@@ -176,9 +182,10 @@ def _apply(groups: dict[str, ConsumerGroup], key: dict, value: dict | None) -> N
         if value is None:
             groups.pop(group_id, None)
             return
+        epochs = int(value["epoch"]), int(value["assignment_epoch"])   # parsed whole before the group changes
+        counts = {str(t): int(n) for t, n in value["partition_counts"].items()}
         group = groups.setdefault(group_id, ConsumerGroup(group_id))
-        group.epoch, group.assignment_epoch = int(value["epoch"]), int(value["assignment_epoch"])
-        group.partition_counts = {str(t): int(n) for t, n in value["partition_counts"].items()}
+        (group.epoch, group.assignment_epoch), group.partition_counts = epochs, counts
     elif kind == CONSUMER_MEMBER:
         member_id = key["member"]
         if value is None:
