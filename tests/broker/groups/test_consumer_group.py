@@ -11,6 +11,7 @@ import pytest
 from headwater.broker.groups.consumer_group import ConsumerGroupError, GroupState, HeartbeatRequest, MemberState
 from headwater.broker.groups.consumer_group_store import group_key, member_key
 from headwater.broker.groups.store import OFFSETS_TOPIC, GroupStore
+from headwater.log import Log
 from headwater.protocol.errors import ErrorCode
 
 from tests.support.clock import ManualClock
@@ -313,12 +314,12 @@ def restart(tmp_path, topics):
     with the old broker). Returns (coordinator, clock, appender)."""
     opened = []
 
-    def restart_(**options):
+    def restart_(flush="never", **options):
         while opened:
             appender, clock = opened.pop()
             close_appender(appender)
             clock.close()
-        appender, clock = open_appender(tmp_path / "data"), ManualClock()
+        appender, clock = open_appender(tmp_path / "data", flush), ManualClock()
         opened.append((appender, clock))
         return open_consumer_groups(appender, clock, topics, **options), clock, appender
     yield restart_
@@ -451,3 +452,32 @@ def test_an_unreadable_record_is_skipped_with_a_warning(restart, caplog):
     assert snapshot(coordinator) == before and set(coordinator.groups["g"].members) == {"a"}
     restarted_clients(coordinator, [a])
     assert a.beat().member_epoch == a.epoch
+
+
+def test_under_flush_always_a_change_is_fsynced_before_the_answer_and_a_refused_write_is_retried(restart,
+                                                                                                  monkeypatch):
+    fsyncs, broken = [], []
+    real_flush = Log.flush
+
+    def flush(plog):
+        if plog.directory.name == f"{OFFSETS_TOPIC}-0":
+            if broken:
+                raise OSError(5, "Input/output error")
+            fsyncs.append(plog.log_end_offset)
+        real_flush(plog)
+    monkeypatch.setattr(Log, "flush", flush)
+    coordinator, clock, appender = restart(flush="always")
+    a = Client(coordinator, "a")
+    assert fsyncs == [offsets_end(appender)]          # the join: its records written, then fsynced
+    for _ in range(5):
+        a.beat()
+    assert len(fsyncs) == 1                            # heartbeats that change nothing: no write, no fsync
+
+    broken.append(True)
+    refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, join, coordinator, "b")   # b's join is not durable
+    broken.clear()
+    assert join(coordinator, "b").member_epoch == 2    # the client's retry: what was not written is written now
+    assert len(fsyncs) == 2
+    before = snapshot(coordinator)
+    coordinator, clock, _ = restart(flush="always")
+    assert snapshot(coordinator) == before and set(coordinator.groups["g"].members) == {"a", "b"}
