@@ -8,6 +8,8 @@ from pathlib import Path
 from headwater.broker.appender import Appender
 from headwater.broker.clock import Clock
 from headwater.broker.config import BrokerConfig
+from headwater.broker.groups.consumer_group import ConsumerGroupCoordinator
+from headwater.broker.groups.consumer_group_store import ConsumerGroupStore
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.wakeups import GrowthSignals
@@ -33,3 +35,10 @@ def open_groups(appender: Appender, clock: Clock, initial_rebalance_delay_ms: in
     """The group coordinator, replaying __consumer_offsets. No initial rebalance delay unless a
     test asks for one, as in Kafka's own tests."""
     return GroupCoordinator(GroupStore(appender, clock), clock, initial_rebalance_delay_ms)
+
+
+def open_consumer_groups(appender: Appender, clock: Clock, topics: dict[str, int], **options) -> ConsumerGroupCoordinator:
+    """KIP-848's coordinator over ``topics`` (name -> partition count), replaying __consumer_offsets;
+    the group id "classic" stands for one taken by a classic group."""
+    return ConsumerGroupCoordinator(clock, ConsumerGroupStore(GroupStore(appender, clock)), lambda: topics,
+                                    taken=lambda g: g == "classic", **options)

@@ -12,6 +12,7 @@ from headwater.broker.config import BrokerConfig
 from headwater.broker.dynamic_config import DynamicBrokerConfigs
 from headwater.broker.fetch_sessions import FetchSessionCache
 from headwater.broker.groups.consumer_group import ConsumerGroupCoordinator
+from headwater.broker.groups.consumer_group_store import ConsumerGroupStore
 from headwater.broker.groups.coordinator import GroupCoordinator
 from headwater.broker.groups.store import GroupStore
 from headwater.broker.wakeups import GrowthSignals
@@ -55,10 +56,11 @@ class Broker:
         self.appender = Appender(config, self.log_manager, self.txn_partitions, self.wakeups, self.stats)
         # Replays __consumer_offsets: groups and offsets are back.
         clock = clock or LoopClock()
-        self.groups = GroupCoordinator(GroupStore(self.appender, clock), clock, config.group_initial_rebalance_delay_ms)
-        # KIP-848 consumer groups: membership in memory, offsets in __consumer_offsets through self.groups
+        offsets = GroupStore(self.appender, clock)
+        self.groups = GroupCoordinator(offsets, clock, config.group_initial_rebalance_delay_ms)
+        # KIP-848 consumer groups: their records handed over by that replay; offsets through self.groups
         self.consumer_groups = ConsumerGroupCoordinator(
-            clock, self._subscribable_topics,
+            clock, ConsumerGroupStore(offsets), self._subscribable_topics,
             taken=lambda g: bool(self.groups.describe(g).members) or g in self.share.groups,
             session_timeout_ms=config.group_consumer_session_timeout_ms,
             heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,

@@ -2,13 +2,20 @@
 by hand: members heartbeat as ConsumerGroupHeartbeat does, and after every step no partition
 is owned by two members. The wire tests (tests/broker/groups/test_consumer_groups.py) are the
 outer layer."""
+import logging
 import random
+from dataclasses import fields
 
 import pytest
 
-from headwater.broker.groups.consumer_group import (ConsumerGroupCoordinator, ConsumerGroupError, GroupState,
-                                                    HeartbeatRequest, MemberState)
+from headwater.broker.groups.consumer_group import ConsumerGroupError, GroupState, HeartbeatRequest, MemberState
+from headwater.broker.groups.consumer_group_store import group_key, member_key
+from headwater.broker.groups.store import OFFSETS_TOPIC, GroupStore
+from headwater.log import Log
 from headwater.protocol.errors import ErrorCode
+
+from tests.support.clock import ManualClock
+from tests.support.parts import close_appender, open_appender, open_consumer_groups
 
 SESSION_MS, REBALANCE_MS = 45_000, 60_000
 
@@ -19,8 +26,8 @@ def topics():
 
 
 @pytest.fixture
-def coordinator(clock, topics):
-    return ConsumerGroupCoordinator(clock, lambda: topics, taken=lambda g: g == "classic")
+def coordinator(appender, clock, topics):
+    return open_consumer_groups(appender, clock, topics)
 
 
 def join(coordinator, member_id, topics=("t",), **fields):
@@ -135,10 +142,17 @@ def test_session_timeout_fences_a_silent_member(coordinator, clock):
     assert join(coordinator, "b").member_epoch > b.epoch   # a fenced member rejoins with epoch 0
 
 
-def test_rebalance_timeout_fences_a_member_that_does_not_revoke(coordinator, clock):
+@pytest.mark.parametrize("restarted", [False, True])
+def test_rebalance_timeout_fences_a_member_that_does_not_revoke(restart, restarted):
+    """Also when the broker restarts while the member has partitions to revoke: the restored
+    member's rebalance timeout starts again, as Kafka's coordinator does when it loads a group."""
+    coordinator, clock, _ = restart()
     a = Client(coordinator, "a")
     b = Client(coordinator, "b")
     a_result = beat(coordinator, "a", a.epoch)         # told to revoke; never acknowledges
+    if restarted:
+        coordinator, clock, _ = restart()
+        restarted_clients(coordinator, [b])
     assert coordinator.groups["g"].members["a"].state is MemberState.UNREVOKED_PARTITIONS
     for _ in range(REBALANCE_MS // 5_000 - 1):
         clock.advance(5_000)
@@ -199,8 +213,8 @@ def test_static_member_that_never_returns_is_fenced_after_the_session(coordinato
     assert "s1" not in coordinator.groups["g"].members and a.owned == tps(*range(6))
 
 
-def test_bad_requests_get_clear_errors(clock, topics):
-    coordinator = ConsumerGroupCoordinator(clock, lambda: topics, taken=lambda g: g == "classic", max_size=3)
+def test_bad_requests_get_clear_errors(appender, clock, topics):
+    coordinator = open_consumer_groups(appender, clock, topics, max_size=3)
     refused(ErrorCode.INVALID_REQUEST, coordinator.heartbeat, HeartbeatRequest("", "m", 0))
     refused(ErrorCode.INVALID_REQUEST, coordinator.heartbeat,
             HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=REBALANCE_MS))   # no subscription
@@ -289,3 +303,181 @@ def test_random_membership_changes_never_double_assign(coordinator, clock, topic
     subscribed = {t for c in clients.values() for t in group.members[c.member_id].subscribed_names}
     assert frozenset().union(*(c.owned for c in clients.values())) == \
         frozenset((t, p) for t in subscribed for p in range(topics[t]))
+
+
+# --- durability: the groups replayed from __consumer_offsets after a restart ---------------------
+
+@pytest.fixture
+def restart(tmp_path, topics):
+    """``restart()``: the broker stopping (its logs closed) and starting again on the same data
+    directory: a new coordinator replaying __consumer_offsets, on a new clock (the old timers die
+    with the old broker). Returns (coordinator, clock, appender)."""
+    opened = []
+
+    def restart_(flush="never", **options):
+        while opened:
+            appender, clock = opened.pop()
+            close_appender(appender)
+            clock.close()
+        appender, clock = open_appender(tmp_path / "data", flush), ManualClock()
+        opened.append((appender, clock))
+        return open_consumer_groups(appender, clock, topics, **options), clock, appender
+    yield restart_
+    for appender, clock in opened:
+        close_appender(appender)
+        clock.close()
+
+
+def offsets_end(appender) -> int:
+    return appender.log_manager.get_log(OFFSETS_TOPIC, 0).log_end_offset
+
+
+def snapshot(coordinator) -> dict:
+    """Everything a group holds but its timers, comparable."""
+    def member(m):
+        return {f.name: getattr(m, f.name) for f in fields(m) if not f.name.endswith("_timer")}
+    return {g.group_id: ({f.name: getattr(g, f.name) for f in fields(g) if f.name != "members"},
+                         {mid: member(m) for mid, m in g.members.items()})
+            for g in coordinator.groups.values()}
+
+
+def restarted_clients(coordinator, clients):
+    for c in clients:
+        c.coordinator = coordinator
+    return clients
+
+
+def test_a_restart_gives_back_every_group_and_members_go_on_with_the_same_epoch_and_nothing_written(restart):
+    coordinator, clock, _ = restart()
+    clients = [Client(coordinator, "a"), Client(coordinator, "b")]
+    join(coordinator, "c", rack_id="rack-2", subscribed_topic_regex="t.*", server_assignor="uniform")
+    join(coordinator, "s", instance_id="box-1")
+    clients += [_Attached(coordinator, "c"), _Attached(coordinator, "s")]
+    settle(coordinator.groups["g"], clients)
+    coordinator.heartbeat(HeartbeatRequest("other", "x", 0, rebalance_timeout_ms=REBALANCE_MS,   # a second group
+                                           subscribed_topic_names=["t"]))
+    before = snapshot(coordinator)
+    assert before["g"][0]["epoch"] > 1 and before["g"][0]["static_members"] == {"box-1": "s"}
+
+    coordinator, clock, appender = restart()
+    assert snapshot(coordinator) == before
+    written = offsets_end(appender)
+    for c in restarted_clients(coordinator, clients):
+        epoch, owned = c.epoch, c.owned
+        result = c.beat()                            # the same epoch and assignment: nothing to reconcile
+        assert (result.member_epoch, result.assignment, c.owned) == (epoch, None, owned)
+    assert coordinator.groups["g"].state is GroupState.STABLE
+    assert offsets_end(appender) == written                      # heartbeats that change nothing write nothing
+    assert snapshot(coordinator) == before
+
+
+def test_a_restart_in_the_middle_of_a_reconciliation_goes_on_where_it_was(restart):
+    coordinator, clock, _ = restart()
+    a, b = Client(coordinator, "a"), Client(coordinator, "b")
+    settle(coordinator.groups["g"], [a, b])
+    c = Client(coordinator, "c")                     # waits for partitions a and b must give up
+    a.beat()
+    group = coordinator.groups["g"]
+    assert group.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    assert group.members["c"].state is MemberState.UNRELEASED_PARTITIONS
+    before = snapshot(coordinator)
+
+    coordinator, clock, _ = restart()
+    assert snapshot(coordinator) == before
+    group = coordinator.groups["g"]
+    settle(group, restarted_clients(coordinator, [a, b, c]))
+    assert sorted(len(x.owned) for x in (a, b, c)) == [2, 2, 2]
+    assert frozenset().union(a.owned, b.owned, c.owned) == tps(*range(6))
+
+
+def test_a_restored_member_that_does_not_come_back_is_fenced_and_stays_gone(restart):
+    coordinator, clock, _ = restart()
+    clients = [Client(coordinator, m) for m in "abc"]
+    settle(coordinator.groups["g"], clients)
+    silent = clients.pop()
+
+    coordinator, clock, _ = restart()
+    restarted_clients(coordinator, clients)
+    for _ in range(SESSION_MS // 5_000 - 1):
+        clock.advance(5_000)
+        for c in clients:
+            c.beat()
+    assert silent.member_id in coordinator.groups["g"].members     # still within its one session
+    clock.advance(5_000)
+    group = coordinator.groups["g"]
+    assert silent.member_id not in group.members
+    settle(group, clients)
+    assert frozenset().union(*(c.owned for c in clients)) == tps(*range(6))
+    refused(ErrorCode.UNKNOWN_MEMBER_ID, beat, coordinator, silent.member_id, silent.epoch)
+    before = snapshot(coordinator)
+
+    coordinator, clock, _ = restart()
+    assert snapshot(coordinator) == before and silent.member_id not in coordinator.groups["g"].members
+
+
+def test_members_that_left_and_deleted_groups_do_not_come_back(restart):
+    coordinator, clock, _ = restart()
+    a, b = Client(coordinator, "a"), Client(coordinator, "b")
+    join(coordinator, "s1", instance_id="box-1")
+    s1 = _Attached(coordinator, "s1")
+    settle(coordinator.groups["g"], [a, b, s1])
+    beat(coordinator, "b", -1)                       # leaves for good
+    settle(coordinator.groups["g"], [a, s1])
+    beat(coordinator, "s1", -2, instance_id="box-1")  # leaves for now: its place is kept
+    kept = coordinator.groups["g"].members["s1"].assigned
+    coordinator.heartbeat(HeartbeatRequest("doomed", "x", 0, rebalance_timeout_ms=REBALANCE_MS,
+                                           subscribed_topic_names=["t"]))
+    coordinator.heartbeat(HeartbeatRequest("doomed", "x", -1))
+    assert coordinator.delete("doomed") is ErrorCode.NONE
+
+    coordinator, clock, _ = restart()
+    assert set(coordinator.groups) == {"g"} and set(coordinator.groups["g"].members) == {"a", "s1"}
+    result = join(coordinator, "s2", instance_id="box-1")   # the static member's process, restarted
+    assert result.assignment == kept and "s1" not in coordinator.groups["g"].members
+    refused(ErrorCode.UNKNOWN_MEMBER_ID, beat, coordinator, "b", b.epoch)
+
+
+def test_an_unreadable_record_is_skipped_with_a_warning(restart, caplog):
+    coordinator, clock, appender = restart()
+    a = Client(coordinator, "a")
+    GroupStore(appender, clock).topic.write([(member_key("g", "bad"), b'{"epoch": "one"}'),   # wrong types
+                                             (member_key("g", "worse"), b"not json"),
+                                             (b'{"group": "g", "type": "consumer_surprise"}', b"{}"),
+                                             (group_key("h"), b'{"epoch": 1}')])
+    before = snapshot(coordinator)
+
+    with caplog.at_level(logging.WARNING):
+        coordinator, clock, _ = restart()
+    assert sum("skipping unreadable record" in r.getMessage() for r in caplog.records) == 4
+    assert snapshot(coordinator) == before and set(coordinator.groups["g"].members) == {"a"}
+    restarted_clients(coordinator, [a])
+    assert a.beat().member_epoch == a.epoch
+
+
+def test_under_flush_always_a_change_is_fsynced_before_the_answer_and_a_refused_write_is_retried(restart,
+                                                                                                  monkeypatch):
+    fsyncs, broken = [], []
+    real_flush = Log.flush
+
+    def flush(plog):
+        if plog.directory.name == f"{OFFSETS_TOPIC}-0":
+            if broken:
+                raise OSError(5, "Input/output error")
+            fsyncs.append(plog.log_end_offset)
+        real_flush(plog)
+    monkeypatch.setattr(Log, "flush", flush)
+    coordinator, clock, appender = restart(flush="always")
+    a = Client(coordinator, "a")
+    assert fsyncs == [offsets_end(appender)]          # the join: its records written, then fsynced
+    for _ in range(5):
+        a.beat()
+    assert len(fsyncs) == 1                            # heartbeats that change nothing: no write, no fsync
+
+    broken.append(True)
+    refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, join, coordinator, "b")   # b's join is not durable
+    broken.clear()
+    assert join(coordinator, "b").member_epoch == 2    # the client's retry: what was not written is written now
+    assert len(fsyncs) == 2
+    before = snapshot(coordinator)
+    coordinator, clock, _ = restart(flush="always")
+    assert snapshot(coordinator) == before and set(coordinator.groups["g"].members) == {"a", "b"}

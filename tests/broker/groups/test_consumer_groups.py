@@ -3,6 +3,7 @@ consumers: the broker assigns the partitions, members come, leave and die, every
 is processed and committed; ConsumerGroupDescribe shows the group through AdminClient. The
 frame-level tests send what no client sends on purpose (a stale member epoch, a mixed group id).
 The state machine underneath is stepped in-process in tests/broker/groups/test_consumer_group.py."""
+import threading
 import uuid
 
 import pytest
@@ -60,27 +61,73 @@ def test_members_come_leave_and_die_and_every_record_is_processed(broker, tmp_pa
     assert committed(broker.bootstrap, "inventory", "orders", range(6)) == log_end_offsets(truth)
 
 
-def test_members_rejoin_after_a_broker_restart_and_resume_from_their_commits(broker, tmp_path):
-    """Membership is in memory: after a restart the members' heartbeats get UNKNOWN_MEMBER_ID,
-    they rejoin with epoch 0, and go on from the offsets committed in __consumer_offsets."""
+class Watched:
+    """A confluent-kafka consumer (``group.protocol=consumer``) polled on a thread of its own,
+    noting every record it reads, the partitions it holds, and every one it has revoked or loses."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str):
+        self.records: list[tuple[int, int, str]] = []
+        self.assigned: set[int] = set()
+        self.revoked: list[int] = []
+        self.lost: list[int] = []
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                                  "auto.offset.reset": "earliest"})
+        self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_lost)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _on_assign(self, consumer, partitions):
+        self.assigned |= {tp.partition for tp in partitions}
+
+    def _on_revoke(self, consumer, partitions):
+        self.revoked += [tp.partition for tp in partitions]
+        self.assigned -= {tp.partition for tp in partitions}
+
+    def _on_lost(self, consumer, partitions):
+        self.lost += [tp.partition for tp in partitions]
+        self.assigned -= {tp.partition for tp in partitions}
+
+    def _poll(self):
+        while not self._stopping.is_set():
+            msg = self.consumer.poll(0.1)
+            if msg is not None and not msg.error():
+                self.records.append((msg.partition(), msg.offset(), msg.value().decode()))
+
+    def close(self):
+        self._stopping.set()
+        self._thread.join()
+        self.consumer.close()
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_members_keep_their_partitions_across_a_broker_restart(broker, how):
+    """Membership is in __consumer_offsets: after a clean stop or a crash the restarted broker
+    knows the members, their epochs and assignments, and their next heartbeats go on as before:
+    no partition is revoked or lost, and each partition's records go to its one owner."""
     create_topic(broker.bootstrap, "orders", 4)
-    members = [member(broker, tmp_path, f"m{i}") for i in range(2)]
-    wait_stable(broker, "inventory", 2, 4)
-    truth = produce_numbered(broker.bootstrap, "orders", 200)
-    wait_for(lambda: len({r for m in members for r in m.records()}) >= len(truth), message="all processed")
-    wait_for(lambda: committed(broker.bootstrap, "inventory", "orders", range(4)) == log_end_offsets(truth),
-             message="all committed")
-    broker.kill()
-    broker.restart()
-    wait_stable(broker, "inventory", 2, 4)
-    truth.update(produce_numbered(broker.bootstrap, "orders", 200, start=200))
-    wait_for(lambda: len({r for m in members for r in m.records()}) >= len(truth), message="all processed")
-    for m in members:
-        m.stop()
-    records = [r for m in members for r in m.records()]
-    assert len(records) == len(set(records)) == len(truth)    # nothing read twice: the commits held
-    assert set(records) == {(p, o, v) for (p, o), v in truth.items()}
-    assert committed(broker.bootstrap, "inventory", "orders", range(4)) == log_end_offsets(truth)
+    members = [Watched(broker.bootstrap, "inventory", "orders") for _ in range(2)]
+    try:
+        before = wait_stable(broker, "inventory", 2, 4)
+        wait_for(lambda: sorted(len(m.assigned) for m in members) == [2, 2], message="two partitions each")
+        owner = {p: m for m in members for p in m.assigned}
+        truth = produce_numbered(broker.bootstrap, "orders", 200)
+        wait_for(lambda: sum(len(m.records) for m in members) >= len(truth), message="all read")
+        for m in members:   # the first assignment moved partitions from the first member to the second
+            m.revoked.clear()
+        broker.stop() if how == "stop" else broker.kill()
+        broker.restart()
+        assert wait_stable(broker, "inventory", 2, 4) == before         # the same member ids and partitions
+        truth.update(produce_numbered(broker.bootstrap, "orders", 200, start=200))
+        wait_for(lambda: sum(len(m.records) for m in members) >= len(truth), message="all read")
+        assert [(m.revoked, m.lost) for m in members] == [([], [])] * 2
+        for m in members:   # exactly its own partitions' records, each once
+            assert sorted(m.records) == sorted((p, o, v) for (p, o), v in truth.items() if owner[p] is m)
+        assert wait_stable(broker, "inventory", 2, 4) == before
+    finally:
+        for m in members:
+            m.close()
 
 
 def test_describe_and_list_show_a_consumer_group(broker, tmp_path):

@@ -13,7 +13,8 @@ group reads every message, each at its own committed offsets.
 - ``membership.py``, ``commits.py``, ``admin.py``  the group API handlers (listed in ``broker/apis``);
 - ``consumer_group.py``  KIP-848's consumer protocol (``group.protocol=consumer``): the broker assigns with
                       ``assignors.py`` (uniform, range) and members reconcile towards it; handlers in
-                      ``consumer_group_apis.py``.
+                      ``consumer_group_apis.py``; its groups and members kept in ``__consumer_offsets``
+                      by ``consumer_group_store.py``.
 
 In the classic protocol partition assignment itself is done by the clients (range, roundrobin, cooperative-sticky):
 the coordinator picks a protocol every member supports, hands the leader everyone's

@@ -19,9 +19,11 @@ owner has acknowledged giving it up (or was fenced). A member that misses its se
 MemberEpoch -1 leaves; -2 leaves as a static member, whose assignment waits for the same
 ``group.instance.id`` to rejoin until the session timeout.
 
-The membership lives in memory: after a restart members get UNKNOWN_MEMBER_ID and rejoin
-(with epoch 0) at once. Committed offsets are durable, in ``__consumer_offsets`` as for
-classic groups. Time comes from the ``Clock`` given, so tests drive it step by step.
+Membership is durable, as Kafka's: every change of a group or member is written through the
+``Store`` given (``consumer_group_store``: records in ``__consumer_offsets``) before the
+heartbeat is answered, and replayed at start. A restored member gets one session timeout to
+heartbeat again and then goes on with the same epoch and assignment; one that does not is
+fenced as usual. Time comes from the ``Clock`` given, so tests drive it step by step.
 """
 from __future__ import annotations
 
@@ -29,9 +31,10 @@ import logging
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol
 
 from headwater.broker.clock import Clock, Timer
 from headwater.protocol.errors import ErrorCode
@@ -151,16 +154,33 @@ class ConsumerGroup:
         return asked.most_common(1)[0][0] if asked else DEFAULT_ASSIGNOR
 
 
+class Store(Protocol):
+    """Where the groups are kept (``consumer_group_store.ConsumerGroupStore``)."""
+
+    def load(self) -> dict[str, ConsumerGroup]: ...
+
+    def save(self, group: ConsumerGroup, member_ids: Iterable[str]) -> ErrorCode:
+        """The group's record, the given members' and tombstones for members gone, where changed."""
+
+    def delete(self, group_id: str) -> ErrorCode: ...
+
+
 class ConsumerGroupCoordinator:
-    def __init__(self, clock: Clock, topics: Callable[[], Mapping[str, int]],
+    def __init__(self, clock: Clock, store: Store, topics: Callable[[], Mapping[str, int]],
                  taken: Callable[[str], bool], session_timeout_ms: int = SESSION_TIMEOUT_MS,
                  heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS, max_size: int | None = None):
         """``topics()``: the topics members may subscribe to, with their partition counts;
         ``taken(group_id)``: whether the id is a live group of another kind (classic with members, share)."""
-        self.clock, self.topics, self.taken = clock, topics, taken
+        self.clock, self.store, self.topics, self.taken = clock, store, topics, taken
         self.session_timeout_ms, self.heartbeat_interval_ms = session_timeout_ms, heartbeat_interval_ms
         self.max_size = max_size                  # group.consumer.max.size; None: unbounded
-        self.groups: dict[str, ConsumerGroup] = {}
+        self.groups: dict[str, ConsumerGroup] = store.load()
+        for group in self.groups.values():
+            for member in group.members.values():   # as Kafka's coordinator does when it loads a group
+                self._arm_session(group, member)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._arm_revocation(group, member)
+        log.info("loaded %d consumer group(s) from __consumer_offsets", len(self.groups))
 
     # --- ConsumerGroupHeartbeat ---------------------------------------------------------------
 
@@ -179,12 +199,14 @@ class ConsumerGroupCoordinator:
         if counts != group.partition_counts:
             group.partition_counts = counts
             group.bump()
-        if group.epoch != group.assignment_epoch:
+        assigned = group.epoch != group.assignment_epoch
+        if assigned:
             self._assign(group)
         before = (member.epoch, member.assigned)
         # A member (re)joining owns nothing: whatever it still had to give up is given up.
         self._reconcile(group, member, NO_PARTITIONS if req.member_epoch == JOIN else req.owned)
         self._arm_session(group, member)
+        self._save(group, group.members if assigned else (member.member_id,))
         changed = before != (member.epoch, member.assigned) or req.member_epoch != member.epoch
         stale = req.owned is not None and req.owned != member.assigned
         return HeartbeatResult(member.member_id, member.epoch, self.heartbeat_interval_ms,
@@ -295,8 +317,7 @@ class ConsumerGroupCoordinator:
         if revoke:
             member.assigned -= revoke
             member.revoking, member.state = revoke, MemberState.UNREVOKED_PARTITIONS
-            member.revocation_timer = self.clock.after(member.rebalance_timeout_ms, self._revocation_expired,
-                                                       group, member)
+            self._arm_revocation(group, member)
             return
         free = frozenset(tp for tp in target - member.assigned if tp not in group.owners)
         group.owners.update((tp, member.member_id) for tp in free)
@@ -323,9 +344,11 @@ class ConsumerGroupCoordinator:
         if req.member_epoch == LEAVE_STATIC:
             member.left_static = True  # keeps its partitions until it rejoins or its session ends
             log.info("consumer group %r: static member %r leaves for now", group.group_id, member.instance_id)
+            self._save(group, (member.member_id,))
         else:
             log.info("consumer group %r: member %r leaves", group.group_id, member.member_id)
             self._remove(group, member)
+            self._save(group, ())
         return HeartbeatResult(member.member_id, req.member_epoch, 0, None)
 
     def _session_expired(self, group: ConsumerGroup, member: Member) -> None:
@@ -333,12 +356,14 @@ class ConsumerGroupCoordinator:
             log.info("consumer group %r: member %r fenced after %d ms without a heartbeat", group.group_id,
                      member.member_id, self.session_timeout_ms)
             self._remove(group, member)
+            self.store.save(group, ())   # a failed write is logged, and tried again at the next change
 
     def _revocation_expired(self, group: ConsumerGroup, member: Member) -> None:
         if group.members.get(member.member_id) is member and member.state is MemberState.UNREVOKED_PARTITIONS:
             log.info("consumer group %r: member %r fenced: did not revoke %s within %d ms", group.group_id,
                      member.member_id, sorted(member.revoking), member.rebalance_timeout_ms)
             self._remove(group, member)
+            self.store.save(group, ())
 
     def _remove(self, group: ConsumerGroup, member: Member) -> None:
         self._cancel_timers(member)
@@ -360,6 +385,17 @@ class ConsumerGroupCoordinator:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member.session_timer = self.clock.after(self.session_timeout_ms, self._session_expired, group, member)
+
+    def _arm_revocation(self, group: ConsumerGroup, member: Member) -> None:
+        member.revocation_timer = self.clock.after(member.rebalance_timeout_ms, self._revocation_expired,
+                                                   group, member)
+
+    def _save(self, group: ConsumerGroup, member_ids: Iterable[str]) -> None:
+        """Write the change before the heartbeat is answered; a write refused is the heartbeat's error
+        (the client retries; the records not written are written at the group's next change)."""
+        error = self.store.save(group, member_ids)
+        if error:
+            raise ConsumerGroupError(error, f"cannot write consumer group {group.group_id!r}: {error.name}")
 
     # --- offsets and administration ------------------------------------------------------------
 
@@ -388,10 +424,14 @@ class ConsumerGroupCoordinator:
     def delete(self, group_id: str) -> ErrorCode:
         """Forget an empty consumer group (DeleteGroups, or a classic group taking the id)."""
         group = self.groups.get(group_id)
-        if group is not None and not group.members:
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        error = self.store.delete(group_id)
+        if not error:
             del self.groups[group_id]
-        return (ErrorCode.GROUP_ID_NOT_FOUND if group is None
-                else ErrorCode.NON_EMPTY_GROUP if group.members else ErrorCode.NONE)
+        return error
 
 
 def _validate(req: HeartbeatRequest) -> re.Pattern | None:

@@ -13,12 +13,15 @@ record is keyed so that compaction keeps only the latest state of each thing:
             "rebalance_timeout_ms", "subscription": base64, "assignment": base64}]}
 
 A null value (tombstone) deletes the key: DeleteGroups writes one for the group and each
-of its offsets. Records that do not parse (someone produced to the topic) are skipped
-with a warning when replayed.
+of its offsets. KIP-848 consumer groups keep their membership in the same topic under keys
+of their own types (``consumer_group_store.py``): this replay hands those records over to it,
+so that one pass over the topic serves both. Records that do not parse (someone produced to
+the topic) are skipped with a warning when replayed.
 """
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 from headwater.broker.appender import Appender
 from headwater.broker.clock import Clock
@@ -28,6 +31,10 @@ from headwater.protocol.errors import ErrorCode
 from .group import CommittedOffset, Group, GroupState, Member
 
 OFFSETS_TOPIC = "__consumer_offsets"
+# KIP-848 consumer groups' records, kept in the same topic by consumer_group_store.py
+CONSUMER_GROUP, CONSUMER_MEMBER = "consumer_group", "consumer_member"
+# A replayed record: its key and value (None for a tombstone), parsed JSON
+Replayed = tuple[Any, Any]
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
@@ -51,8 +58,9 @@ def _group_value(group: Group) -> bytes:
 
 class GroupStore:
     def __init__(self, appender: Appender, clock: Clock):
-        self._topic = InternalTopic(OFFSETS_TOPIC, appender, clock)
-        self._write = self._topic.write
+        self.topic = InternalTopic(OFFSETS_TOPIC, appender, clock)
+        self._write = self.topic.write
+        self._handed_over: list[Replayed] | None = None   # the consumer groups' records of the last load()
 
     def store_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
         return self._write([(offset_key(group_id, topic, partition),
@@ -77,10 +85,27 @@ class GroupStore:
     # --- replay ----------------------------------------------------------------------------
 
     def load(self) -> dict[str, Group]:
-        """Rebuild every group from the log: the last record of each key wins, as compaction keeps it."""
+        """Rebuild every classic group from the log: the last record of each key wins, as compaction
+        keeps it. The consumer groups' records are kept for ``consumer_group_records``."""
         groups: dict[str, Group] = {}
-        self._topic.replay(lambda key, value: _apply(groups, key, value))
+        handed_over: list[Replayed] = []
+
+        def apply(key: dict, value: dict | None) -> None:
+            if key["type"] in (CONSUMER_GROUP, CONSUMER_MEMBER):
+                handed_over.append((key, value))
+            else:
+                _apply(groups, key, value)
+        self.topic.replay(apply)
+        self._handed_over = handed_over
         return groups
+
+    def consumer_group_records(self) -> list[Replayed]:
+        """The consumer groups' records of the replay ``load()`` made (handed over once), or of a
+        replay made now if there was none."""
+        if self._handed_over is None:
+            self.load()
+        records, self._handed_over = self._handed_over, None
+        return records
 
 
 def _apply(groups: dict[str, Group], key: dict, value: dict | None) -> None:
