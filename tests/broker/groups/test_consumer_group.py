@@ -496,7 +496,8 @@ def test_under_flush_always_a_change_is_fsynced_before_the_answer_and_a_refused_
 
 def test_under_flush_always_the_fsync_runs_off_the_event_loop_and_the_heartbeat_waits_for_it(restart, monkeypatch):
     """While the fsync of a join's records is held, the event loop answers another group's
-    heartbeat; the join is answered only once its fsync round is done."""
+    heartbeat; the join is answered only once its fsync round is done, and so is the client's
+    retry of it, which has nothing new to write; a waiter that goes away cancels no other's wait."""
     held, in_fsync, release, fsync_threads = [], threading.Event(), threading.Event(), []
     real_flush = Log.flush
 
@@ -515,11 +516,14 @@ def test_under_flush_always_the_fsync_runs_off_the_event_loop_and_the_heartbeat_
         held.append(True)
         join_a = asyncio.ensure_future(coordinator.answer(joining("a")))
         assert await asyncio.to_thread(in_fsync.wait, 10)
+        retry_a, gone = (asyncio.ensure_future(coordinator.answer(joining("a"))) for _ in range(2))
+        await asyncio.sleep(0)                            # their steps run: they write nothing
+        gone.cancel()                                     # its connection closed
         steady = await coordinator.answer(HeartbeatRequest("other", "x", x.member_epoch, owned=x.assignment))
-        assert steady.member_epoch == x.member_epoch and steady.synced is None   # nothing to write: not held
-        assert not join_a.done()                          # its records' fsync is not done: no answer yet
+        assert steady.member_epoch == x.member_epoch and steady.synced is None   # another group's: not held
+        assert not join_a.done() and not retry_a.done()   # a's records' fsync is not done: no answer yet
         release.set()
-        assert (await join_a).member_epoch == 1
+        assert (await join_a).member_epoch == (await retry_a).member_epoch == 1
         assert fsync_threads and loop_thread not in fsync_threads
     asyncio.run(heartbeats())
     assert offsets_end(appender) <= appender.log_manager.get_log(OFFSETS_TOPIC, 0).recovery_point

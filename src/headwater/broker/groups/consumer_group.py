@@ -28,6 +28,7 @@ fenced as usual. Time comes from the ``Clock`` given, so tests drive it step by 
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import uuid
@@ -196,7 +197,7 @@ class ConsumerGroupCoordinator:
         Raises ConsumerGroupError for a heartbeat refused, or whose write's fsync failed."""
         result = self.heartbeat(req)
         if result.synced is not None:
-            error = await result.synced
+            error = await asyncio.shield(result.synced)   # shared by the heartbeats waiting for it
             if error:
                 raise _not_written(req.group_id, error)
         return result

@@ -113,6 +113,7 @@ class _Written:
     """What was last written for a group's keys; None: not known to be (a write whose fsync failed)."""
     group: GroupRecord | None = None
     members: dict[str, MemberRecord | None] = field(default_factory=dict)
+    synced: asyncio.Future[ErrorCode] | None = None   # the last write's fsync
 
 
 class ConsumerGroupStore:
@@ -126,7 +127,9 @@ class ConsumerGroupStore:
         tombstone for each member written before and gone now; in one batch, appended at the
         call. Returns the append's error and, under ``--flush always``, its fsync in the broker's
         group commit to await. What is appended counts as written at once, so that the next
-        heartbeats do not write it again; should its fsync fail, it is written at the next change."""
+        heartbeats do not write it again; should its fsync fail, it is written at the next change.
+        A save that writes nothing returns the fsync of the group's last write while it runs: as
+        Kafka's coordinator, no answer tells what is not durable yet (a client's retry, say)."""
         written = self._written.setdefault(group.group_id, _Written())
         pairs: list[tuple[bytes, bytes | None]] = []
         group_record = _group_record(group)
@@ -141,7 +144,8 @@ class ConsumerGroupStore:
         pairs += [(member_key(group.group_id, member_id), None if record is None else _member_value(record))
                   for member_id, record in members.items()]
         if not pairs:
-            return ErrorCode.NONE, None
+            running = written.synced is not None and not written.synced.done()
+            return ErrorCode.NONE, written.synced if running else None
         error, fsync = self._topic.write_then_fsync(pairs)
         if error:
             return error, None
@@ -154,12 +158,12 @@ class ConsumerGroupStore:
         if fsync is None:
             return error, None
         # a task, so that a failed fsync is noted whether or not anyone awaits it (a timer's write)
-        synced = asyncio.ensure_future(fsync)
+        synced = written.synced = asyncio.ensure_future(fsync)
         synced.add_done_callback(functools.partial(self._not_synced, group.group_id, list(members)))
         return error, synced
 
     def _not_synced(self, group_id: str, member_ids: list[str], synced: asyncio.Future) -> None:
-        """A write whose fsync failed (or whose outcome is unknown: its waiter was cancelled) may
+        """A write whose fsync failed (or whose outcome is unknown: cancelled as the loop stops) may
         be lost: its keys count as not written, so the group's next change writes them again (a
         member gone since gets its tombstone again)."""
         if not (synced.cancelled() or synced.exception() is not None or synced.result()):
