@@ -81,10 +81,18 @@ class InternalTopic:
         """``write``, its fsync awaited in the broker's group commit, off the event loop and shared
         with the other writes of the same round, rather than done on the event loop. The append
         and the fsync start at the call; await the result before answering."""
+        error, fsync = self.write_then_fsync(pairs)
+        return settled(error) if fsync is None else fsync
+
+    def write_then_fsync(self, pairs: list[tuple[bytes, bytes | None]]
+                         ) -> tuple[ErrorCode, Awaitable[ErrorCode] | None]:
+        """``write_durably`` with the append's outcome known at the call, for a caller that must
+        act on it before it awaits: (the append's error, the fsync to await, or None if there is
+        nothing to wait for: the append refused, nothing written, or no fsync of each write)."""
         error = self._append(pairs)
         if error or not pairs or not self._appender.fsyncs_each_write:
-            return settled(error)
-        return self._synced(self._appender.fsync_rounds.join([self.logs.get_log(self.name, 0)]))
+            return error, None
+        return error, self._synced(self._appender.fsync_rounds.join([self.logs.get_log(self.name, 0)]))
 
     async def _synced(self, fsync: Awaitable[dict]) -> ErrorCode:
         failed = await fsync

@@ -2,8 +2,10 @@
 by hand: members heartbeat as ConsumerGroupHeartbeat does, and after every step no partition
 is owned by two members. The wire tests (tests/broker/groups/test_consumer_groups.py) are the
 outer layer."""
+import asyncio
 import logging
 import random
+import threading
 from dataclasses import fields
 
 import pytest
@@ -30,9 +32,13 @@ def coordinator(appender, clock, topics):
     return open_consumer_groups(appender, clock, topics)
 
 
+def joining(member_id, topics=("t",), group_id="g", **fields):
+    return HeartbeatRequest(group_id, member_id, 0, rebalance_timeout_ms=REBALANCE_MS,
+                            subscribed_topic_names=list(topics), **fields)
+
+
 def join(coordinator, member_id, topics=("t",), **fields):
-    return coordinator.heartbeat(HeartbeatRequest("g", member_id, 0, rebalance_timeout_ms=REBALANCE_MS,
-                                                  subscribed_topic_names=list(topics), **fields))
+    return coordinator.heartbeat(joining(member_id, topics, **fields))
 
 
 def beat(coordinator, member_id, epoch, owned=None, **fields):
@@ -467,17 +473,57 @@ def test_under_flush_always_a_change_is_fsynced_before_the_answer_and_a_refused_
         real_flush(plog)
     monkeypatch.setattr(Log, "flush", flush)
     coordinator, clock, appender = restart(flush="always")
-    a = Client(coordinator, "a")
-    assert fsyncs == [offsets_end(appender)]          # the join: its records written, then fsynced
-    for _ in range(5):
-        a.beat()
-    assert len(fsyncs) == 1                            # heartbeats that change nothing: no write, no fsync
 
-    broken.append(True)
-    refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, join, coordinator, "b")   # b's join is not durable
-    broken.clear()
-    assert join(coordinator, "b").member_epoch == 2    # the client's retry: what was not written is written now
-    assert len(fsyncs) == 2
+    async def heartbeats():   # as ConsumerGroupHeartbeat answers them
+        a = await coordinator.answer(joining("a"))
+        assert fsyncs == [offsets_end(appender)]          # the join: its records written, then fsynced
+        for _ in range(5):
+            await coordinator.answer(HeartbeatRequest("g", "a", a.member_epoch, owned=a.assignment))
+        assert len(fsyncs) == 1                            # heartbeats that change nothing: no write, no fsync
+
+        broken.append(True)
+        with pytest.raises(ConsumerGroupError) as caught:  # b's join is not durable
+            await coordinator.answer(joining("b"))
+        assert caught.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        broken.clear()
+        b = await coordinator.answer(joining("b"))    # the client's retry: what was not written is written now
+        assert b.member_epoch == 2 and len(fsyncs) == 2
+    asyncio.run(heartbeats())
     before = snapshot(coordinator)
     coordinator, clock, _ = restart(flush="always")
     assert snapshot(coordinator) == before and set(coordinator.groups["g"].members) == {"a", "b"}
+
+
+def test_under_flush_always_the_fsync_runs_off_the_event_loop_and_the_heartbeat_waits_for_it(restart, monkeypatch):
+    """While the fsync of a join's records is held, the event loop answers another group's
+    heartbeat; the join is answered only once its fsync round is done, and so is the client's
+    retry of it, which has nothing new to write; a waiter that goes away cancels no other's wait."""
+    held, in_fsync, release, fsync_threads = [], threading.Event(), threading.Event(), []
+    real_flush = Log.flush
+
+    def flush(plog):
+        if plog.directory.name == f"{OFFSETS_TOPIC}-0" and held:
+            fsync_threads.append(threading.get_ident())
+            in_fsync.set()
+            release.wait(10)
+        real_flush(plog)
+    monkeypatch.setattr(Log, "flush", flush)
+    coordinator, clock, appender = restart(flush="always")
+
+    async def heartbeats():
+        loop_thread = threading.get_ident()
+        x = await coordinator.answer(joining("x", group_id="other"))
+        held.append(True)
+        join_a = asyncio.ensure_future(coordinator.answer(joining("a")))
+        assert await asyncio.to_thread(in_fsync.wait, 10)
+        retry_a, gone = (asyncio.ensure_future(coordinator.answer(joining("a"))) for _ in range(2))
+        await asyncio.sleep(0)                            # their steps run: they write nothing
+        gone.cancel()                                     # its connection closed
+        steady = await coordinator.answer(HeartbeatRequest("other", "x", x.member_epoch, owned=x.assignment))
+        assert steady.member_epoch == x.member_epoch and steady.synced is None   # another group's: not held
+        assert not join_a.done() and not retry_a.done()   # a's records' fsync is not done: no answer yet
+        release.set()
+        assert (await join_a).member_epoch == (await retry_a).member_epoch == 1
+        assert fsync_threads and loop_thread not in fsync_threads
+    asyncio.run(heartbeats())
+    assert offsets_end(appender) <= appender.log_manager.get_log(OFFSETS_TOPIC, 0).recovery_point

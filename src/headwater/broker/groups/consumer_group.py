@@ -20,18 +20,20 @@ MemberEpoch -1 leaves; -2 leaves as a static member, whose assignment waits for 
 ``group.instance.id`` to rejoin until the session timeout.
 
 Membership is durable, as Kafka's: every change of a group or member is written through the
-``Store`` given (``consumer_group_store``: records in ``__consumer_offsets``) before the
-heartbeat is answered, and replayed at start. A restored member gets one session timeout to
+``Store`` given (``consumer_group_store``: records in ``__consumer_offsets``) within the step,
+its fsync (``--flush always``) awaited before the heartbeat is answered (``answer``; the step
+itself stays synchronous), and replayed at start. A restored member gets one session timeout to
 heartbeat again and then goes on with the same epoch and assignment; one that does not is
 fenced as usual. Time comes from the ``Clock`` given, so tests drive it step by step.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
@@ -94,6 +96,7 @@ class HeartbeatResult:
     member_epoch: int
     heartbeat_interval_ms: int
     assignment: Partitions | None    # None: unchanged since the member last heard it
+    synced: Awaitable[ErrorCode] | None = field(default=None, compare=False)  # the step's write's fsync
 
 
 @dataclass(eq=False)
@@ -154,12 +157,16 @@ class ConsumerGroup:
         return asked.most_common(1)[0][0] if asked else DEFAULT_ASSIGNOR
 
 
+# A write: the append's error, and its fsync to await (None: nothing to wait for)
+Saved = tuple[ErrorCode, Awaitable[ErrorCode] | None]
+
+
 class Store(Protocol):
     """Where the groups are kept (``consumer_group_store.ConsumerGroupStore``)."""
 
     def load(self) -> dict[str, ConsumerGroup]: ...
 
-    def save(self, group: ConsumerGroup, member_ids: Iterable[str]) -> ErrorCode:
+    def save(self, group: ConsumerGroup, member_ids: Iterable[str]) -> Saved:
         """The group's record, the given members' and tombstones for members gone, where changed."""
 
     def delete(self, group_id: str) -> ErrorCode: ...
@@ -184,8 +191,20 @@ class ConsumerGroupCoordinator:
 
     # --- ConsumerGroupHeartbeat ---------------------------------------------------------------
 
+    async def answer(self, req: HeartbeatRequest) -> HeartbeatResult:
+        """``heartbeat``, returned once what it wrote is durable: under ``--flush always`` its fsync
+        runs in the broker's group commit, off the event loop, while other requests are served.
+        Raises ConsumerGroupError for a heartbeat refused, or whose write's fsync failed."""
+        result = self.heartbeat(req)
+        if result.synced is not None:
+            error = await asyncio.shield(result.synced)   # shared by the heartbeats waiting for it
+            if error:
+                raise _not_written(req.group_id, error)
+        return result
+
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
-        """Raises ConsumerGroupError for a heartbeat refused."""
+        """One step; raises ConsumerGroupError for a heartbeat refused. What it wrote is appended,
+        its fsync (``synced``) to be awaited before the answer."""
         regex = _validate(req)
         if req.member_epoch in (LEAVE, LEAVE_STATIC):
             return self._leave(req)
@@ -206,11 +225,11 @@ class ConsumerGroupCoordinator:
         # A member (re)joining owns nothing: whatever it still had to give up is given up.
         self._reconcile(group, member, NO_PARTITIONS if req.member_epoch == JOIN else req.owned)
         self._arm_session(group, member)
-        self._save(group, group.members if assigned else (member.member_id,))
+        synced = self._save(group, group.members if assigned else (member.member_id,))
         changed = before != (member.epoch, member.assigned) or req.member_epoch != member.epoch
         stale = req.owned is not None and req.owned != member.assigned
         return HeartbeatResult(member.member_id, member.epoch, self.heartbeat_interval_ms,
-                               member.assigned if changed or stale else None)
+                               member.assigned if changed or stale else None, synced)
 
     def _group(self, group_id: str, create: bool) -> ConsumerGroup:
         if self.taken(group_id):
@@ -344,19 +363,21 @@ class ConsumerGroupCoordinator:
         if req.member_epoch == LEAVE_STATIC:
             member.left_static = True  # keeps its partitions until it rejoins or its session ends
             log.info("consumer group %r: static member %r leaves for now", group.group_id, member.instance_id)
-            self._save(group, (member.member_id,))
+            synced = self._save(group, (member.member_id,))
         else:
             log.info("consumer group %r: member %r leaves", group.group_id, member.member_id)
             self._remove(group, member)
-            self._save(group, ())
-        return HeartbeatResult(member.member_id, req.member_epoch, 0, None)
+            synced = self._save(group, ())
+        return HeartbeatResult(member.member_id, req.member_epoch, 0, None, synced)
 
     def _session_expired(self, group: ConsumerGroup, member: Member) -> None:
         if group.members.get(member.member_id) is member:
             log.info("consumer group %r: member %r fenced after %d ms without a heartbeat", group.group_id,
                      member.member_id, self.session_timeout_ms)
             self._remove(group, member)
-            self.store.save(group, ())   # a failed write is logged, and tried again at the next change
+            # No one to answer: the fsync is not awaited. A failed write is logged (append or fsync),
+            # and written again at the group's next change.
+            self.store.save(group, ())
 
     def _revocation_expired(self, group: ConsumerGroup, member: Member) -> None:
         if group.members.get(member.member_id) is member and member.state is MemberState.UNREVOKED_PARTITIONS:
@@ -390,12 +411,14 @@ class ConsumerGroupCoordinator:
         member.revocation_timer = self.clock.after(member.rebalance_timeout_ms, self._revocation_expired,
                                                    group, member)
 
-    def _save(self, group: ConsumerGroup, member_ids: Iterable[str]) -> None:
-        """Write the change before the heartbeat is answered; a write refused is the heartbeat's error
-        (the client retries; the records not written are written at the group's next change)."""
-        error = self.store.save(group, member_ids)
+    def _save(self, group: ConsumerGroup, member_ids: Iterable[str]) -> Awaitable[ErrorCode] | None:
+        """Write the change within the step; its fsync to await before the answer. A write refused is
+        the heartbeat's error (the client retries; the records not written are written at the
+        group's next change)."""
+        error, synced = self.store.save(group, member_ids)
         if error:
-            raise ConsumerGroupError(error, f"cannot write consumer group {group.group_id!r}: {error.name}")
+            raise _not_written(group.group_id, error)
+        return synced
 
     # --- offsets and administration ------------------------------------------------------------
 
@@ -432,6 +455,10 @@ class ConsumerGroupCoordinator:
         if not error:
             del self.groups[group_id]
         return error
+
+
+def _not_written(group_id: str, error: ErrorCode) -> ConsumerGroupError:
+    return ConsumerGroupError(error, f"cannot write consumer group {group_id!r}: {error.name}")
 
 
 def _validate(req: HeartbeatRequest) -> re.Pattern | None:

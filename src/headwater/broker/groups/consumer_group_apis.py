@@ -43,7 +43,7 @@ async def consumer_group_heartbeat(broker, header, request):
     try:
         if header.api_version >= 1 and not request.member_id:
             raise ConsumerGroupError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
-        result = broker.consumer_groups.heartbeat(HeartbeatRequest(
+        result = await broker.consumer_groups.answer(HeartbeatRequest(
             group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
             client_id=header.client_id or "", client_host=client_host.get(), instance_id=request.instance_id,
             rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,

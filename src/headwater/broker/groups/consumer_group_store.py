@@ -16,10 +16,14 @@ One record per member, as Kafka's: a member's heartbeat rewrites its own record 
 the whole group's. The store remembers what it last wrote for each key (as tuples, compared
 without encoding anything: heartbeats are frequent) and writes only what differs, so a
 heartbeat that changes nothing writes nothing, and a write that failed is tried again at the
-group's next change. Records that do not parse are skipped with a warning.
+group's next change. Under ``--flush always`` a write's fsync is the broker's group commit's,
+off the event loop: the heartbeat awaits it before it is answered. Records that do not parse
+are skipped with a warning.
 """
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -30,7 +34,7 @@ from headwater.broker.internal_topic import json_bytes
 from headwater.protocol.errors import ErrorCode
 
 from .assignors import Partitions
-from .consumer_group import ConsumerGroup, Member, MemberState
+from .consumer_group import ConsumerGroup, Member, MemberState, Saved
 from .store import CONSUMER_GROUP, CONSUMER_MEMBER, OFFSETS_TOPIC, GroupStore
 
 log = logging.getLogger("headwater.groups")
@@ -106,9 +110,10 @@ def _member_value(r: MemberRecord) -> bytes:
 
 @dataclass
 class _Written:
-    """What was last written for a group's keys."""
+    """What was last written for a group's keys; None: not known to be (a write whose fsync failed)."""
     group: GroupRecord | None = None
-    members: dict[str, MemberRecord] = field(default_factory=dict)
+    members: dict[str, MemberRecord | None] = field(default_factory=dict)
+    synced: asyncio.Future[ErrorCode] | None = None   # the last write's fsync
 
 
 class ConsumerGroupStore:
@@ -117,10 +122,14 @@ class ConsumerGroupStore:
         self._offsets, self._topic = offsets, offsets.topic
         self._written: dict[str, _Written] = {}
 
-    def save(self, group: ConsumerGroup, member_ids: Iterable[str]) -> ErrorCode:
+    def save(self, group: ConsumerGroup, member_ids: Iterable[str]) -> Saved:
         """Write what changed of the group record and of the given members' records, and a
-        tombstone for each member written before and gone now; in one batch, fsynced under
-        ``--flush always`` as the classic group's record is."""
+        tombstone for each member written before and gone now; in one batch, appended at the
+        call. Returns the append's error and, under ``--flush always``, its fsync in the broker's
+        group commit to await. What is appended counts as written at once, so that the next
+        heartbeats do not write it again; should its fsync fail, it is written at the next change.
+        A save that writes nothing returns the fsync of the group's last write while it runs: as
+        Kafka's coordinator, no answer tells what is not durable yet (a client's retry, say)."""
         written = self._written.setdefault(group.group_id, _Written())
         pairs: list[tuple[bytes, bytes | None]] = []
         group_record = _group_record(group)
@@ -135,16 +144,34 @@ class ConsumerGroupStore:
         pairs += [(member_key(group.group_id, member_id), None if record is None else _member_value(record))
                   for member_id, record in members.items()]
         if not pairs:
-            return ErrorCode.NONE
-        error = self._topic.write(pairs)
-        if not error:
-            written.group = group_record
-            for member_id, record in members.items():
-                if record is None:
-                    del written.members[member_id]
-                else:
-                    written.members[member_id] = record
-        return error
+            running = written.synced is not None and not written.synced.done()
+            return ErrorCode.NONE, written.synced if running else None
+        error, fsync = self._topic.write_then_fsync(pairs)
+        if error:
+            return error, None
+        written.group = group_record
+        for member_id, record in members.items():
+            if record is None:
+                del written.members[member_id]
+            else:
+                written.members[member_id] = record
+        if fsync is None:
+            return error, None
+        # a task, so that a failed fsync is noted whether or not anyone awaits it (a timer's write)
+        synced = written.synced = asyncio.ensure_future(fsync)
+        synced.add_done_callback(functools.partial(self._not_synced, group.group_id, list(members)))
+        return error, synced
+
+    def _not_synced(self, group_id: str, member_ids: list[str], synced: asyncio.Future) -> None:
+        """A write whose fsync failed (or whose outcome is unknown: cancelled as the loop stops) may
+        be lost: its keys count as not written, so the group's next change writes them again (a
+        member gone since gets its tombstone again)."""
+        if not (synced.cancelled() or synced.exception() is not None or synced.result()):
+            return
+        written = self._written.get(group_id)
+        if written is not None:   # else deleted since: its tombstones came after
+            written.group = None
+            written.members.update(dict.fromkeys(member_ids))
 
     def delete(self, group_id: str) -> ErrorCode:
         """Tombstones for an empty group's record (its members' are written as they leave)."""
