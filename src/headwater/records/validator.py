@@ -21,8 +21,8 @@ from .varint import VARINT_MAX_BYTES, read_varint
 
 @dataclass(slots=True)
 class AppendRules:
-    """What the validator needs of a topic's configs (``LogConfig.append_rules``). Built for every
-    append, so not frozen: a frozen dataclass sets each field through ``object.__setattr__``."""
+    """What the validator needs of a topic's configs (``LogConfig.append_rules``, which keeps it per
+    config; never assigned to). Not frozen: a frozen dataclass sets each field through ``object.__setattr__``."""
     max_request_bytes: int    # the broker's message.max.bytes: all the batches of one append
     max_batch_bytes: int      # the topic's max.message.bytes: each batch as it is stored
     keys_required: bool = False          # cleanup.policy=compact

@@ -105,8 +105,11 @@ def produce_error(broker, transactional_id: str | None, topic: str, partition: i
     """The transactional checks of a Produce, on every batch it carries for the partition:
     transactional batches only from a producer with a transactional id, whose epoch is current
     and whose transaction holds the partition."""
-    if transactional_id is None:
-        return ErrorCode.INVALID_REQUEST if any(b.is_transactional for b in batches) else ErrorCode.NONE
+    if transactional_id is None:   # a loop, not any() over a generator: most requests carry one batch
+        for batch in batches:
+            if batch.is_transactional:
+                return ErrorCode.INVALID_REQUEST
+        return ErrorCode.NONE
     if not all(b.is_transactional for b in batches):
         return ErrorCode.INVALID_REQUEST
     for producer_id, epoch in dict.fromkeys((b.producer_id, b.producer_epoch) for b in batches):
