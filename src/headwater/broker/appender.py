@@ -86,10 +86,6 @@ class Validated:
     batches: list[tuple[int, BatchHeader]]   # (position in buf, header)
     now_ms: int   # the broker's time, read once: what the validator checked against and the append stamps
 
-    @property
-    def headers(self) -> list[BatchHeader]:
-        return [header for _, header in self.batches]
-
 
 class Appender:
     def __init__(self, config: BrokerConfig, log_manager: LogManager, txn_partitions: TxnPartitions,

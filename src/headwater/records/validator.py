@@ -124,7 +124,8 @@ def validate_produce(buf: bytearray, *, max_uncompressed_bytes: int,
     its records' latest (librdkafka writes 0 when they carry -1) is rewritten in ``buf`` and the
     CRC re-sealed, never a reason to drop the client's data."""
     batches = list(iter_batches(buf))
-    if not batches or sum(header.size for _, header in batches) != len(buf):
+    # the batches lie end to end from byte 0 (iter_batches' walk), so the last one's end is their sizes' sum
+    if not batches or batches[-1][0] + batches[-1][1].size != len(buf):
         raise CorruptRecordError("records end in a partial batch")
     for i, (pos, header) in enumerate(batches):
         if header.is_control:
