@@ -128,7 +128,8 @@ def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tup
     wanted = partitions.array()
     # native integers: the request's column is big-endian and strided, and each gather by it would convert it again
     index = wanted["partition"].astype(np.intp)
-    if index.min() < 0 or index.max() >= len(logs):
+    # the ufuncs' reductions, not ndarray.min/max: those each go through a Python wrapper first
+    if np.minimum.reduce(index) < 0 or np.maximum.reduce(index) >= len(logs):
         return None   # an unknown partition: answered with its error as usual
     ends = columns.end[index]   # copies: another thread's retention may move a log start meanwhile
     entries = quiet_entries(version, len(index))
@@ -136,7 +137,7 @@ def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tup
     entries["high_watermark"] = ends
     # Each numpy call costs ~1 µs with the memory cold after the request's decoding: with no transaction
     # open anywhere in the topic (one reduction over its column), every last stable offset is the end.
-    entries["last_stable_offset"] = (ends if columns.unstable.max() == NO_UNSTABLE
+    entries["last_stable_offset"] = (ends if np.maximum.reduce(columns.unstable) == NO_UNSTABLE
                                      else _stable_offsets(broker, name, logs, columns.unstable[index], index, ends))
     if version >= 5:
         entries["log_start_offset"] = columns.start[index]
