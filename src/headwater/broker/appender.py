@@ -130,7 +130,8 @@ class Appender:
                 validated = (*validated[:2], int(time.time() * 1000))   # partition's LogAppendTimes never go back
         return validated if isinstance(validated, ProduceResult) else Validated(target, partition, *validated)
 
-    def _validate_on_loop(self, topic: Topic, records: bytes | None) -> tuple[bytearray, list, int] | ProduceResult | None:
+    def _validate_on_loop(self, topic: Topic,
+                          records: bytes | None) -> tuple[bytearray, list, int] | ProduceResult | None:
         """``_validate`` on the event loop, or None where it belongs on the validator thread. Small
         uncompressed records are validated here. So is a request's one small compressed batch whose
         records decompress within OFF_LOOP_BYTES, the size uncompressed records are validated here

@@ -205,7 +205,8 @@ async def fetch(broker, header, request):
     if context.error:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=NO_SESSION, responses=[])
     # A fetch that may wait takes its deadline before its first read; one with max_wait 0 reads no clock.
-    may_wait = request.max_wait_ms > 0 and (context.targets or context.session or any(len(t.partitions) for t in topics))
+    may_wait = request.max_wait_ms > 0 and (context.targets or context.session
+                                            or any(len(t.partitions) for t in topics))
     if may_wait:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.max_wait_ms / 1000

@@ -60,7 +60,7 @@ class LogConfig:
     local_retention_bytes: int = -2
     remote_storage_enable: str = "false"
     # append_rules' last answer, with the message_max_bytes it was for: asked by every produce request,
-    # and a topic's configs change by replacing its LogConfig (LogManager.alter_configs, set_defaults),
+    # and a topic's configs change by replacing its LogConfig (LogManager.alter_topic_configs, set_defaults),
     # never by assigning to one, so what is kept here is this config's.
     _rules: tuple[int, AppendRules] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -79,8 +79,9 @@ class LogConfig:
     def append_rules(self, message_max_bytes: int) -> AppendRules:
         """What the log validator checks an append to this topic against; ``message_max_bytes``
         is the broker's."""
-        if self._rules is not None and self._rules[0] == message_max_bytes:
-            return self._rules[1]
+        kept = self._rules   # read once: the validator thread may replace it meanwhile
+        if kept is not None and kept[0] == message_max_bytes:
+            return kept[1]
         # As Kafka: the deprecated difference.max.ms stands in for whichever of the two is unset.
         difference = self.message_timestamp_difference_max_ms
         before, after = self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms

@@ -168,8 +168,9 @@ def api(key: ApiKey, min_version: int, max_version: int) -> Api:
     request, response = MESSAGE_CLASSES[key]
     spec = Api(key, request, response, min_version, max_version)
     versions = range(max_version + 1)   # from 0: an unknown ApiVersions version is answered in v0
-    return dataclasses.replace(spec, flexible_requests=frozenset(v for v in versions if request.flexible_version_q(v)),
-                               flexible_responses=frozenset(v for v in versions if response_header_is_flexible(spec, v)))
+    return dataclasses.replace(
+        spec, flexible_requests=frozenset(v for v in versions if request.flexible_version_q(v)),
+        flexible_responses=frozenset(v for v in versions if response_header_is_flexible(spec, v)))
 
 
 class ProtocolError(Exception):
