@@ -84,10 +84,7 @@ class Validated:
     partition: int
     buf: bytearray
     batches: list[tuple[int, BatchHeader]]   # (position in buf, header)
-
-    @property
-    def headers(self) -> list[BatchHeader]:
-        return [header for _, header in self.batches]
+    now_ms: int   # the broker's time, read once: what the validator checked against and the append stamps
 
 
 class Appender:
@@ -117,7 +114,7 @@ class Appender:
         loop keeps serving meanwhile (``_validate_on_loop``). The caller appends them with
         ``append_valid``, with no await in between (its checks on the batch headers then see the
         state the append will)."""
-        if is_internal_topic(topic_name):
+        if topic_name in INTERNAL_TOPICS:   # is_internal_topic, without a call for every request
             return ProduceResult(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                  message=f"cannot append to internal topic {topic_name!r}")
         target = self._target(topic_name, partition)
@@ -129,9 +126,12 @@ class Appender:
                                                                          records)
             if self.log_manager.topics.get(topic_name) is not target:  # deleted while we validated
                 return ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if not isinstance(validated, ProduceResult):   # stamped when appended, not when validated, so a
+                validated = (*validated[:2], int(time.time() * 1000))   # partition's LogAppendTimes never go back
         return validated if isinstance(validated, ProduceResult) else Validated(target, partition, *validated)
 
-    def _validate_on_loop(self, topic: Topic, records: bytes | None) -> tuple[bytearray, list] | ProduceResult | None:
+    def _validate_on_loop(self, topic: Topic,
+                          records: bytes | None) -> tuple[bytearray, list, int] | ProduceResult | None:
         """``_validate`` on the event loop, or None where it belongs on the validator thread. Small
         uncompressed records are validated here. So is a request's one small compressed batch whose
         records decompress within OFF_LOOP_BYTES, the size uncompressed records are validated here
@@ -180,23 +180,23 @@ class Appender:
         return topic
 
     def _validate(self, topic: Topic, records: bytes | None, keyless: list[int] | None = None,
-                  decompression_budget: int | None = None) -> tuple[bytearray, list] | ProduceResult:
+                  decompression_budget: int | None = None) -> tuple[bytearray, list, int] | ProduceResult:
         """The log validator's answer for an append of ``records`` to ``topic``: the batches as
-        (buffer, [(position, header)]), or the ProduceResult refusing them. ``keyless``: see ``append``;
-        ``decompression_budget``: see ``validate``."""
+        (buffer, [(position, header)], the time validated at), or the ProduceResult refusing them.
+        ``keyless``: see ``append``; ``decompression_budget``: see ``validate``."""
         rules, now_ms = topic.config.append_rules(self.config.message_max_bytes), int(time.time() * 1000)
         checked = (validate(records, rules, now_ms, decompression_budget) if keyless is None
                    else validate_own(records, keyless, rules, now_ms))
         if isinstance(checked, Refusal):
             return ProduceResult(ErrorCode[checked.error.name], message=checked.message,
                                  record_errors=checked.record_errors)
-        return checked.buf, checked.batches
+        return checked.buf, checked.batches, now_ms
 
     def append_valid(self, valid: Validated, flush_policy: bool = False) -> ProduceResult:
         """Append batches that passed validation: producer sequence checks, then the log (which
         applies its flush policy itself if ``flush_policy`` is on; a client's produce leaves
         that to the group commit)."""
-        topic, partition, buf, batches = valid.topic, valid.partition, valid.buf, valid.batches
+        topic, partition, buf, batches, now_ms = valid.topic, valid.partition, valid.buf, valid.batches, valid.now_ms
         plog = topic.partitions[partition]
         idempotent = [h for _, h in batches if h.producer_id != NO_PRODUCER_ID]
         if idempotent:
@@ -208,7 +208,6 @@ class Appender:
                         return ProduceResult(error)
             except Duplicate as dup:
                 return ProduceResult(ErrorCode.NONE, dup.base_offset)
-        now_ms = int(time.time() * 1000)
         try:
             first, last = plog.append(buf, now_ms, flush_policy)
         except OSError as exc:  # the log is left as it was: the producer may retry once there is room

@@ -128,7 +128,8 @@ def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tup
     wanted = partitions.array()
     # native integers: the request's column is big-endian and strided, and each gather by it would convert it again
     index = wanted["partition"].astype(np.intp)
-    if index.min() < 0 or index.max() >= len(logs):
+    # the ufuncs' reductions, not ndarray.min/max: those each go through a Python wrapper first
+    if np.minimum.reduce(index) < 0 or np.maximum.reduce(index) >= len(logs):
         return None   # an unknown partition: answered with its error as usual
     ends = columns.end[index]   # copies: another thread's retention may move a log start meanwhile
     entries = quiet_entries(version, len(index))
@@ -136,13 +137,16 @@ def _read_spliced(broker, request, version: int, fetch_topic, spent: int) -> tup
     entries["high_watermark"] = ends
     # Each numpy call costs ~1 µs with the memory cold after the request's decoding: with no transaction
     # open anywhere in the topic (one reduction over its column), every last stable offset is the end.
-    entries["last_stable_offset"] = (ends if columns.unstable.max() == NO_UNSTABLE
+    entries["last_stable_offset"] = (ends if np.maximum.reduce(columns.unstable) == NO_UNSTABLE
                                      else _stable_offsets(broker, name, logs, columns.unstable[index], index, ends))
     if version >= 5:
         entries["log_start_offset"] = columns.start[index]
     if request.isolation_level == READ_COMMITTED:
         entries["aborted_count"] = 0   # an empty list, not null
-    busy = np.flatnonzero(wanted["fetch_offset"] != ends).tolist()
+    # the array's own nonzero, not np.flatnonzero: that goes through five Python wrappers to get there
+    busy = (wanted["fetch_offset"] != ends).nonzero()[0].tolist()
+    if not busy:   # all quiet, the case of a consumer caught up
+        return SplicedTopic(name, entries, {}), 0, False
     targets = [((name, position.partition), position) for position in map(partitions.__getitem__, busy)]
     reads, size, errors = _read_partitions(broker, targets, request, spent)
     return SplicedTopic(name, entries, {i: reads[key] for i, (key, _) in zip(busy, targets)}), size, errors
@@ -193,15 +197,19 @@ async def fetch(broker, header, request):
     sessions = broker.fetch_sessions
     # No session now or after (epoch -1), each topic named once: answered topic by topic as asked,
     # from the request itself (no partition of a wide topic becomes an object of its own)
-    sessionless = (request.session_epoch == FINAL_EPOCH
-                   and len({t.topic for t in request.topics}) == len(request.topics))
+    topics = request.topics
+    sessionless = request.session_epoch == FINAL_EPOCH and (len(topics) < 2
+                                                            or len({t.topic for t in topics}) == len(topics))
     context = sessions.context(request.session_id, request.session_epoch, () if sessionless else _wanted(request),
-                               _forgotten(request))
+                               () if sessionless else _forgotten(request))
     if context.error:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=NO_SESSION, responses=[])
-    named = context.targets or context.session or any(len(t.partitions) for t in request.topics)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + request.max_wait_ms / 1000
+    # A fetch that may wait takes its deadline before its first read; one with max_wait 0 reads no clock.
+    may_wait = request.max_wait_ms > 0 and (context.targets or context.session
+                                            or any(len(t.partitions) for t in topics))
+    if may_wait:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.max_wait_ms / 1000
 
     def read() -> tuple:
         if sessionless:
@@ -209,8 +217,7 @@ async def fetch(broker, header, request):
         return _read_partitions(broker, context.targets, request)
 
     answer, total, errors = read()
-    remaining = deadline - loop.time()
-    if total < request.min_bytes and not errors and remaining > 0 and named:
+    if may_wait and total < request.min_bytes and not errors and (remaining := deadline - loop.time()) > 0:
         # The watch is set up only now, for a fetch that must wait: most of librdkafka's are answered
         # at once. No change falls between the read and the watch: nothing is awaited in between, and
         # every notify runs on this loop's thread (appends; the maintenance thread's moves come
@@ -226,12 +233,13 @@ async def fetch(broker, header, request):
                     break
     if sessionless:
         responses = answer
-        sizes = {t.topic: _record_bytes(t) for t in responses}
+        for topic in responses:
+            broker.stats.fetched(topic.topic, _record_bytes(topic))
     else:
         answered = sessions.answer(context, answer, request.isolation_level == READ_COMMITTED)
         responses, sizes = _topic_results(answered, answer)
-    for topic, size in sizes.items():
-        broker.stats.fetched(topic, size)
+        for topic, size in sizes.items():
+            broker.stats.fetched(topic, size)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=context.session_id, responses=responses)
 
 

@@ -69,7 +69,7 @@ async def _append(broker, transactional_id: str | None, topic: str, partition: i
     valid = await broker.appender.validate(topic, partition, records)
     if isinstance(valid, ProduceResult):
         return valid
-    refused = produce_error(broker, transactional_id, topic, partition, valid.headers)
+    refused = produce_error(broker, transactional_id, topic, partition, valid.batches)
     return ProduceResult(refused) if refused else broker.appender.append_valid(valid)
 
 

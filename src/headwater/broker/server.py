@@ -145,13 +145,15 @@ class Server:
 
     async def _requests(self, frames: Frames, peer, conn: Connection, access: authorization.Access,
                         answers: list[bytes]) -> None:
-        loop = asyncio.get_running_loop()
-        turn_started = loop.time()
+        # Decided once per connection: a connection without SASL is authenticated from its start and
+        # stays so; with SASL its exchange is looked at on every request (it may authenticate again).
+        sasl = conn.sasl is not None
+        quotas, stats, perf_counter = self.broker.quotas, self.broker.stats, time.perf_counter
+        turn_started = perf_counter()
         while True:
             if answers and not frames.buffered:
                 await _send(frames, answers)   # nothing more to serve at once: answer now
             frame = await frames.read()   # its size within frames.max_size, checked before it was read
-            size = len(frame)
             try:
                 header, request = parse_request(frame, ADVERTISED)
             except UnsupportedVersion as exc:
@@ -163,44 +165,51 @@ class Server:
                 continue
             if answers and not self._answered_at_once(header, request):
                 await _send(frames, answers)   # the answers before it must not wait for its wait
-            if not conn.may_send(header.api_key):
+            if sasl and not conn.may_send(header.api_key):
                 raise ProtocolError(f"{header.api_name} before SASL authentication")
             endpoint = ENDPOINTS[header.api_key]
-            started = time.perf_counter()
-            was_authenticated = conn.authenticated
+            started = perf_counter()
+            was_authenticated = not sasl or conn.authenticated
             handle = functools.partial(endpoint.handle, self.broker, header)
             response = await endpoint.authorize(access, header, request, handle)
-            if conn.failed:
-                await self._refuse(conn, peer)
-            elif conn.authenticated and not was_authenticated:
-                self.failed_logins.succeeded(conn.peer)
-                log.info("%s authenticated %r with %s", peer, conn.principal, conn.sasl.mechanism)
-                # The next frames may be as large as any. One read ahead while this was served was held to
-                # 512 KiB (Kafka reads the next size only after; no client sends before the answer).
-                frames.max_size = self.broker.config.socket_request_max_bytes
+            if sasl:
+                await self._after_sasl(conn, peer, was_authenticated, frames)
             throttle = 0.0
             if response is not None:
-                # charged before encoding, so the throttle time goes into the one encoding of the response
-                throttle = self.broker.quotas.throttle(header.client_id, header.api_key, size,
-                                                       self._fetched_bytes(header.api_key, response),
-                                                       time.perf_counter() - started)
-                if throttle and hasattr(response, "throttle_time_ms"):
-                    response.throttle_time_ms = int(throttle * 1000)
+                if quotas.configs:   # charged before encoding, so the throttle time goes into the one encoding
+                    throttle = quotas.throttle(header.client_id, header.api_key, len(frame),
+                                               self._fetched_bytes(header.api_key, response), perf_counter() - started)
+                    if throttle and hasattr(response, "throttle_time_ms"):
+                        response.throttle_time_ms = int(throttle * 1000)
                 answers.append(encode_response(header, endpoint.api, response))
-            if conn.failed:
+            if sasl and conn.failed:
                 return  # as Kafka: the failure is answered, then the connection closed
-            self.broker.stats.request(header.api_key, time.perf_counter() - started)
+            # one clock read for the request's time and the turn's
+            now = perf_counter()
+            stats.request(header.api_key, now - started)
             # Over its quota, the connection is muted for the throttle time, as Kafka does. Else a client
             # with requests already buffered would never yield the loop (reading them does not wait):
             # one busy producer must not starve the fetches waiting to deliver its records. It gives way
             # once its turn is spent, not after each request: librdkafka sends a produce request per
             # partition, and a fetch woken between each two of them answers every partition it names
             # each time (the producer then falls behind, and each wide fetch carries one record).
-            if throttle or loop.time() - turn_started >= self.turn_s:
+            if throttle or now - turn_started >= self.turn_s:
                 if answers:
                     await _send(frames, answers)
                 await asyncio.sleep(throttle)
-                turn_started = loop.time()
+                turn_started = perf_counter()
+
+    async def _after_sasl(self, conn: Connection, peer, was_authenticated: bool, frames: Frames) -> None:
+        """After a request on a SASL connection: a failed exchange is answered late (``_refuse``); a
+        successful one resets its host's failures and lifts the frame size limit."""
+        if conn.failed:
+            await self._refuse(conn, peer)
+        elif conn.authenticated and not was_authenticated:
+            self.failed_logins.succeeded(conn.peer)
+            log.info("%s authenticated %r with %s", peer, conn.principal, conn.sasl.mechanism)
+            # The next frames may be as large as any. One read ahead while this was served was held to
+            # 512 KiB (Kafka reads the next size only after; no client sends before the answer).
+            frames.max_size = self.broker.config.socket_request_max_bytes
 
     def _answered_at_once(self, header, request) -> bool:
         """Whether a request's handler returns without a wait worth sending the answers before it
@@ -210,10 +219,11 @@ class Server:
         return header.api_key == ApiKey.PRODUCE and not (request.acks == ACKS_ALL
                                                           and self.broker.appender.fsyncs_each_write)
 
-    def _fetched_bytes(self, api_key: int, response) -> int:
+    @staticmethod
+    def _fetched_bytes(api_key: int, response) -> int:
         """The record bytes a fetch response carries, what consumer_byte_rate counts (0 for other
-        APIs, and while no quota is set: an idle consumer's fetch names thousands of partitions)."""
-        if api_key != ApiKey.FETCH or not self.broker.quotas.configs:
+        APIs; asked only while a quota is set: an idle consumer's fetch names thousands of partitions)."""
+        if api_key != ApiKey.FETCH:
             return 0
         return sum(len(p.records or b"") for topic in response.responses for p in topic.partitions)
 

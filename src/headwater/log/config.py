@@ -6,7 +6,7 @@ CreateTopics / AlterConfigs; only the overrides are persisted with the topic.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from headwater.records import Compression
 from headwater.records.layout import MESSAGE_MAX_BYTES
@@ -59,6 +59,10 @@ class LogConfig:
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
     remote_storage_enable: str = "false"
+    # append_rules' last answer, with the message_max_bytes it was for: asked by every produce request,
+    # and a topic's configs change by replacing its LogConfig (LogManager.alter_topic_configs, set_defaults),
+    # never by assigning to one, so what is kept here is this config's.
+    _rules: tuple[int, AppendRules] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def compact(self) -> bool:
@@ -75,14 +79,19 @@ class LogConfig:
     def append_rules(self, message_max_bytes: int) -> AppendRules:
         """What the log validator checks an append to this topic against; ``message_max_bytes``
         is the broker's."""
+        kept = self._rules   # read once: the validator thread may replace it meanwhile
+        if kept is not None and kept[0] == message_max_bytes:
+            return kept[1]
         # As Kafka: the deprecated difference.max.ms stands in for whichever of the two is unset.
         difference = self.message_timestamp_difference_max_ms
         before, after = self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms
-        return AppendRules(max_request_bytes=message_max_bytes, max_batch_bytes=self.max_message_bytes,
-                           keys_required=self.compact, log_append_time=self.log_append_time,
-                           timestamp_before_max_ms=difference if before is None else before,
-                           timestamp_after_max_ms=difference if after is None else after,
-                           compression=CODECS.get(self.compression_type))
+        rules = AppendRules(max_request_bytes=message_max_bytes, max_batch_bytes=self.max_message_bytes,
+                            keys_required=self.compact, log_append_time=self.log_append_time,
+                            timestamp_before_max_ms=difference if before is None else before,
+                            timestamp_after_max_ms=difference if after is None else after,
+                            compression=CODECS.get(self.compression_type))
+        self._rules = message_max_bytes, rules
+        return rules
 
     @classmethod
     def from_topic_configs(cls, configs: dict[str, str], defaults: LogConfig) -> LogConfig:

@@ -207,7 +207,8 @@ class Log:
         infos, pos, total = [], 0, len(batches)
         while pos < total:
             header = read_header(batches, pos)
-            if header.batch_length < MIN_BATCH_LENGTH or pos + header.size > total:
+            size = header.size
+            if header.batch_length < MIN_BATCH_LENGTH or pos + size > total:
                 raise CorruptRecordError(f"batch at byte {pos} does not fit the {total} bytes appended")
             set_base_offset(batches, pos, offset)
             max_timestamp = header.max_timestamp
@@ -215,18 +216,19 @@ class Log:
                 set_log_append_time(batches, pos, now)
                 max_timestamp = now
             last = offset + header.last_offset_delta
-            infos.append(BatchInfo(pos, offset, last, max_timestamp, header.size))
+            infos.append(BatchInfo(pos, offset, last, max_timestamp, size))
             offset = last + 1
-            pos += header.size
+            pos += size
         if not infos:
             raise CorruptRecordError("no record batch to append")
         if self._should_roll(total, offset - 1, now):
             self.roll()
+        active = self._segments[-1]
         try:
-            self.active_segment.append(batches, infos, now)
+            active.append(batches, infos, now)
         finally:   # even a failed write may have moved the end: the columns show where it is
             if self._columns is not None:
-                self._columns.end[self._slot] = self.log_end_offset
+                self._columns.end[self._slot] = active.next_offset
         self._unflushed_messages += offset - first
         return first, offset - 1
 

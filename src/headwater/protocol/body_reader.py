@@ -18,12 +18,20 @@ class BodyReader:
     def take(self, size: int) -> memoryview:
         end = self.pos + size
         if end > len(self.buf):
-            raise ValueError(f"the body ends at byte {len(self.buf)}, a field runs to {end}")
+            raise self._past_end(end)
         chunk, self.pos = self.buf[self.pos:end], end
         return chunk
 
     def unpack(self, fields: struct.Struct) -> tuple:
-        return fields.unpack(self.take(fields.size))
+        # unpacked in place, not from a slice taken first: a call and a view fewer per field
+        pos, end = self.pos, self.pos + fields.size
+        if end > len(self.buf):
+            raise self._past_end(end)
+        self.pos = end
+        return fields.unpack_from(self.buf, pos)
+
+    def _past_end(self, end: int) -> ValueError:
+        return ValueError(f"the body ends at byte {len(self.buf)}, a field runs to {end}")
 
     def count(self, what: str) -> int:
         (n,) = self.unpack(_INT32)

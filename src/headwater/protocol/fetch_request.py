@@ -91,6 +91,12 @@ class FetchRequest:
         self.isolation_level, self.session_id, self.session_epoch = isolation_level, session_id, session_epoch
         self.topics, self.forgotten_topics_data, self.rack_id = topics, forgotten_topics_data, rack_id
 
+    def __copy__(self) -> FetchRequest:
+        """A shallow copy (a repeated body's kept decoding is handed out as one): one call, where
+        copy.copy's generic way through ``__reduce_ex__`` takes five."""
+        return FetchRequest(self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level,
+                            self.session_id, self.session_epoch, self.topics, self.forgotten_topics_data, self.rack_id)
+
 
 # A partition's fields by version: the leader epoch from v9, the log start offset from v5.
 _PARTITION = {v: struct.Struct(">i" + ("i" if v >= 9 else "") + "q" + ("q" if v >= 5 else "") + "i")

@@ -9,6 +9,7 @@ advertise. Record batches stay opaque bytes here (see ``headwater.records``).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import struct
 import uuid
 from collections.abc import Callable
@@ -93,6 +94,10 @@ class Api:
     response: type
     min_version: int
     max_version: int
+    # The versions up to max_version whose request header, and whose response header, carry tagged
+    # fields: a set looked in, where kafka-python's classmethod was called twice for every request.
+    flexible_requests: frozenset[int] = frozenset()
+    flexible_responses: frozenset[int] = frozenset()
 
 
 # Classes per key; which of them the broker advertises depends on the handlers registered.
@@ -161,7 +166,11 @@ MESSAGE_CLASSES = {
 
 def api(key: ApiKey, min_version: int, max_version: int) -> Api:
     request, response = MESSAGE_CLASSES[key]
-    return Api(key, request, response, min_version, max_version)
+    spec = Api(key, request, response, min_version, max_version)
+    versions = range(max_version + 1)   # from 0: an unknown ApiVersions version is answered in v0
+    return dataclasses.replace(
+        spec, flexible_requests=frozenset(v for v in versions if request.flexible_version_q(v)),
+        flexible_responses=frozenset(v for v in versions if response_header_is_flexible(spec, v)))
 
 
 class ProtocolError(Exception):
@@ -230,7 +239,7 @@ def parse_request(frame: bytes | memoryview, apis: dict[int, Api]):
         raise ProtocolError(f"unknown API key {api_key} from client {client_id!r}")
     if not spec.min_version <= version <= spec.max_version:
         raise UnsupportedVersion(header)
-    if spec.request.flexible_version_q(version):
+    if version in spec.flexible_requests:
         pos = _skip_tagged_fields(frame, pos)
     if api_key != ApiKey.FETCH:
         decode = _decode_by_hand if api_key in _BY_HAND else _decode
@@ -385,6 +394,6 @@ def encode_response(header: RequestHeader, spec: Api, response, version: int | N
     they know whether the broker is flexible); other flexible versions add a tagged-field byte."""
     version = header.api_version if version is None else version
     body = response.encode(version=version)
-    flexible = response_header_is_flexible(spec, version)
+    flexible = version in spec.flexible_responses
     head = struct.pack(">ii", 4 + flexible + len(body), header.correlation_id)
     return b"".join((head, b"\x00" if flexible else b"", body))

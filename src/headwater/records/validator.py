@@ -21,8 +21,8 @@ from .varint import VARINT_MAX_BYTES, read_varint
 
 @dataclass(slots=True)
 class AppendRules:
-    """What the validator needs of a topic's configs (``LogConfig.append_rules``). Built for every
-    append, so not frozen: a frozen dataclass sets each field through ``object.__setattr__``."""
+    """What the validator needs of a topic's configs (``LogConfig.append_rules``, which keeps it per
+    config; never assigned to). Not frozen: a frozen dataclass sets each field through ``object.__setattr__``."""
     max_request_bytes: int    # the broker's message.max.bytes: all the batches of one append
     max_batch_bytes: int      # the topic's max.message.bytes: each batch as it is stored
     keys_required: bool = False          # cleanup.policy=compact
@@ -124,7 +124,8 @@ def validate_produce(buf: bytearray, *, max_uncompressed_bytes: int,
     its records' latest (librdkafka writes 0 when they carry -1) is rewritten in ``buf`` and the
     CRC re-sealed, never a reason to drop the client's data."""
     batches = list(iter_batches(buf))
-    if not batches or sum(header.size for _, header in batches) != len(buf):
+    # the batches lie end to end from byte 0 (iter_batches' walk), so the last one's end is their sizes' sum
+    if not batches or batches[-1][0] + batches[-1][1].size != len(buf):
         raise CorruptRecordError("records end in a partial batch")
     for i, (pos, header) in enumerate(batches):
         if header.is_control:

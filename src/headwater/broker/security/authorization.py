@@ -38,9 +38,12 @@ class Access:
     allow_everyone_if_no_acl_found: bool
     topic_name: Callable[[uuid.UUID], str | None] = lambda topic_id: None  # ShareFetch names topics by id
 
+    def __post_init__(self) -> None:
+        # whether a resource without ACLs is open to this connection: its listener's, fixed for its life
+        self._open = self.allow_everyone_if_no_acl_found or self.conn.listener.protocol is SecurityProtocol.PLAINTEXT
+
     def may(self, operation: Op, resource: ResourceType, name: str) -> bool:
-        open_ = self.allow_everyone_if_no_acl_found or self.conn.listener.protocol is SecurityProtocol.PLAINTEXT
-        return self.authorizer.authorize(self.conn.principal, self.conn.peer, operation, resource, name, open_)
+        return self.authorizer.authorize(self.conn.principal, self.conn.peer, operation, resource, name, self._open)
 
     def topic(self, operation: Op, name: str | None) -> bool:
         return name is not None and self.may(operation, ResourceType.TOPIC, name)

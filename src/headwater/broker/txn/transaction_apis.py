@@ -101,15 +101,19 @@ async def end_txn(broker, header, request):
 
 
 def produce_error(broker, transactional_id: str | None, topic: str, partition: int,
-                  batches: list[BatchHeader]) -> ErrorCode:
-    """The transactional checks of a Produce, on every batch it carries for the partition:
+                  batches: list[tuple[int, BatchHeader]]) -> ErrorCode:
+    """The transactional checks of a Produce, on every batch it carries for the partition (as
+    validated: position, header):
     transactional batches only from a producer with a transactional id, whose epoch is current
     and whose transaction holds the partition."""
-    if transactional_id is None:
-        return ErrorCode.INVALID_REQUEST if any(b.is_transactional for b in batches) else ErrorCode.NONE
-    if not all(b.is_transactional for b in batches):
+    if transactional_id is None:   # a loop, not any() over a generator: most requests carry one batch
+        for _, batch in batches:
+            if batch.is_transactional:
+                return ErrorCode.INVALID_REQUEST
+        return ErrorCode.NONE
+    if not all(b.is_transactional for _, b in batches):
         return ErrorCode.INVALID_REQUEST
-    for producer_id, epoch in dict.fromkeys((b.producer_id, b.producer_epoch) for b in batches):
+    for producer_id, epoch in dict.fromkeys((b.producer_id, b.producer_epoch) for _, b in batches):
         error = broker.transactions.verify_produce(transactional_id, producer_id, epoch, (topic, partition))
         if error:
             return error
