@@ -490,7 +490,7 @@ def held_fsync(tmp_path, monkeypatch):
 
     def flush(plog):
         if plog.directory.name == f"{OFFSETS_TOPIC}-0":
-            if control.hold.is_set():
+            if control.hold.is_set() and threading.current_thread().name.startswith("fsync"):  # the group commit's
                 control.threads.append(threading.get_ident())
                 control.in_fsync.set()
                 control.release.wait(10)
@@ -560,4 +560,18 @@ def test_two_commits_in_flight_become_visible_in_the_order_they_were_appended(he
         held_fsync.release.set()
         assert await asyncio.gather(first, second) == [E.NONE, E.NONE]
         assert (offset_of(coordinator), offset_of(coordinator, tp=("t", 1))) == (9, 50)
+    asyncio.run(commits())
+
+
+def test_an_offset_deleted_while_its_commit_is_pending_does_not_come_back(held_fsync):
+    coordinator = held_fsync.coordinator
+
+    async def commits():
+        assert await coordinator.commit("solo", -1, "", None, {("t", 0): CommittedOffset(3)}) is E.NONE
+        held_fsync.hold.set()
+        pending = asyncio.ensure_future(coordinator.commit("solo", -1, "", None, {("t", 0): CommittedOffset(7)}))
+        assert await asyncio.to_thread(held_fsync.in_fsync.wait, 10)
+        assert coordinator.delete_offsets("solo", [("t", 0)]) == (E.NONE, {("t", 0): E.NONE})  # its tombstone follows
+        held_fsync.release.set()
+        assert await pending is E.NONE and offset_of(coordinator) is None
     asyncio.run(commits())

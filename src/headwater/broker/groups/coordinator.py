@@ -445,6 +445,7 @@ class GroupCoordinator:
         # waits (its handler cancelled as its connection closes). Rounds finish in append order and
         # the waiters of one round resume in the order they joined it (the loop's callbacks run first
         # in, first out), so a group's commits become visible in the order they were appended.
+        group.pending_offsets.update(offsets)
         synced = asyncio.ensure_future(fsync)
         synced.add_done_callback(functools.partial(_apply_when_durable, group, offsets))
         return await asyncio.shield(synced)
@@ -485,6 +486,7 @@ class GroupCoordinator:
             return error, {}
         for tp in doomed:
             del group.offsets[tp]
+            group.pending_offsets.pop(tp, None)
         return ErrorCode.NONE, errors
 
     def committed(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
@@ -529,7 +531,11 @@ class GroupCoordinator:
 
 def _apply_when_durable(group: Group, offsets: dict[tuple[str, int], CommittedOffset],
                         synced: asyncio.Future[ErrorCode]) -> None:
-    """A commit's offsets made visible once its fsync succeeded; a failed one's never are (the
-    client is answered the error, and retries)."""
-    if not (synced.cancelled() or synced.exception() is not None or synced.result()):
-        group.offsets.update(offsets)
+    """A commit's offsets made visible once its fsync succeeded, but those an OffsetDelete has
+    dropped since; a failed one's never are (the client is answered the error, and retries)."""
+    durable = not (synced.cancelled() or synced.exception() is not None or synced.result())
+    for tp, committed in offsets.items():
+        if durable and tp in group.pending_offsets:
+            group.offsets[tp] = committed
+        if group.pending_offsets.get(tp) is committed:
+            del group.pending_offsets[tp]
