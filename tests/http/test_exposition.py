@@ -2,6 +2,8 @@
 families made to hit every case the bulk path must leave to the library, and on a broker with
 several topics, partitions and consumer groups, whose offsets and lags are checked against the
 broker's logs and commits read here in plain Python."""
+import asyncio
+
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.parser import text_string_to_metric_families
@@ -63,8 +65,8 @@ def test_a_brokers_scrape_is_generate_latests_and_its_state(tmp_path):
         broker.log_manager.create_topic(name, partitions, {})
         for p in range(partitions):
             append(broker, name, p, 1 + p % 4)
-    broker.groups.commit("readers", -1, "", None, {("hundred", p): CommittedOffset(p % 3) for p in range(0, 100, 2)})
-    broker.groups.commit("idle", -1, "", None, {("one", 0): CommittedOffset(1)})
+    asyncio.run(broker.groups.commit("readers", -1, "", None, {("hundred", p): CommittedOffset(p % 3) for p in range(0, 100, 2)}))
+    asyncio.run(broker.groups.commit("idle", -1, "", None, {("one", 0): CommittedOffset(1)}))
     registry = BrokerMetrics(broker, lambda: 2).registry
     text = exposition(registry.collect()).decode()
     assert text == generate_latest(registry).decode()

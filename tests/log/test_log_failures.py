@@ -3,6 +3,7 @@
 The disk is a real tmpfs filled to ENOSPC (tests/support/small_disk.py); what the log holds is
 checked against plain-Python bookkeeping of what was appended.
 """
+import asyncio
 import errno
 import json
 import os
@@ -143,7 +144,7 @@ def test_a_descriptor_in_use_is_never_closed_under_its_user(tmp_path):
 def test_offset_commit_on_a_full_disk_answers_coordinator_not_available(tmp_path, clock):
     with small_disk(tmp_path / "disk", "1m") as disk:
         def commit(groups, offset: int) -> ErrorCode:
-            return groups.commit("g", -1, "", None, {("orders", 0): CommittedOffset(offset)})
+            return asyncio.run(groups.commit("g", -1, "", None, {("orders", 0): CommittedOffset(offset)}))
         appender = open_appender(disk / "data", flush="always")
         groups = open_groups(appender, clock)
         assert commit(groups, 5) == ErrorCode.NONE

@@ -6,8 +6,11 @@ the group as DescribeGroups reports it. The offsets log underneath is a real one
 coordinator's store over the broker's append path and logs in a temporary directory; no
 Broker). The wire tests in tests/broker/groups/test_groups*.py are the outer layer.
 """
+import asyncio
 import logging
 import re
+import threading
+import types
 
 import pytest
 from kafka.protocol.consumer import ConsumerProtocolAssignment, ConsumerProtocolSubscription
@@ -15,7 +18,7 @@ from kafka.protocol.consumer import ConsumerProtocolAssignment, ConsumerProtocol
 from headwater.broker.groups.coordinator import JoinRequest, JoinResult
 from headwater.broker.groups.group import TRANSITIONS, CommittedOffset, Group, GroupState, IllegalTransition
 from headwater.broker.groups.store import OFFSETS_TOPIC
-from headwater.log import layout
+from headwater.log import Log, layout
 from headwater.protocol.errors import ErrorCode
 from headwater.records.layout import iter_batches
 
@@ -49,6 +52,11 @@ def join(coordinator, member_id="", instance_id=None, protocols=RANGE, require_k
          session_ms=SESSION_MS, group="g", rebalance_ms=REBALANCE_MS):
     return coordinator.join(JoinRequest(group, member_id, instance_id, "client", "/127.0.0.1", session_ms,
                                         rebalance_ms, "consumer", protocols, require_known_member_id))
+
+
+def commit(coordinator, *request) -> ErrorCode:
+    """OffsetCommit, as its handler awaits it."""
+    return asyncio.run(coordinator.commit(*request))
 
 
 def answer(future):
@@ -178,7 +186,7 @@ def test_heartbeats_keep_a_member_and_silence_expires_it_after_its_session(coord
 
 def test_the_last_member_expiring_empties_the_group_and_keeps_its_offsets(coordinator, clock):
     (a,) = stable_group(coordinator, instance_ids=(None,))
-    assert coordinator.commit("g", 1, a.member_id, None, {("t", 0): CommittedOffset(42)}) is E.NONE
+    assert commit(coordinator, "g", 1, a.member_id, None, {("t", 0): CommittedOffset(42)}) is E.NONE
     clock.advance(SESSION_MS)
     described = coordinator.describe("g")
     assert (described.state, described.members) == (EMPTY, ())
@@ -223,7 +231,7 @@ def test_static_member_rejoins_with_its_assignment_and_its_old_id_is_fenced(coor
 
     assert coordinator.heartbeat("g", 2, b.member_id, "i-b") is E.FENCED_INSTANCE_ID
     assert answer(coordinator.sync("g", 2, b.member_id, "i-b", [])) == (E.FENCED_INSTANCE_ID, b"")
-    assert coordinator.commit("g", 2, b.member_id, "i-b", {("t", 1): CommittedOffset(5)}) is E.FENCED_INSTANCE_ID
+    assert commit(coordinator, "g", 2, b.member_id, "i-b", {("t", 1): CommittedOffset(5)}) is E.FENCED_INSTANCE_ID
     assert answer(join(coordinator, b.member_id, "i-b")).error is E.FENCED_INSTANCE_ID
     assert coordinator.leave("g", [(b.member_id, "i-b")]) == [E.FENCED_INSTANCE_ID]
     assert coordinator.committed("g") == {}
@@ -247,41 +255,41 @@ def test_stale_generation_and_unknown_member_are_refused_by_heartbeat_sync_and_c
     offsets = {("t", 0): CommittedOffset(7)}
     assert coordinator.heartbeat("g", 1, a.member_id, None) is E.ILLEGAL_GENERATION
     assert answer(coordinator.sync("g", 1, a.member_id, None, [])) == (E.ILLEGAL_GENERATION, b"")
-    assert coordinator.commit("g", 1, a.member_id, None, offsets) is E.ILLEGAL_GENERATION
+    assert commit(coordinator, "g", 1, a.member_id, None, offsets) is E.ILLEGAL_GENERATION
     assert coordinator.heartbeat("g", 2, "stranger", None) is E.UNKNOWN_MEMBER_ID
     assert answer(coordinator.sync("g", 2, "stranger", None, [])) == (E.UNKNOWN_MEMBER_ID, b"")
-    assert coordinator.commit("g", 2, "stranger", None, offsets) is E.UNKNOWN_MEMBER_ID
-    assert coordinator.commit("g", -1, "", None, offsets) is E.UNKNOWN_MEMBER_ID  # simple commits need an empty group
+    assert commit(coordinator, "g", 2, "stranger", None, offsets) is E.UNKNOWN_MEMBER_ID
+    assert commit(coordinator, "g", -1, "", None, offsets) is E.UNKNOWN_MEMBER_ID  # simple commits need an empty group
     assert coordinator.committed("g") == {}
     assert coordinator.heartbeat("nope", 1, a.member_id, None) is E.UNKNOWN_MEMBER_ID
-    assert coordinator.commit("nope", 1, a.member_id, None, offsets) is E.ILLEGAL_GENERATION
-    assert coordinator.commit("g", 2, a.member_id, None, offsets) is E.NONE
+    assert commit(coordinator, "nope", 1, a.member_id, None, offsets) is E.ILLEGAL_GENERATION
+    assert commit(coordinator, "g", 2, a.member_id, None, offsets) is E.NONE
 
 
 def test_commit_in_completing_rebalance_asks_the_member_to_finish_its_rebalance(coordinator):
     a = answer(join(coordinator))
     assert coordinator.describe("g").state is COMPLETING
-    assert coordinator.commit("g", 1, a.member_id, None, {("t", 0): CommittedOffset(1)}) is E.REBALANCE_IN_PROGRESS
-    assert coordinator.commit("g", 0, a.member_id, None, {("t", 0): CommittedOffset(1)}) is E.ILLEGAL_GENERATION
+    assert commit(coordinator, "g", 1, a.member_id, None, {("t", 0): CommittedOffset(1)}) is E.REBALANCE_IN_PROGRESS
+    assert commit(coordinator, "g", 0, a.member_id, None, {("t", 0): CommittedOffset(1)}) is E.ILLEGAL_GENERATION
     assert coordinator.committed("g") == {}
 
 
 def test_commits_are_stamped_with_the_clock_and_a_simple_consumer_commits_to_an_empty_group(coordinator, clock):
     clock.advance(1234)
     offsets = {("t", 0): CommittedOffset(10, 3, "meta"), ("t", 1): CommittedOffset(20)}
-    assert coordinator.commit("solo", -1, "", None, offsets) is E.NONE
+    assert commit(coordinator, "solo", -1, "", None, offsets) is E.NONE
     committed = coordinator.committed("solo")
     assert {tp: (c.offset, c.leader_epoch, c.metadata, c.commit_timestamp) for tp, c in committed.items()} == {
         ("t", 0): (10, 3, "meta", clock.now_ms()), ("t", 1): (20, -1, "", clock.now_ms())}
     assert coordinator.describe("solo").state is EMPTY
-    assert coordinator.commit("", -1, "", None, offsets) is E.INVALID_GROUP_ID
+    assert commit(coordinator, "", -1, "", None, offsets) is E.INVALID_GROUP_ID
 
 
 def test_a_commit_counts_as_a_heartbeat(coordinator, clock):
     (a,) = stable_group(coordinator, instance_ids=(None,))
     for offset in range(3):
         clock.advance(SESSION_MS - 1)
-        assert coordinator.commit("g", 1, a.member_id, None, {("t", 0): CommittedOffset(offset)}) is E.NONE
+        assert commit(coordinator, "g", 1, a.member_id, None, {("t", 0): CommittedOffset(offset)}) is E.NONE
     assert coordinator.describe("g").state is STABLE
 
 
@@ -310,7 +318,7 @@ def test_a_static_member_leaves_by_its_instance_id(coordinator):
 
 def test_delete_needs_an_empty_group_and_leaves_it_dead(coordinator):
     (a,) = stable_group(coordinator, instance_ids=(None,))
-    assert coordinator.commit("g", 1, a.member_id, None, {("t", 0): CommittedOffset(3)}) is E.NONE
+    assert commit(coordinator, "g", 1, a.member_id, None, {("t", 0): CommittedOffset(3)}) is E.NONE
     assert coordinator.delete("g") is E.NON_EMPTY_GROUP
     assert coordinator.leave("g", [(a.member_id, None)]) == [E.NONE]
     assert coordinator.delete("g") is E.NONE
@@ -324,7 +332,7 @@ def test_groups_and_offsets_come_back_after_a_restart_and_restored_members_get_o
     appender = open_appender(tmp_path / "data")
     groups = open_groups(appender, before_clock)
     a, b = stable_group(groups, instance_ids=("i-a", None))
-    assert groups.commit("g", 2, a.member_id, "i-a", {("t", 0): CommittedOffset(42, 1, "m")}) is E.NONE
+    assert commit(groups, "g", 2, a.member_id, "i-a", {("t", 0): CommittedOffset(42, 1, "m")}) is E.NONE
     described = groups.describe("g")
     close_appender(appender)
     appender = open_appender(tmp_path / "data")
@@ -451,7 +459,7 @@ def test_a_commit_larger_than_one_batch_of_the_offsets_topic_is_stored_whole_and
     offsets = {("wide", p): CommittedOffset(p * 7, -1, "m" * (p % 50)) for p in range(20_000)}
     appender = open_appender(tmp_path / "data")
     try:
-        assert open_groups(appender, clock).commit("g", -1, "", None, offsets) is E.NONE
+        assert commit(open_groups(appender, clock), "g", -1, "", None, offsets) is E.NONE
         limit = appender.log_manager.get_log(OFFSETS_TOPIC, 0).config.max_message_bytes
     finally:
         close_appender(appender)
@@ -468,3 +476,102 @@ def test_a_commit_larger_than_one_batch_of_the_offsets_topic_is_stored_whole_and
     finally:
         close_appender(appender)
         clock.close()
+
+
+# --- under --flush always: a commit fsynced in the broker's group commit, off the event loop ----
+
+@pytest.fixture
+def held_fsync(tmp_path, monkeypatch):
+    """A coordinator over --flush always whose __consumer_offsets fsyncs can be held (``hold``,
+    until ``release``) or made to fail (``broken``); ``threads`` are the held fsyncs' threads."""
+    control = types.SimpleNamespace(hold=threading.Event(), in_fsync=threading.Event(), release=threading.Event(),
+                                    broken=False, threads=[])
+    real_flush = Log.flush
+
+    def flush(plog):
+        if plog.directory.name == f"{OFFSETS_TOPIC}-0":
+            if control.hold.is_set() and threading.current_thread().name.startswith("fsync"):  # the group commit's
+                control.threads.append(threading.get_ident())
+                control.in_fsync.set()
+                control.release.wait(10)
+            if control.broken:
+                raise OSError(5, "Input/output error")
+        real_flush(plog)
+    monkeypatch.setattr(Log, "flush", flush)
+    appender, clock = open_appender(tmp_path / "data", flush="always"), ManualClock()
+    control.coordinator, control.appender = open_groups(appender, clock), appender
+    yield control
+    control.release.set()
+    close_appender(appender)
+    clock.close()
+
+
+def offset_of(coordinator, group="solo", tp=("t", 0)):
+    committed = coordinator.committed(group).get(tp)
+    return committed.offset if committed is not None else None
+
+
+def test_a_commit_is_answered_after_its_fsync_off_the_loop_and_visible_only_then(held_fsync):
+    coordinator, appender = held_fsync.coordinator, held_fsync.appender
+    (a,) = stable_group(coordinator, instance_ids=(None,))
+
+    async def commits():
+        assert await coordinator.commit("solo", -1, "", None, {("t", 0): CommittedOffset(3)}) is E.NONE
+        held_fsync.hold.set()
+        pending = asyncio.ensure_future(coordinator.commit("solo", -1, "", None, {("t", 0): CommittedOffset(7)}))
+        assert await asyncio.to_thread(held_fsync.in_fsync.wait, 10)
+        # the loop goes on: another group's member heartbeats; the commit is pending, its offset not seen
+        assert coordinator.heartbeat("g", 1, a.member_id, None) is E.NONE
+        assert not pending.done() and offset_of(coordinator) == 3
+        held_fsync.release.set()
+        assert await pending is E.NONE and offset_of(coordinator) == 7
+        log = appender.log_manager.get_log(OFFSETS_TOPIC, 0)
+        assert log.recovery_point >= log.log_end_offset       # answered once durable
+    asyncio.run(commits())
+    assert held_fsync.threads and threading.get_ident() not in held_fsync.threads
+
+
+def test_a_commit_whose_fsync_fails_is_answered_the_error_and_its_offsets_are_not_seen(held_fsync):
+    coordinator = held_fsync.coordinator
+
+    async def commits():
+        assert await coordinator.commit("solo", -1, "", None, {("t", 0): CommittedOffset(3)}) is E.NONE
+        held_fsync.broken = True
+        answer_ = await coordinator.commit("solo", -1, "", None, {("t", 0): CommittedOffset(7)})
+        assert answer_ is E.COORDINATOR_NOT_AVAILABLE and offset_of(coordinator) == 3
+        held_fsync.broken = False
+        assert await coordinator.commit("solo", -1, "", None, {("t", 0): CommittedOffset(8)}) is E.NONE
+        assert offset_of(coordinator) == 8
+    asyncio.run(commits())
+
+
+def test_two_commits_in_flight_become_visible_in_the_order_they_were_appended(held_fsync):
+    coordinator = held_fsync.coordinator
+
+    async def commits():
+        held_fsync.hold.set()
+        first = asyncio.ensure_future(coordinator.commit("solo", -1, "", None, {("t", 0): CommittedOffset(5),
+                                                                                ("t", 1): CommittedOffset(50)}))
+        assert await asyncio.to_thread(held_fsync.in_fsync.wait, 10)
+        second = asyncio.ensure_future(coordinator.commit("solo", -1, "", None, {("t", 0): CommittedOffset(9)}))
+        await asyncio.sleep(0)   # appended, waiting for the round after the held one
+        assert offset_of(coordinator) is None
+        held_fsync.hold.clear()
+        held_fsync.release.set()
+        assert await asyncio.gather(first, second) == [E.NONE, E.NONE]
+        assert (offset_of(coordinator), offset_of(coordinator, tp=("t", 1))) == (9, 50)
+    asyncio.run(commits())
+
+
+def test_an_offset_deleted_while_its_commit_is_pending_does_not_come_back(held_fsync):
+    coordinator = held_fsync.coordinator
+
+    async def commits():
+        assert await coordinator.commit("solo", -1, "", None, {("t", 0): CommittedOffset(3)}) is E.NONE
+        held_fsync.hold.set()
+        pending = asyncio.ensure_future(coordinator.commit("solo", -1, "", None, {("t", 0): CommittedOffset(7)}))
+        assert await asyncio.to_thread(held_fsync.in_fsync.wait, 10)
+        assert coordinator.delete_offsets("solo", [("t", 0)]) == (E.NONE, {("t", 0): E.NONE})  # its tombstone follows
+        held_fsync.release.set()
+        assert await pending is E.NONE and offset_of(coordinator) is None
+    asyncio.run(commits())

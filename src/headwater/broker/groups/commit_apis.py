@@ -26,17 +26,17 @@ def _partition_error(broker, topic: str, partition: int, metadata: str | None) -
     return ErrorCode.NONE
 
 
-def _commit(broker, request, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
+async def _commit(broker, request, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
     """A consumer group's (KIP-848) member is checked against its member epoch, a classic group's
     against its generation; the offsets of both kinds are kept by the classic coordinator's store."""
     error = broker.consumer_groups.check_commit(request.group_id, request.member_id,
                                                 request.generation_id_or_member_epoch)
     if error is None:
-        return broker.groups.commit(request.group_id, request.generation_id_or_member_epoch, request.member_id,
-                                    request.group_instance_id, offsets)
+        return await broker.groups.commit(request.group_id, request.generation_id_or_member_epoch, request.member_id,
+                                          request.group_instance_id, offsets)
     if error:
         return error
-    return broker.groups.commit(request.group_id, -1, "", None, offsets)  # no classic members to check
+    return await broker.groups.commit(request.group_id, -1, "", None, offsets)  # no classic members to check
 
 
 async def offset_commit(broker, header, request):
@@ -49,7 +49,7 @@ async def offset_commit(broker, header, request):
                 offsets[tp] = CommittedOffset(part.committed_offset, part.committed_leader_epoch,
                                               part.committed_metadata)
     if offsets:
-        error = _commit(broker, request, offsets)
+        error = await _commit(broker, request, offsets)
         errors.update((tp, error) for tp in offsets)
     by_topic = defaultdict(list)
     PartitionResult = OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition

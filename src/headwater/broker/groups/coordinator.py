@@ -20,6 +20,7 @@ with the ``Clock`` it is given, so tests drive it step by step with a clock move
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -413,10 +414,13 @@ class GroupCoordinator:
 
     # --- offsets ---------------------------------------------------------------------------
 
-    def commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-               offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
+    async def commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                     offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
         """Store offsets for a group member, or for a simple consumer (generation -1, no member
-        id) of a group without members. One error for the whole request."""
+        id) of a group without members. One error for the whole request. Checked and appended at
+        the call; answered once durable (under ``--flush always``, after the broker's group commit
+        fsynced them, off the event loop), and only then visible: until then OffsetFetch sees the
+        offsets as they were, as Kafka's pending offset commits."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         group = self._groups.get(group_id)
@@ -431,16 +435,25 @@ class GroupCoordinator:
             if group.state is Completing:
                 return ErrorCode.REBALANCE_IN_PROGRESS  # a member of the new generation, still without its assignment
             self._arm_session(group, group.members[member_id])
-        return self._store_offsets(group, offsets)
+        self._stamp(offsets)
+        error, fsync = self.store.store_offsets_then_fsync(group.group_id, offsets)
+        if error or fsync is None:
+            if not error:
+                group.offsets.update(offsets)
+            return error
+        # A task, so that the offsets become visible once durable whether or not the client still
+        # waits (its handler cancelled as its connection closes). Rounds finish in append order and
+        # the waiters of one round resume in the order they joined it (the loop's callbacks run first
+        # in, first out), so a group's commits become visible in the order they were appended.
+        group.pending_offsets.update(offsets)
+        synced = asyncio.ensure_future(fsync)
+        synced.add_done_callback(functools.partial(_apply_when_durable, group, offsets))
+        return await asyncio.shield(synced)
 
-    def _store_offsets(self, group: Group, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
+    def _stamp(self, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
         now = self.clock.now_ms()
         for committed in offsets.values():
             committed.commit_timestamp = now
-        error = self.store.store_offsets(group.group_id, offsets)
-        if not error:
-            group.offsets.update(offsets)
-        return error
 
     def check_transactional_member(self, group_id: str, generation: int, member_id: str,
                                    instance_id: str | None) -> ErrorCode:
@@ -450,8 +463,15 @@ class GroupCoordinator:
         return self._check_member(self._groups.get(group_id), member_id, instance_id, generation)
 
     def commit_transactional(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
-        """Offsets of a transaction that has committed: they reach the group now."""
-        return self._store_offsets(self._groups.setdefault(group_id, Group(group_id)), offsets)
+        """Offsets of a transaction that has committed: they reach the group now (fsynced on the
+        event loop under ``--flush always``: one write per transaction's end, not per commit)."""
+        group = self._groups.setdefault(group_id, Group(group_id))
+        self._stamp(offsets)
+        error = self.store.store_offsets(group_id, offsets)
+        if not error:
+            group.offsets.update(offsets)
+        return error
+
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[ErrorCode, dict]:
         """OffsetDelete (KIP-496): (the request's error, {partition: error}). A live consumer
         group keeps the offsets of the topics it subscribes to (GROUP_SUBSCRIBED_TO_TOPIC)."""
@@ -466,6 +486,7 @@ class GroupCoordinator:
             return error, {}
         for tp in doomed:
             del group.offsets[tp]
+            group.pending_offsets.pop(tp, None)
         return ErrorCode.NONE, errors
 
     def committed(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
@@ -506,3 +527,15 @@ class GroupCoordinator:
         future = self.clock.create_future()
         future.set_result(answer)
         return future
+
+
+def _apply_when_durable(group: Group, offsets: dict[tuple[str, int], CommittedOffset],
+                        synced: asyncio.Future[ErrorCode]) -> None:
+    """A commit's offsets made visible once its fsync succeeded, but those an OffsetDelete has
+    dropped since; a failed one's never are (the client is answered the error, and retries)."""
+    durable = not (synced.cancelled() or synced.exception() is not None or synced.result())
+    for tp, committed in offsets.items():
+        if durable and tp in group.pending_offsets:
+            group.offsets[tp] = committed
+        if group.pending_offsets.get(tp) is committed:
+            del group.pending_offsets[tp]

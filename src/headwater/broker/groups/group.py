@@ -94,6 +94,9 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     pending_members: dict[str, Timer] = field(default_factory=dict)  # ids handed out, not joined yet
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    # the last commit appended to each partition whose fsync has not finished (Kafka's pending
+    # offset commits): an OffsetDelete drops it, so that it does not come back once durable
+    pending_offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     rebalance_timer: Timer | None = None
     # group.initial.rebalance.delay.ms: the first rebalance out of Empty waits for more members
     # (it completes only at its timer, not once all have joined) and waits longer while they come

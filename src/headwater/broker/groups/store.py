@@ -21,6 +21,7 @@ the topic) are skipped with a warning when replayed.
 from __future__ import annotations
 
 import base64
+from collections.abc import Awaitable
 from typing import Any
 
 from headwater.broker.appender import Appender
@@ -63,10 +64,13 @@ class GroupStore:
         self._handed_over: list[Replayed] | None = None   # the consumer groups' records of the last load()
 
     def store_offsets(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> ErrorCode:
-        return self._write([(offset_key(group_id, topic, partition),
-                             json_bytes({"offset": c.offset, "leader_epoch": c.leader_epoch, "metadata": c.metadata,
-                                    "commit_timestamp": c.commit_timestamp}))
-                            for (topic, partition), c in offsets.items()])
+        return self._write(_offset_records(group_id, offsets))
+
+    def store_offsets_then_fsync(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]
+                                 ) -> tuple[ErrorCode, Awaitable[ErrorCode] | None]:
+        """``store_offsets``, appended at the call, its fsync (under ``--flush always``) left to the
+        broker's group commit: (the append's error, the fsync to await or None)."""
+        return self.topic.write_then_fsync(_offset_records(group_id, offsets))
 
     def store_group(self, group: Group) -> ErrorCode:
         return self._write([(group_key(group.group_id), _group_value(group))])
@@ -106,6 +110,13 @@ class GroupStore:
             self.load()
         records, self._handed_over = self._handed_over, None
         return records
+
+
+def _offset_records(group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> list[tuple[bytes, bytes]]:
+    return [(offset_key(group_id, topic, partition),
+             json_bytes({"offset": c.offset, "leader_epoch": c.leader_epoch, "metadata": c.metadata,
+                         "commit_timestamp": c.commit_timestamp}))
+            for (topic, partition), c in offsets.items()]
 
 
 def _apply(groups: dict[str, Group], key: dict, value: dict | None) -> None:
