@@ -84,7 +84,9 @@ class Validated:
     partition: int
     buf: bytearray
     batches: list[tuple[int, BatchHeader]]   # (position in buf, header)
-    now_ms: int   # the broker's time, read once: what the validator checked against and the append stamps
+    # the time the append stamps: on the loop also what the validator checked against; off it, read
+    # again once validated, so that a partition's LogAppendTimes never go back
+    now_ms: int
 
 
 class Appender:

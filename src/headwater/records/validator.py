@@ -19,10 +19,10 @@ from .layout import (ATTR_LOG_APPEND_TIME, DECOMPRESSION_RATIO, BatchHeader, ite
 from .varint import VARINT_MAX_BYTES, read_varint
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class AppendRules:
-    """What the validator needs of a topic's configs (``LogConfig.append_rules``, which keeps it per
-    config; never assigned to). Not frozen: a frozen dataclass sets each field through ``object.__setattr__``."""
+    """What the validator needs of a topic's configs (``LogConfig.append_rules``). Frozen: one is
+    kept per LogConfig and shared by every append to the topic, on the loop and the validator thread."""
     max_request_bytes: int    # the broker's message.max.bytes: all the batches of one append
     max_batch_bytes: int      # the topic's max.message.bytes: each batch as it is stored
     keys_required: bool = False          # cleanup.policy=compact

@@ -437,10 +437,11 @@ class GroupCoordinator:
             self._arm_session(group, group.members[member_id])
         self._stamp(offsets)
         error, fsync = self.store.store_offsets_then_fsync(group.group_id, offsets)
-        if error or fsync is None:
-            if not error:
-                group.offsets.update(offsets)
+        if error:
             return error
+        if fsync is None:   # no fsync of each write (--flush never): visible at once
+            group.offsets.update(offsets)
+            return ErrorCode.NONE
         # A task, so that the offsets become visible once durable whether or not the client still
         # waits (its handler cancelled as its connection closes). Rounds finish in append order and
         # the waiters of one round resume in the order they joined it (the loop's callbacks run first
